@@ -1,0 +1,91 @@
+// Command edl runs elastic deep-learning training jobs: the API and planner
+// (serve), the per-allocation worker (worker), everything on one machine (dev),
+// benchmarks (bench) and the trace simulator (sim).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+// command is one `edl` subcommand. Each lives in its own file and registers
+// itself from init, so subcommands can be added without touching this file.
+type command struct {
+	name    string
+	summary string
+	// run parses args (use parseFlags) and does the work; ctx ends on SIGINT/SIGTERM.
+	run func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+var commands = map[string]command{}
+
+func register(c command) {
+	if _, dup := commands[c.name]; dup {
+		panic("edl: command registered twice: " + c.name)
+	}
+	commands[c.name] = c
+}
+
+func main() {
+	os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// runMain is main without the process exit, so tests can drive it.
+func runMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		printUsage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "edl: unknown command %q\n\n", args[0])
+		printUsage(stderr)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return exitCode(c.run(ctx, args[1:], stdout, stderr), stderr)
+}
+
+// exitCode maps a command's error to the process exit status: 0 for success
+// or --help, 2 for usage errors, 1 for everything else.
+func exitCode(err error, stderr io.Writer) int {
+	var uerr usageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &uerr):
+		fmt.Fprintf(stderr, "edl: %v\n", err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "edl: %v\n", err)
+		return 1
+	}
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintln(w, "usage: edl <command> [flags]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "commands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Run 'edl <command> --help' for a command's flags. Every flag can also be set")
+	fmt.Fprintln(w, "with an EDL_* environment variable: --data-dir is EDL_DATA_DIR.")
+}

@@ -1,0 +1,135 @@
+package testenv
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Unavailable fails the test under CI=true and skips it elsewhere, with why.
+func Unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("required test server unavailable (CI=true): %s", msg)
+	}
+	t.Skipf("test server unavailable: %s (run 'make setup')", msg)
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// RandomID returns n random bytes as hex, for prefixes and bucket names.
+func RandomID(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+var unsafeChars = regexp.MustCompile(`[^a-z0-9]+`)
+
+// slug turns a test name into something usable in keys and bucket names.
+func slug(name string, max int) string {
+	s := strings.Trim(unsafeChars.ReplaceAllString(strings.ToLower(name), "-"), "-")
+	if len(s) > max {
+		s = s[:max]
+	}
+	return strings.Trim(s, "-")
+}
+
+// RepoRoot is the folder holding go.mod, found upwards from the working dir.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// lookBinary finds a server binary: an explicit env override, then the repo's
+// tool cache (.tools/bin), then PATH, then the given fallbacks.
+func lookBinary(envVar, name string, fallbacks ...string) (string, error) {
+	if p := os.Getenv(envVar); p != "" {
+		return p, nil
+	}
+	if root, err := RepoRoot(); err == nil {
+		p := filepath.Join(root, ".tools", "bin", name)
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	for _, p := range fallbacks {
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found (set %s, or run 'make setup')", name, envVar)
+}
+
+// shared holds servers started once per test binary; they are stopped by
+// Main, and in any case die with the test process (Pdeathsig).
+var shared struct {
+	mu    sync.Mutex
+	stops []func()
+}
+
+func addSharedStop(f func()) {
+	shared.mu.Lock()
+	shared.stops = append(shared.stops, f)
+	shared.mu.Unlock()
+}
+
+// Main runs a package's tests and then stops the shared servers; call it
+// from TestMain: func TestMain(m *testing.M) { testenv.Main(m) }.
+func Main(m interface{ Run() int }) {
+	code := m.Run()
+	shared.mu.Lock()
+	for _, stop := range shared.stops {
+		stop()
+	}
+	shared.mu.Unlock()
+	os.Exit(code)
+}
+
+// waitFor polls ready until it succeeds or timeout passes.
+func waitFor(timeout time.Duration, ready func() error) error {
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = ready(); err == nil {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("not ready after %s: %w", timeout, err)
+}

@@ -1,0 +1,52 @@
+package jobs
+
+// GPUClass is a set of interchangeable GPUs: same model, same memory.
+// The zero class means CPU-only capacity.
+type GPUClass struct {
+	Model     string `json:"model"`
+	MemoryMiB int    `json:"memory_mib"`
+}
+
+// Node is one machine's capacity as the cluster reports it. Free counts are
+// what live workers (of any job) do not hold.
+type Node struct {
+	ID       string   `json:"id"`
+	Name     string   `json:"name"`
+	Class    GPUClass `json:"class"`
+	GPUs     int      `json:"gpus"`      // healthy GPU instances
+	FreeGPUs int      `json:"free_gpus"` // not held by a live worker
+	// CPUSlots is how many CPU-only workers (gpus_per_worker = 0) fit.
+	CPUSlots     int `json:"cpu_slots"`
+	FreeCPUSlots int `json:"free_cpu_slots"`
+}
+
+// Capacity is the whole cluster's capacity at one moment.
+type Capacity struct {
+	Nodes []Node `json:"nodes"`
+}
+
+// WorkerState is where a placed worker is in its life, as the cluster sees it.
+type WorkerState string
+
+const (
+	WorkerPending  WorkerState = "pending"  // asked for, not yet running (or blocked)
+	WorkerRunning  WorkerState = "running"  // process up
+	WorkerStopping WorkerState = "stopping" // told to stop, not yet gone
+	WorkerComplete WorkerState = "complete" // exited 0
+	WorkerFailed   WorkerState = "failed"   // exited non-zero or lost
+)
+
+// Live reports whether the worker holds (or is about to hold) resources.
+func (s WorkerState) Live() bool {
+	return s == WorkerPending || s == WorkerRunning || s == WorkerStopping
+}
+
+// Worker is one placed worker of a job (a Nomad allocation or a local process).
+type Worker struct {
+	ID    string      `json:"id"` // allocation ID or local worker ID
+	JobID string      `json:"job_id"`
+	Index int         `json:"index"` // name index: workers[N]
+	Node  string      `json:"node"`
+	State WorkerState `json:"state"`
+	GPUs  []string    `json:"gpus,omitempty"` // device IDs held
+}

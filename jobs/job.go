@@ -1,0 +1,70 @@
+package jobs
+
+import "time"
+
+// Job is a submitted job as the API shows it and the store keeps it.
+type Job struct {
+	ID             string         `json:"id"`
+	Tenant         string         `json:"tenant"`
+	State          State          `json:"state"`
+	Reason         string         `json:"reason,omitempty"` // why it waits or failed
+	Spec           Spec           `json:"spec"`
+	Workers        WorkerCount    `json:"workers"`
+	Progress       Progress       `json:"progress"`
+	LastCheckpoint *CheckpointRef `json:"last_checkpoint,omitempty"`
+	CreatedAt      time.Time      `json:"created_at"`
+	UpdatedAt      time.Time      `json:"updated_at"`
+	// Version increases with every write; the store uses it for optimistic
+	// concurrency.
+	Version int64 `json:"version"`
+}
+
+// WorkerCount is how many workers a job has and how many the planner wants.
+type WorkerCount struct {
+	Current int `json:"current"`
+	Target  int `json:"target"`
+	// Pinned, when set, is a size the tenant asked for with POST .../scale.
+	Pinned int `json:"pinned,omitempty"`
+}
+
+// Progress is what the workers report, a few times a second at most.
+type Progress struct {
+	Epoch       int     `json:"epoch"`
+	Step        int64   `json:"step"`
+	Samples     int64   `json:"samples"`
+	Loss        float64 `json:"loss"`
+	SamplesPerS float64 `json:"samples_per_s"`
+	WorldSize   int     `json:"world_size"`
+	Generation  int64   `json:"generation,omitempty"`
+	TotalEpochs int     `json:"total_epochs,omitempty"`
+}
+
+// CheckpointRef names a committed checkpoint.
+type CheckpointRef struct {
+	Step      int64     `json:"step"`
+	Epoch     int       `json:"epoch"`
+	URL       string    `json:"url"`
+	SizeBytes int64     `json:"size_bytes"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// EventType classifies job events.
+type EventType string
+
+const (
+	EventState      EventType = "state"      // a state change
+	EventScale      EventType = "scale"      // a scaling decision, with its reason
+	EventWorker     EventType = "worker"     // a worker joined or left
+	EventCheckpoint EventType = "checkpoint" // a checkpoint committed or skipped
+	EventError      EventType = "error"
+)
+
+// Event is one entry of a job's event log. ID is assigned by the store and
+// orders events (it is the SSE id).
+type Event struct {
+	ID      string         `json:"id"`
+	Time    time.Time      `json:"time"`
+	Type    EventType      `json:"type"`
+	Message string         `json:"message"`
+	Data    map[string]any `json:"data,omitempty"`
+}
