@@ -1,0 +1,47 @@
+# edl: two commands for a newcomer: `make run` and `make test`.
+SHELL := /bin/bash
+GO ?= go
+TOOLS := $(CURDIR)/.tools/bin
+export PATH := $(TOOLS):$(PATH)
+# go-nvml's cgo prolog warns about deprecated NVML calls; keep build output readable.
+export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
+
+.PHONY: run test bench openapi lint tools setup build
+
+## setup: install what is missing (redis-server, python3-torch, swag, weed); idempotent
+setup:
+	@scripts/setup.sh
+
+## tools: build the Go-proxy tools into .tools/bin
+tools:
+	@EDL_SETUP_TORCH=0 scripts/setup.sh
+
+## build: the edl binary into bin/edl
+build:
+	$(GO) build -o bin/edl ./cmd/edl
+
+## run: everything on this machine (edl dev): API on 127.0.0.1:8080, data in ./.edl
+run: setup build
+	exec bin/edl dev
+
+## test: all tests with the race detector, against real servers
+test: setup
+	$(GO) test -race -timeout 15m ./...
+
+## bench: every benchmark, each printing JSON figures
+bench: setup build
+	bin/edl bench api --json
+	bin/edl bench allreduce --procs 2,4 --mib 64 --json
+	bin/edl bench elastic --json
+	bin/edl bench checkpoint --mib 256 --json
+	bin/edl sim --compare --trace testdata/traces/philly_vc_ee9e8c.csv --gpus 128 --json
+	$(GO) test -run '^$$' -bench Decide ./planner/
+
+## openapi: regenerate openapi/ from the handlers' swag annotations
+openapi: tools
+	$(TOOLS)/swag init --quiet --generalInfo api/doc.go --dir ./ --output openapi --outputTypes json,yaml --parseInternal
+
+## lint: gofmt must print nothing; go vet must pass
+lint:
+	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...

@@ -1,0 +1,144 @@
+package testenv
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/edl-nomad/edl/checkpoint/weed"
+)
+
+// S3Server is a real SeaweedFS S3 gateway (weed mini) on loopback ports.
+type S3Server struct {
+	*weed.Server
+	AccessKey, SecretKey string
+}
+
+// StartS3Server starts weed mini with its data in dir and a random
+// identity; callers must Stop it. The binary comes from EDL_WEED, the
+// repository's .tools/bin, or PATH.
+func StartS3Server(ctx context.Context, dir string) (*S3Server, error) {
+	bin, err := lookBinary("EDL_WEED", "weed")
+	if err != nil {
+		return nil, err
+	}
+	ak, sk := "edltest"+RandomID(4), RandomID(20)
+	srv, err := weed.Start(ctx, weed.Config{Bin: bin, Dir: dir, AccessKey: ak, SecretKey: sk})
+	if err != nil {
+		return nil, err
+	}
+	return &S3Server{Server: srv, AccessKey: ak, SecretKey: sk}, nil
+}
+
+// S3 is what a test gets: a server, a fresh bucket of its own, a key
+// prefix inside it, and a client.
+type S3 struct {
+	Server    *S3Server
+	Endpoint  string // host:port, plain HTTP
+	AccessKey string
+	SecretKey string
+	Region    string
+	Bucket    string // created for this test
+	Prefix    string // "" or a path inside the bucket, no slashes at the ends
+	Client    *minio.Client
+}
+
+// URL is the s3://BUCKET/PREFIX form checkpoint.Open accepts; the endpoint
+// and credentials go in checkpoint.Options (see Options in the checkpoint
+// tests) or ride as ?endpoint=...&tls=false.
+func (s *S3) URL() string {
+	if s.Prefix == "" {
+		return "s3://" + s.Bucket
+	}
+	return "s3://" + s.Bucket + "/" + s.Prefix
+}
+
+// EndpointURL is the endpoint with its scheme, as AWS_ENDPOINT_URL takes it.
+func (s *S3) EndpointURL() string { return "http://" + s.Endpoint }
+
+var sharedS3 struct {
+	once sync.Once
+	srv  *S3Server
+	err  error
+}
+
+// NewS3 gives the test the package's shared S3 server (started on first
+// use, stopped by Main) and a fresh bucket, emptied and removed when the
+// test ends. Use NewS3Server for a server of its own.
+func NewS3(t testing.TB) *S3 {
+	t.Helper()
+	sharedS3.once.Do(func() {
+		dir, err := os.MkdirTemp("", "edl-weed-")
+		if err != nil {
+			sharedS3.err = err
+			return
+		}
+		sharedS3.srv, sharedS3.err = StartS3Server(context.Background(), dir)
+		if sharedS3.err != nil {
+			os.RemoveAll(dir)
+			return
+		}
+		addSharedStop(func() { sharedS3.srv.Stop(); os.RemoveAll(dir) })
+	})
+	if sharedS3.err != nil {
+		Unavailable(t, "s3: %v", sharedS3.err)
+	}
+	return newS3For(t, sharedS3.srv)
+}
+
+// NewS3Server starts an S3 server for this test alone (for tests that kill
+// or restart it: s.Server.Kill, s.Server.Restart) and stops it when the
+// test ends.
+func NewS3Server(t testing.TB) *S3 {
+	t.Helper()
+	srv, err := StartS3Server(context.Background(), filepath.Clean(t.TempDir()))
+	if err != nil {
+		Unavailable(t, "s3: %v", err)
+	}
+	t.Cleanup(srv.Stop)
+	return newS3For(t, srv)
+}
+
+func newS3For(t testing.TB, srv *S3Server) *S3 {
+	t.Helper()
+	c, err := srv.Client()
+	if err != nil {
+		t.Fatalf("s3 client: %v", err)
+	}
+	bucket := "t-" + slug(t.Name(), 40) + "-" + RandomID(4)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.MakeBucket(ctx, bucket, minio.MakeBucketOptions{}); err != nil {
+		t.Fatalf("create bucket %s on %s: %v", bucket, srv.Endpoint, err)
+	}
+	t.Cleanup(func() { removeBucket(c, bucket) })
+	return &S3{
+		Server:    srv,
+		Endpoint:  srv.Endpoint,
+		AccessKey: srv.AccessKey,
+		SecretKey: srv.SecretKey,
+		Region:    "us-east-1",
+		Bucket:    bucket,
+		Prefix:    "p-" + RandomID(3),
+		Client:    c,
+	}
+}
+
+// removeBucket empties and removes a test's bucket, best effort: the server
+// may have been killed by the test.
+func removeBucket(c *minio.Client, bucket string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	objs := c.ListObjects(ctx, bucket, minio.ListObjectsOptions{Recursive: true})
+	for err := range c.RemoveObjects(ctx, bucket, objs, minio.RemoveObjectsOptions{}) {
+		if err.Err != nil {
+			return
+		}
+	}
+	_ = c.RemoveBucket(ctx, bucket) // what remains goes with the server
+}

@@ -1,0 +1,135 @@
+package redisproc
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Proc is a running redis-server child.
+type Proc struct {
+	addr string
+	cmd  *exec.Cmd
+	log  *bytes.Buffer
+	once sync.Once
+	done chan struct{}
+}
+
+// Options tune the child; the zero value is fine.
+type Options struct {
+	// Binary is the redis-server to run; default: PATH, then /usr/bin/redis-server.
+	Binary string
+	// Port to listen on; 0 picks a free one.
+	Port int
+	// AppendFsync is "always", "everysec" (default) or "no".
+	AppendFsync string
+}
+
+// Start runs redis-server with its data (AOF) in dir, waits until it answers
+// PING, and returns it. The child is in its own process group and is killed
+// if this process dies (Pdeathsig), so Ctrl-C never leaves it behind.
+func Start(ctx context.Context, dir string, opts Options) (*Proc, error) {
+	bin := opts.Binary
+	if bin == "" {
+		var err error
+		if bin, err = exec.LookPath("redis-server"); err != nil {
+			bin = "/usr/bin/redis-server"
+			if _, serr := os.Stat(bin); serr != nil {
+				return nil, fmt.Errorf("redis-server not found on PATH or at /usr/bin/redis-server: install Debian's redis-server (make setup)")
+			}
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("redis data dir %s: %w", dir, err)
+	}
+	port := opts.Port
+	if port == 0 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("find free port: %w", err)
+		}
+		port = l.Addr().(*net.TCPAddr).Port
+		l.Close()
+	}
+	fsync := opts.AppendFsync
+	if fsync == "" {
+		fsync = "everysec"
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	p := &Proc{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), log: &bytes.Buffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(bin,
+		"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", abs,
+		"--appendonly", "yes", "--appendfsync", fsync, "--save", "",
+		"--daemonize", "no", "--protected-mode", "yes", "--loglevel", "warning")
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	go func() { _ = p.cmd.Wait(); close(p.done) }()
+	if err := p.waitReady(ctx, 10*time.Second); err != nil {
+		p.Stop()
+		return nil, fmt.Errorf("redis-server on %s: %w; its output: %s", p.addr, err, p.log.String())
+	}
+	return p, nil
+}
+
+func (p *Proc) waitReady(ctx context.Context, timeout time.Duration) error {
+	c := redis.NewClient(&redis.Options{Addr: p.addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	defer c.Close()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := c.Ping(ctx).Err()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("exited before answering PING")
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(15 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no PING answer after %s: %w", timeout, err)
+		}
+	}
+}
+
+// Addr is host:port.
+func (p *Proc) Addr() string { return p.addr }
+
+// URL is the redis:// URL.
+func (p *Proc) URL() string { return "redis://" + p.addr }
+
+// Pid is the child's process id.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
+// Done is closed when the child has exited.
+func (p *Proc) Done() <-chan struct{} { return p.done }
+
+// Stop asks the server to shut down (SIGTERM) and kills it after 5 s.
+func (p *Proc) Stop() {
+	p.once.Do(func() {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(5 * time.Second):
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+		}
+	})
+}
