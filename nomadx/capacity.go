@@ -1,0 +1,127 @@
+package nomadx
+
+import (
+	"context"
+	"sort"
+
+	"github.com/edl-nomad/edl/jobs"
+	"github.com/hashicorp/nomad/api"
+)
+
+// Capacity reads every node with its resources and every live allocation
+// (all namespaces): Nomad's node endpoints list GPU instances but not which
+// are in use, so the DeviceIDs of live allocations are subtracted. Nodes
+// that are down, ineligible or draining are left out. Each nvidia/gpu device
+// group of a node is one jobs.Node (same ID); CPU slots for
+// gpus_per_worker = 0 sit on the node's first entry.
+func (c *Cluster) Capacity(ctx context.Context) (jobs.Capacity, error) {
+	var capy jobs.Capacity
+	err := c.do(ctx, "read", "", func(ctx context.Context) error {
+		q := c.q(ctx)
+		q.Params = map[string]string{"resources": "true"}
+		nodes, _, err := c.client.Nodes().List(q)
+		if err != nil {
+			return err
+		}
+		aq := c.q(ctx)
+		aq.Namespace = "*"
+		aq.Params = map[string]string{"resources": "true", "task_states": "false"}
+		allocs, _, err := c.client.Allocations().List(aq)
+		if err != nil {
+			return err
+		}
+		capy = capacityOf(nodes, allocs, c.cfg.CPUMHz, c.cfg.MemoryMiB)
+		return nil
+	})
+	return capy, err
+}
+
+type nodeUse struct {
+	cpu, mem int64
+	gpus     map[string]bool
+}
+
+// capacityOf is the pure part of Capacity.
+func capacityOf(nodes []*api.NodeListStub, allocs []*api.AllocationListStub, cpuMHz, memMiB int) jobs.Capacity {
+	use := map[string]*nodeUse{}
+	for _, a := range allocs {
+		if terminal(a.ClientStatus) || a.AllocatedResources == nil {
+			continue
+		}
+		u := use[a.NodeID]
+		if u == nil {
+			u = &nodeUse{gpus: map[string]bool{}}
+			use[a.NodeID] = u
+		}
+		for _, t := range a.AllocatedResources.Tasks {
+			u.cpu += t.Cpu.CpuShares
+			u.mem += t.Memory.MemoryMB
+		}
+		for _, id := range gpuIDs(a.AllocatedResources) {
+			u.gpus[id] = true
+		}
+	}
+	var out jobs.Capacity
+	for _, n := range nodes {
+		if n.Status != "ready" || n.SchedulingEligibility != "eligible" || n.Drain || n.NodeResources == nil {
+			continue
+		}
+		u := use[n.ID]
+		if u == nil {
+			u = &nodeUse{gpus: map[string]bool{}}
+		}
+		cpu, mem := n.NodeResources.Cpu.CpuShares, n.NodeResources.Memory.MemoryMB
+		if r := n.ReservedResources; r != nil {
+			cpu -= int64(r.Cpu.CpuShares)
+			mem -= int64(r.Memory.MemoryMB)
+		}
+		slots := int(max(0, min(cpu/int64(cpuMHz), mem/int64(memMiB))))
+		free := int(max(0, min((cpu-u.cpu)/int64(cpuMHz), (mem-u.mem)/int64(memMiB))))
+		first := len(out.Nodes)
+		for _, d := range n.NodeResources.Devices {
+			if d.Vendor != "nvidia" || d.Type != "gpu" {
+				continue
+			}
+			e := jobs.Node{ID: n.ID, Name: n.Name, Class: jobs.GPUClass{Model: d.Name, MemoryMiB: memoryMiB(d.Attributes["memory"])}}
+			for _, inst := range d.Instances {
+				if inst.Healthy {
+					e.GPUs++
+					if !u.gpus[inst.ID] {
+						e.FreeGPUs++
+					}
+				}
+			}
+			out.Nodes = append(out.Nodes, e)
+		}
+		if len(out.Nodes) == first {
+			out.Nodes = append(out.Nodes, jobs.Node{ID: n.ID, Name: n.Name})
+		}
+		out.Nodes[first].CPUSlots, out.Nodes[first].FreeCPUSlots = slots, free
+	}
+	sort.SliceStable(out.Nodes, func(i, j int) bool { return out.Nodes[i].Name < out.Nodes[j].Name })
+	return out
+}
+
+// memoryMiB converts a device memory attribute (the NVIDIA plugin reports
+// an integer in MiB) to MiB; 0 when absent or unknown.
+func memoryMiB(a *api.Attribute) int {
+	if a == nil {
+		return 0
+	}
+	var v float64
+	switch {
+	case a.IntVal != nil:
+		v = float64(*a.IntVal)
+	case a.FloatVal != nil:
+		v = *a.FloatVal
+	default:
+		return 0
+	}
+	mult := map[string]float64{"": 1, "MiB": 1, "GiB": 1024, "TiB": 1024 * 1024, "KiB": 1.0 / 1024,
+		"B": 1.0 / (1 << 20), "KB": 1e3 / (1 << 20), "MB": 1e6 / (1 << 20), "GB": 1e9 / (1 << 20)}
+	m, ok := mult[a.Unit]
+	if !ok {
+		return 0
+	}
+	return int(v * m)
+}
