@@ -1,0 +1,260 @@
+package planner
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/edl-nomad/edl/internal/testenv"
+	"github.com/edl-nomad/edl/jobs"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// fakeCluster is a one-node cluster whose workers run the moment they are
+// asked for and vanish the moment they are stopped.
+type fakeCluster struct {
+	mu        sync.Mutex
+	slots     int
+	counts    map[string]int
+	scales    []string
+	teardowns []string
+	failScale error
+}
+
+func newFakeCluster(slots int) *fakeCluster {
+	return &fakeCluster{slots: slots, counts: map[string]int{}}
+}
+
+func (f *fakeCluster) Capacity(ctx context.Context) (jobs.Capacity, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	used := 0
+	for _, n := range f.counts {
+		used += n
+	}
+	return jobs.Capacity{Nodes: []jobs.Node{{ID: "n1", CPUSlots: f.slots, FreeCPUSlots: f.slots - used}}}, nil
+}
+
+func (f *fakeCluster) Workers(ctx context.Context, jobID string) ([]jobs.Worker, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ws []jobs.Worker
+	for i := 0; i < f.counts[jobID]; i++ {
+		ws = append(ws, jobs.Worker{ID: fmt.Sprintf("%s-%d", jobID, i), JobID: jobID, Index: i, Node: "n1", State: jobs.WorkerRunning})
+	}
+	return ws, nil
+}
+
+func (f *fakeCluster) Scale(ctx context.Context, job jobs.Job, count int, reason string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failScale != nil {
+		return f.failScale
+	}
+	if f.counts[job.ID] != count {
+		f.scales = append(f.scales, fmt.Sprintf("%s=%d", job.ID, count))
+	}
+	f.counts[job.ID] = count
+	return nil
+}
+
+func (f *fakeCluster) StopWorker(ctx context.Context, jobID, workerID, reason string) error { return nil }
+
+func (f *fakeCluster) Teardown(ctx context.Context, jobID string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.counts, jobID)
+	f.teardowns = append(f.teardowns, jobID)
+	return nil
+}
+
+func (f *fakeCluster) count(id string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.counts[id]
+}
+
+func exampleSpec(t *testing.T, min, max int) jobs.Spec {
+	t.Helper()
+	data, err := os.ReadFile("../examples/job.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := jobs.DecodeSpec(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Workers = jobs.WorkerRange{Min: min, Max: max}
+	return spec
+}
+
+func newTestLoop(t *testing.T, cl Cluster) (*Loop, *jobs.Store) {
+	t.Helper()
+	r := testenv.NewRedis(t)
+	store := jobs.NewStore(r.Client, jobs.StoreConfig{Prefix: r.Prefix})
+	cfg := DefaultLoopConfig()
+	cfg.Prefix = r.Prefix
+	cfg.Holder = t.Name()
+	l, err := NewLoop(cfg, store, cl, r.Client, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, store
+}
+
+func TestRoundGrowsJobsToCapacityAndRecordsEvents(t *testing.T) {
+	cl := newFakeCluster(4)
+	l, store := newTestLoop(t, cl)
+	ctx := context.Background()
+	a, _, err := store.Create(ctx, "t1", exampleSpec(t, 1, 3), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := store.Create(ctx, "t2", exampleSpec(t, 1, 3), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := cl.count(a.ID) + cl.count(b.ID); got != 4 {
+		t.Fatalf("workers handed out = %d (a=%d b=%d), want all 4 slots", got, cl.count(a.ID), cl.count(b.ID))
+	}
+	if cl.count(a.ID) < 1 || cl.count(b.ID) < 1 {
+		t.Fatalf("a job got no worker: a=%d b=%d", cl.count(a.ID), cl.count(b.ID))
+	}
+	ja, _ := store.Get(ctx, a.ID)
+	if ja.State != jobs.Starting || ja.Workers.Target != cl.count(a.ID) {
+		t.Fatalf("job a = state %s target %d, want starting and %d", ja.State, ja.Workers.Target, cl.count(a.ID))
+	}
+	evs, _ := store.Events(ctx, a.ID, "", 100)
+	var scaled bool
+	for _, e := range evs {
+		if e.Type == jobs.EventScale && e.Message != "" {
+			scaled = true
+		}
+	}
+	if !scaled {
+		t.Fatalf("no scale event with a reason: %+v", evs)
+	}
+	// A second round with nothing new changes nothing.
+	before := len(cl.scales)
+	if err := l.Round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(cl.scales) != before {
+		t.Fatalf("idle round rescaled: %v", cl.scales[before:])
+	}
+}
+
+func TestPendingJobShowsWhyItWaits(t *testing.T) {
+	cl := newFakeCluster(2)
+	l, store := newTestLoop(t, cl)
+	ctx := context.Background()
+	big, _, _ := store.Create(ctx, "t1", exampleSpec(t, 3, 3), "")
+	if err := l.Round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	j, _ := store.Get(ctx, big.ID)
+	if j.State != jobs.Pending || j.Reason == "" || cl.count(big.ID) != 0 {
+		t.Fatalf("job needing 3 of 2 slots: state %s reason %q workers %d; want pending with a reason", j.State, j.Reason, cl.count(big.ID))
+	}
+}
+
+func TestCancelTearsDownThenCancelled(t *testing.T) {
+	cl := newFakeCluster(4)
+	l, store := newTestLoop(t, cl)
+	ctx := context.Background()
+	a, _, _ := store.Create(ctx, "t1", exampleSpec(t, 1, 2), "")
+	l.Round(ctx)
+	if cl.count(a.ID) == 0 {
+		t.Fatal("job got no workers")
+	}
+	if _, err := store.Transition(ctx, a.ID, jobs.Cancelling, "by test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	j, _ := store.Get(ctx, a.ID)
+	if j.State != jobs.Cancelled || cl.count(a.ID) != 0 {
+		t.Fatalf("after cancel: state %s workers %d, want cancelled and 0", j.State, cl.count(a.ID))
+	}
+}
+
+func TestFinishedJobIsTornDown(t *testing.T) {
+	cl := newFakeCluster(4)
+	l, store := newTestLoop(t, cl)
+	ctx := context.Background()
+	a, _, _ := store.Create(ctx, "t1", exampleSpec(t, 1, 2), "")
+	l.Round(ctx)
+	store.Transition(ctx, a.ID, jobs.Running, "")
+	store.Transition(ctx, a.ID, jobs.Succeeded, "")
+	l.Round(ctx)
+	sort.Strings(cl.teardowns)
+	if len(cl.teardowns) != 1 || cl.teardowns[0] != a.ID {
+		t.Fatalf("teardowns = %v, want [%s]", cl.teardowns, a.ID)
+	}
+}
+
+func TestScaleErrorBecomesEventAndRoundConverges(t *testing.T) {
+	cl := newFakeCluster(4)
+	l, store := newTestLoop(t, cl)
+	ctx := context.Background()
+	a, _, _ := store.Create(ctx, "t1", exampleSpec(t, 1, 2), "")
+	cl.failScale = fmt.Errorf("nomad: 500 boom")
+	if err := l.Round(ctx); err == nil {
+		t.Fatal("round with a failing cluster: want error")
+	}
+	evs, _ := store.Events(ctx, a.ID, "", 100)
+	found := false
+	for _, e := range evs {
+		found = found || e.Type == jobs.EventError
+	}
+	if !found {
+		t.Fatalf("no error event: %+v", evs)
+	}
+	cl.failScale = nil
+	if err := l.Round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if cl.count(a.ID) != 2 {
+		t.Fatalf("after recovery workers = %d, want 2", cl.count(a.ID))
+	}
+}
+
+func TestOnlyOnePlannerHoldsTheLease(t *testing.T) {
+	r := testenv.NewRedis(t)
+	ctx := context.Background()
+	a := NewLease(r.Client, r.Prefix, "a", 300*time.Millisecond)
+	b := NewLease(r.Client, r.Prefix, "b", 300*time.Millisecond)
+	fa, err := a.TryAcquire(ctx)
+	if err != nil || fa == 0 {
+		t.Fatalf("a acquire = %d, %v", fa, err)
+	}
+	if fb, _ := b.TryAcquire(ctx); fb != 0 {
+		t.Fatalf("b acquired a held lease (fence %d)", fb)
+	}
+	if f, _ := a.TryAcquire(ctx); f != fa {
+		t.Fatalf("renewal changed fence %d -> %d", fa, f)
+	}
+	time.Sleep(400 * time.Millisecond) // a stops renewing: lease lapses
+	fb, _ := b.TryAcquire(ctx)
+	if fb <= fa {
+		t.Fatalf("takeover fence = %d, want > %d", fb, fa)
+	}
+	if f, _ := a.TryAcquire(ctx); f != 0 {
+		t.Fatalf("deposed a still holds the lease")
+	}
+	if err := b.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := a.TryAcquire(ctx); f == 0 {
+		t.Fatalf("a could not take a released lease")
+	}
+}
