@@ -1,0 +1,178 @@
+#include "textflag.h"
+
+// func addAVX2(dst, src *float32, n int)
+// dst[i] += src[i] for i < n; n is a multiple of 32.
+TEXT ·addAVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $5, CX
+	JZ   addDone
+
+addLoop:
+	VMOVUPS 0(DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 64(DI), Y2
+	VMOVUPS 96(DI), Y3
+	VADDPS  0(SI), Y0, Y0
+	VADDPS  32(SI), Y1, Y1
+	VADDPS  64(SI), Y2, Y2
+	VADDPS  96(SI), Y3, Y3
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ    $128, DI
+	ADDQ    $128, SI
+	DECQ    CX
+	JNZ     addLoop
+
+addDone:
+	VZEROUPPER
+	RET
+
+// func addScaledAVX2(dst, src *float32, n int, k float32)
+// dst[i] = (dst[i] + src[i]) * k for i < n; n is a multiple of 32.
+TEXT ·addScaledAVX2(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), DI
+	MOVQ         src+8(FP), SI
+	MOVQ         n+16(FP), CX
+	VBROADCASTSS k+24(FP), Y4
+	SHRQ         $5, CX
+	JZ           scaledDone
+
+scaledLoop:
+	VMOVUPS 0(DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 64(DI), Y2
+	VMOVUPS 96(DI), Y3
+	VADDPS  0(SI), Y0, Y0
+	VADDPS  32(SI), Y1, Y1
+	VADDPS  64(SI), Y2, Y2
+	VADDPS  96(SI), Y3, Y3
+	VMULPS  Y4, Y0, Y0
+	VMULPS  Y4, Y1, Y1
+	VMULPS  Y4, Y2, Y2
+	VMULPS  Y4, Y3, Y3
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ    $128, DI
+	ADDQ    $128, SI
+	DECQ    CX
+	JNZ     scaledLoop
+
+scaledDone:
+	VZEROUPPER
+	RET
+
+// func cpuid(leaf, sub uint32) (a, b, c, d uint32)
+TEXT ·cpuid(SB), NOSPLIT, $0-24
+	MOVL leaf+0(FP), AX
+	MOVL sub+4(FP), CX
+	CPUID
+	MOVL AX, a+8(FP)
+	MOVL BX, b+12(FP)
+	MOVL CX, c+16(FP)
+	MOVL DX, d+20(FP)
+	RET
+
+// func xgetbv0() (a, d uint32)
+TEXT ·xgetbv0(SB), NOSPLIT, $0-8
+	MOVL   $0, CX
+	XGETBV
+	MOVL   AX, a+0(FP)
+	MOVL   DX, d+4(FP)
+	RET
+
+// func encodeHalfF16C(dst *uint16, src *float32, n int)
+// dst[i] = half(src[i]), to nearest even; n is a multiple of 16.
+TEXT ·encodeHalfF16C(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $4, CX
+	JZ   encDone
+
+encLoop:
+	VMOVUPS   0(SI), Y0
+	VMOVUPS   32(SI), Y1
+	VCVTPS2PH $0, Y0, 0(DI)
+	VCVTPS2PH $0, Y1, 16(DI)
+	ADDQ      $64, SI
+	ADDQ      $32, DI
+	DECQ      CX
+	JNZ       encLoop
+
+encDone:
+	VZEROUPPER
+	RET
+
+// func addHalfF16C(dst *float32, src *uint16, n int, k float32)
+// dst[i] = (dst[i] + float(src[i])) * k, or without the multiply when k is
+// 0; n is a multiple of 16.
+TEXT ·addHalfF16C(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), DI
+	MOVQ         src+8(FP), SI
+	MOVQ         n+16(FP), CX
+	VBROADCASTSS k+24(FP), Y4
+	SHRQ         $4, CX
+	JZ           ahDone
+	VXORPS       Y5, Y5, Y5
+	VUCOMISS     X5, X4
+	JEQ          ahPlain
+
+ahScaled:
+	VCVTPH2PS 0(SI), Y0
+	VCVTPH2PS 16(SI), Y1
+	VADDPS    0(DI), Y0, Y0
+	VADDPS    32(DI), Y1, Y1
+	VMULPS    Y4, Y0, Y0
+	VMULPS    Y4, Y1, Y1
+	VMOVUPS   Y0, 0(DI)
+	VMOVUPS   Y1, 32(DI)
+	ADDQ      $32, SI
+	ADDQ      $64, DI
+	DECQ      CX
+	JNZ       ahScaled
+	JMP       ahDone
+
+ahPlain:
+	VCVTPH2PS 0(SI), Y0
+	VCVTPH2PS 16(SI), Y1
+	VADDPS    0(DI), Y0, Y0
+	VADDPS    32(DI), Y1, Y1
+	VMOVUPS   Y0, 0(DI)
+	VMOVUPS   Y1, 32(DI)
+	ADDQ      $32, SI
+	ADDQ      $64, DI
+	DECQ      CX
+	JNZ       ahPlain
+
+ahDone:
+	VZEROUPPER
+	RET
+
+// func decodeHalfF16C(dst *float32, src *uint16, n int)
+// n is a multiple of 16.
+TEXT ·decodeHalfF16C(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $4, CX
+	JZ   decDone
+
+decLoop:
+	VCVTPH2PS 0(SI), Y0
+	VCVTPH2PS 16(SI), Y1
+	VMOVUPS   Y0, 0(DI)
+	VMOVUPS   Y1, 32(DI)
+	ADDQ      $32, SI
+	ADDQ      $64, DI
+	DECQ      CX
+	JNZ       decLoop
+
+decDone:
+	VZEROUPPER
+	RET
