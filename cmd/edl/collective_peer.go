@@ -15,6 +15,7 @@ func init() {
 	register(command{
 		name:    "collective-peer",
 		summary: "(internal) one rank of a loopback all-reduce ring, driven by edl bench allreduce",
+		hidden:  true,
 		run: func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			fs := newFlagSet("collective-peer", "One rank of a loopback ring; speaks JSON lines on stdin/stdout.", stderr)
 			level := logLevel{slog.LevelWarn}

@@ -20,6 +20,9 @@ import (
 type command struct {
 	name    string
 	summary string
+	// hidden commands are internal (peer processes of benchmarks) and not
+	// listed by --help.
+	hidden bool
 	// run parses args (use parseFlags) and does the work; ctx ends on SIGINT/SIGTERM.
 	run func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
@@ -78,7 +81,10 @@ func printUsage(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "commands:")
 	names := make([]string, 0, len(commands))
-	for n := range commands {
+	for n, c := range commands {
+		if c.hidden {
+			continue
+		}
 		names = append(names, n)
 	}
 	sort.Strings(names)
