@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+
+	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/worker/elasticbench"
+	"github.com/edl-nomad/edl/worker/trainer"
+)
+
+func init() {
+	registerBench(benchmark{
+		name:    "elastic",
+		summary: "join/leave pauses, failure recovery and the restart baseline with local worker processes",
+		run:     benchElastic,
+	})
+}
+
+func benchElastic(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("bench elastic", "Runs a job of local `edl worker` processes against its own redis-server and measures\nthe pause of a join (n -> n+1) and a graceful leave, recovery from a SIGKILL, a\nstop-checkpoint-restart baseline, coordination overhead and the sample accounting.", stderr)
+	workers := fs.Int("workers", 4, "workers before the join")
+	hidden := fs.String("hidden", "1024,768", "hidden layer widths")
+	features := fs.Int("features", 256, "input features")
+	classes := fs.Int("classes", 10, "classes")
+	samples := fs.Int("samples", 24576, "samples per epoch")
+	partitions := fs.Int("partitions", 96, "partitions")
+	epochs := fs.Int("epochs", 2, "epochs")
+	batch := fs.Int("batch", 128, "global batch")
+	warmup := fs.Int("warmup", 30, "steps before the first event")
+	between := fs.Int("between", 15, "steps between events")
+	redisBin := fs.String("redis-server", "redis-server", "redis-server binary")
+	asJSON := fs.Bool("json", false, "print one JSON line")
+	var level logLevel
+	fs.Var(&level, "log-level", "debug, info, warn or error")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	var hid []int
+	for _, s := range strings.Split(*hidden, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= 0 {
+			return usageErrorf("bench elastic: invalid value %q for flag --hidden", *hidden)
+		}
+		hid = append(hid, n)
+	}
+	if *workers < 2 {
+		return usageErrorf("bench elastic: --workers must be >= 2")
+	}
+	rs, err := exec.LookPath(*redisBin)
+	if err != nil {
+		return usageErrorf("bench elastic: --redis-server: %v", err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	spec := jobs.Spec{Name: "bench", Workers: jobs.WorkerRange{Min: *workers, Max: *workers + 1},
+		Trainer: jobs.Trainer{Kind: jobs.TrainerBuiltin, Builtin: &jobs.BuiltinTrainer{
+			Model:   jobs.MLPModel{Hidden: hid},
+			Dataset: jobs.SyntheticDataset{Seed: 1, Samples: *samples, Features: *features, Classes: *classes, Partitions: *partitions},
+			Epochs:  *epochs, BatchSize: *batch, LearningRate: 0.05, Momentum: 0.9,
+		}}}
+	params := trainer.ModelConfigFrom(*spec.Trainer.Builtin).NumParams()
+	res, err := elasticbench.Run(ctx, elasticbench.Config{Exe: exe, RedisServer: rs, Workers: *workers, Spec: spec,
+		Warmup: *warmup, Between: *between, Log: newLogger(stderr, level.Level, false)}, params)
+	if err != nil {
+		return fmt.Errorf("bench elastic: %w", err)
+	}
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(res)
+	}
+	b, _ := json.MarshalIndent(res, "", "  ")
+	fmt.Fprintln(stdout, string(b))
+	return nil
+}

@@ -1,0 +1,259 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"time"
+
+	"github.com/edl-nomad/edl/api"
+	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/local"
+	"github.com/edl-nomad/edl/local/redisproc"
+	"github.com/edl-nomad/edl/planner"
+	"github.com/redis/go-redis/v9"
+)
+
+func init() {
+	register(command{
+		name:    "dev",
+		summary: "run everything on this machine: Redis child, API, planner, local workers",
+		run:     runDev,
+	})
+}
+
+// devConfig is what `edl dev` is started with.
+type devConfig struct {
+	listen, dataDir, tenants, store string
+	slots                           int
+	grace, cooldown, interval       time.Duration
+	workerLogLevel                  string
+}
+
+func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("dev", "Runs edl on this machine with no Nomad: a child redis-server on a free loopback port,\nthe API and the planner, and a local cluster that runs `edl worker` processes here\n(one per GPU found through NVML, else --slots CPU slots). Ctrl-C stops all of it.", stderr)
+	var c devConfig
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "API address")
+	fs.StringVar(&c.dataDir, "data-dir", ".edl", "state: Redis data, checkpoints, worker logs, tokens.json")
+	fs.StringVar(&c.tenants, "tenants", "", "tenants file (YAML); default: a tenant 'default' and an admin with tokens in <data-dir>/tokens.json")
+	fs.StringVar(&c.store, "store", "", "checkpoint store URL (default file://<data-dir>/store)")
+	fs.IntVar(&c.slots, "slots", runtime.NumCPU(), "CPU worker slots when there is no GPU")
+	fs.DurationVar(&c.grace, "grace", 30*time.Second, "time a stopped worker gets between SIGTERM and SIGKILL")
+	fs.DurationVar(&c.cooldown, "planner-cooldown", 10*time.Second, "how long after a resize the planner leaves a job's size alone")
+	fs.DurationVar(&c.interval, "planner-interval", time.Second, "planner round interval when nothing happens")
+	fs.StringVar(&c.workerLogLevel, "worker-log-level", "info", "log level of the worker processes")
+	var level logLevel
+	fs.Var(&level, "log-level", "debug, info, warn or error")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if c.slots < 1 {
+		return usageErrorf("dev: --slots %d: must be at least 1", c.slots)
+	}
+	if c.grace <= 0 {
+		return usageErrorf("dev: --grace %s: must be positive", c.grace)
+	}
+	log := newLogger(stderr, level.Level, false)
+	d, err := startDev(ctx, c, log)
+	if err != nil {
+		return err
+	}
+	printDevBanner(stdout, d)
+	return d.wait(ctx)
+}
+
+// devEnv is a running `edl dev`: everything it started, to stop in order.
+type devEnv struct {
+	redis   *redisproc.Proc
+	rdb     *redis.Client
+	store   *jobs.Store
+	cluster *local.Cluster
+	loop    *planner.Loop
+	apiURL  string
+	tokens  jobs.DevTokens
+	dataDir string
+	grace   time.Duration
+	errc    chan error
+	stop    context.CancelFunc
+}
+
+// startDev brings up Redis, the store, the local cluster, the planner and
+// the API; on error it stops what it had started.
+func startDev(parent context.Context, c devConfig, log *slog.Logger) (_ *devEnv, err error) {
+	dataDir, err := filepath.Abs(c.dataDir)
+	if err != nil {
+		return nil, fmt.Errorf("dev: --data-dir: %w", err)
+	}
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("dev: --data-dir %s: %w", dataDir, err)
+	}
+	ctx, stop := context.WithCancel(parent)
+	d := &devEnv{dataDir: dataDir, grace: c.grace, errc: make(chan error, 2), stop: stop}
+	defer func() {
+		if err != nil {
+			d.shutdown()
+		}
+	}()
+	if d.redis, err = redisproc.Start(ctx, filepath.Join(dataDir, "redis"), redisproc.Options{}); err != nil {
+		return d, fmt.Errorf("dev: %w", err)
+	}
+	log.Info("redis-server started", "addr", d.redis.Addr(), "pid", d.redis.Pid())
+	d.rdb = redis.NewClient(&redis.Options{Addr: d.redis.Addr()})
+	tenants, err := devTenants(c.tenants, dataDir, &d.tokens)
+	if err != nil {
+		return d, err
+	}
+	d.store = jobs.NewStore(d.rdb, jobs.StoreConfig{})
+	storeURL := c.store
+	if storeURL == "" {
+		storeURL = "file://" + filepath.Join(dataDir, "store")
+	}
+	gpus, gerr := local.DiscoverGPUs()
+	switch {
+	case errors.Is(gerr, local.ErrNoNVML):
+		log.Info("no NVML on this machine: CPU workers only", "slots", c.slots)
+	case gerr != nil:
+		log.Warn("NVML: could not list GPUs; CPU workers only", "err", gerr)
+	default:
+		log.Info("GPUs found through NVML", "count", len(gpus))
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return d, fmt.Errorf("dev: find the edl binary: %w", err)
+	}
+	redisURL := d.redis.URL()
+	d.cluster, err = local.New(local.Config{
+		Command: []string{exe, "worker"},
+		WorkerArgs: func(job jobs.Job, index int, id string) []string {
+			return []string{"--job", job.ID, "--redis", redisURL, "--store", storeURL,
+				"--worker-id", id, "--listen", "127.0.0.1:0", "--log-level", c.workerLogLevel}
+		},
+		LogDir: filepath.Join(dataDir, "workers"),
+		Slots:  c.slots,
+		GPUs:   gpus,
+		Grace:  c.grace,
+		Logger: log,
+	})
+	if err != nil {
+		return d, fmt.Errorf("dev: %w", err)
+	}
+	lc := planner.DefaultLoopConfig()
+	lc.Interval = c.interval
+	lc.Holder = "dev-" + strconv.Itoa(os.Getpid())
+	lc.Policy.Cooldown = c.cooldown
+	lc.Tenants = tenantShares(tenants)
+	if d.loop, err = planner.NewLoop(lc, d.store, d.cluster, d.rdb, log); err != nil {
+		return d, fmt.Errorf("dev: %w", err)
+	}
+	ln, err := net.Listen("tcp", c.listen)
+	if err != nil {
+		return d, fmt.Errorf("dev: --listen %s: %w", c.listen, err)
+	}
+	d.apiURL = "http://" + ln.Addr().String()
+	srv := api.New(api.Config{}, d.store, tenants, d.cluster, log)
+	go func() { d.errc <- d.loop.Run(ctx) }()
+	go func() { d.errc <- srv.Run(ctx, ln) }()
+	return d, nil
+}
+
+// wait runs until ctx ends or a part fails, then stops everything.
+func (d *devEnv) wait(ctx context.Context) error {
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-d.errc:
+	}
+	d.shutdown()
+	return err
+}
+
+// shutdown stops the API and planner, then the workers (SIGTERM, SIGKILL
+// after the grace period), then Redis, so nothing outlives `edl dev`.
+func (d *devEnv) shutdown() {
+	d.stop()
+	if d.cluster != nil {
+		cctx, cancel := context.WithTimeout(context.Background(), d.grace+5*time.Second)
+		_ = d.cluster.Close(cctx)
+		cancel()
+	}
+	if d.rdb != nil {
+		d.rdb.Close()
+	}
+	if d.redis != nil {
+		d.redis.Stop()
+	}
+}
+
+// devTenants loads --tenants, or makes (or reuses) the dev tenants whose
+// tokens live in <data-dir>/tokens.json.
+func devTenants(path, dataDir string, tok *jobs.DevTokens) (*jobs.Tenants, error) {
+	if path != "" {
+		t, err := jobs.LoadTenants(path)
+		if err != nil {
+			return nil, usageErrorf("dev: --tenants %s: %v", path, err)
+		}
+		return t, nil
+	}
+	tokPath := filepath.Join(dataDir, "tokens.json")
+	if b, err := os.ReadFile(tokPath); err == nil && json.Unmarshal(b, tok) == nil && tok.Default != "" && tok.Admin != "" {
+		return jobs.NewTenants(
+			jobs.Tenant{Name: "default", TokenSHA256: jobs.HashToken(tok.Default), RatePerS: 500, Burst: 1000},
+			jobs.Tenant{Name: "admin", TokenSHA256: jobs.HashToken(tok.Admin), Admin: true, RatePerS: 500, Burst: 1000},
+		)
+	}
+	t, fresh, err := jobs.NewDevTenants()
+	if err != nil {
+		return nil, err
+	}
+	*tok = fresh
+	b, _ := json.MarshalIndent(fresh, "", "  ")
+	if err := os.WriteFile(tokPath, append(b, '\n'), 0o600); err != nil {
+		return nil, fmt.Errorf("dev: write %s: %w", tokPath, err)
+	}
+	return t, nil
+}
+
+// tenantShares turns the tenants file into the planner's view of it.
+func tenantShares(t *jobs.Tenants) func() []planner.TenantShare {
+	return func() []planner.TenantShare {
+		var out []planner.TenantShare
+		for _, tn := range t.All() {
+			if tn.Admin {
+				continue
+			}
+			out = append(out, planner.TenantShare{Name: tn.Name, QuotaGPUs: tn.GPUQuota, Weight: tn.Weight})
+		}
+		return out
+	}
+}
+
+func printDevBanner(w io.Writer, d *devEnv) {
+	fmt.Fprintf(w, `edl dev is up.
+  API:      %[1]s   (spec: %[1]s/openapi.json, docs: %[1]s/docs/)
+  tenant:   default   token: %[2]s
+  admin:    admin     token: %[3]s
+  tokens:   %[4]s
+  Redis:    %[5]s   data: %[6]s
+
+Submit the example job:
+  curl -s -X POST %[1]s/v1/jobs -H 'Authorization: Bearer %[2]s' \
+       -H 'Content-Type: application/json' --data @examples/job.json
+
+Ctrl-C stops everything.
+`, d.apiURL, orDash(d.tokens.Default), orDash(d.tokens.Admin), filepath.Join(d.dataDir, "tokens.json"), d.redis.URL(), d.dataDir)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "(from --tenants)"
+	}
+	return s
+}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/worker"
+	"github.com/edl-nomad/edl/worker/collective"
+	"github.com/redis/go-redis/v9"
+)
+
+func init() {
+	register(command{
+		name:    "worker",
+		summary: "run one elastic worker of a job (what each allocation runs)",
+		run:     runWorker,
+	})
+}
+
+func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("worker", "Runs one worker of --job: joins the job's generations through Redis, trains with the\nbuilt-in trainer over a ring of its peers, and exits 0 when the job ends or on SIGTERM\n(after finishing its step and handing its data back).", stderr)
+	job := fs.String("job", "", "job id (required)")
+	redisURL := fs.String("redis", "redis://127.0.0.1:6379", "Redis URL (coordination and the job store)")
+	store := fs.String("store", "", "object store URL for checkpoints (file:// or s3://); not used by the built-in trainer's elastic loop yet")
+	listen := fs.String("listen", "127.0.0.1:0", "ring listener address; its port must be reachable by the other workers at this address")
+	id := fs.String("worker-id", "", "unique worker id (default: host-pid)")
+	prefix := fs.String("prefix", "edl:", "Redis key prefix")
+	lease := fs.Duration("lease", 2*time.Second, "heartbeat and leader lease")
+	heartbeat := fs.Duration("heartbeat", 400*time.Millisecond, "heartbeat interval (at most half the lease)")
+	ringTimeout := fs.Duration("ring-timeout", 5*time.Second, "a stalled ring operation fails after this")
+	window := fs.Duration("report-window", 500*time.Millisecond, "how long the leader waits for survivors' reports after a failure")
+	debugSamples := fs.Bool("debug-samples", false, "record which samples every applied step used (in Redis)")
+	specFile := fs.String("spec", "", "take the job spec from this JSON file instead of the job store (tests, benchmarks)")
+	threads := fs.Int("threads", 1, "goroutines per gradient")
+	stepLog := fs.String("step-log", "", "append one line per applied step to this file (benchmarks)")
+	minStart := fs.Int("min-start", 0, "ready workers before the first generation (default: the spec's minimum)")
+	restore := fs.String("restore", "", "start a fresh job from this state file")
+	save := fs.String("save", "", "rank 0 writes the training state here when the job stops or ends")
+	staticWorld := fs.Int("static-world", 0, "run the fixed-world baseline without Redis with this many ranks (benchmarks)")
+	staticRank := fs.Int("static-rank", 0, "this process's rank in the fixed-world baseline")
+	staticDir := fs.String("static-dir", "", "rendezvous folder of the fixed-world baseline")
+	var level logLevel
+	fs.Var(&level, "log-level", "debug, info, warn or error")
+	jsonLogs := fs.Bool("log-json", false, "log as JSON")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *job == "" {
+		return usageErrorf("worker: --job is required")
+	}
+	if *id == "" {
+		host, _ := os.Hostname()
+		*id = host + "-" + strconv.Itoa(os.Getpid())
+	}
+	_ = store
+	log := newLogger(stderr, level.Level, *jsonLogs)
+	var spec *jobs.Spec
+	if *specFile != "" {
+		b, err := os.ReadFile(*specFile)
+		if err != nil {
+			return usageErrorf("worker: --spec: %v", err)
+		}
+		spec = &jobs.Spec{}
+		if err := json.Unmarshal(b, spec); err != nil {
+			return usageErrorf("worker: --spec %s: %v", *specFile, err)
+		}
+	}
+	tr, err := collective.Listen(*listen, *job, log)
+	if err != nil {
+		return fmt.Errorf("worker: listen on %s: %w", *listen, err)
+	}
+	defer tr.Close()
+	var steps io.Writer
+	if *stepLog != "" {
+		f, err := os.OpenFile(*stepLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return fmt.Errorf("worker: --step-log: %w", err)
+		}
+		defer f.Close()
+		steps = f
+	}
+	if *staticWorld > 0 {
+		if spec == nil || *staticDir == "" {
+			return usageErrorf("worker: --static-world needs --spec and --static-dir")
+		}
+		return worker.RunStatic(ctx, worker.StaticConfig{World: *staticWorld, Rank: *staticRank, Dir: *staticDir,
+			Spec: *spec, Threads: *threads, Timeout: *ringTimeout, StepLog: steps}, tr)
+	}
+	opts, err := redis.ParseURL(*redisURL)
+	if err != nil {
+		return usageErrorf("worker: --redis: %v", err)
+	}
+	opts.MaxRetries = -1
+	opts.DialTimeout = 300 * time.Millisecond
+	opts.ReadTimeout = time.Second
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	cfg := worker.DefaultConfig(*job, *id)
+	cfg.Prefix, cfg.Lease, cfg.Heartbeat = *prefix, *lease, *heartbeat
+	cfg.RingTimeout, cfg.ReportWindow = *ringTimeout, *window
+	cfg.DebugSamples, cfg.Threads, cfg.MinStart = *debugSamples, *threads, *minStart
+	cfg.RestoreFile, cfg.SaveFile = *restore, *save
+	deps := worker.Deps{Redis: rdb, Transport: tr, Spec: spec, Log: log, StepLog: steps}
+	if spec == nil {
+		deps.Jobs = jobs.NewStore(rdb, jobs.StoreConfig{Prefix: *prefix})
+	}
+	w, err := worker.New(cfg, deps)
+	if err != nil {
+		return usageErrorf("worker: %v", err)
+	}
+	return w.Run(ctx)
+}

@@ -1,0 +1,241 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/edl-nomad/edl/internal/testenv"
+	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/worker/coord"
+	"github.com/edl-nomad/edl/worker/datapipe"
+)
+
+// cluster runs worker processes of one job against a real Redis.
+type cluster struct {
+	t     *testing.T
+	r     *testenv.Redis
+	job   string
+	spec  jobs.Spec
+	delay time.Duration
+
+	mu    sync.Mutex
+	procs map[string]*proc
+	next  int
+}
+
+type proc struct {
+	cmd  *exec.Cmd
+	out  *bytes.Buffer
+	done chan struct{}
+	err  error
+}
+
+func testSpec(epochs, minWorkers int) jobs.Spec {
+	return jobs.Spec{
+		Name:    "t",
+		Workers: jobs.WorkerRange{Min: minWorkers, Max: 16},
+		Trainer: jobs.Trainer{Kind: jobs.TrainerBuiltin, Builtin: &jobs.BuiltinTrainer{
+			Model:        jobs.MLPModel{Hidden: []int{32}},
+			Dataset:      jobs.SyntheticDataset{Seed: 7, Samples: 3000, Features: 16, Classes: 4, Partitions: 30},
+			Epochs:       epochs,
+			BatchSize:    24,
+			LearningRate: 0.05,
+			Momentum:     0.9,
+		}},
+	}
+}
+
+func newCluster(t *testing.T, r *testenv.Redis, spec jobs.Spec, delay time.Duration) *cluster {
+	c := &cluster{t: t, r: r, job: "job" + testenv.RandomID(3), spec: spec, delay: delay, procs: map[string]*proc{}}
+	t.Cleanup(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, p := range c.procs {
+			if p.cmd.Process != nil {
+				_ = p.cmd.Process.Kill()
+			}
+		}
+		if t.Failed() {
+			for id, p := range c.procs {
+				<-p.done
+				t.Logf("=== worker %s (exit %v):\n%s", id, p.err, tail(p.out.String(), 40))
+			}
+		}
+	})
+	return c
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// start launches a new worker process and returns its id.
+func (c *cluster) start() string {
+	c.t.Helper()
+	c.mu.Lock()
+	c.next++
+	id := fmt.Sprintf("w%d", c.next)
+	c.mu.Unlock()
+	spec, _ := json.Marshal(c.spec)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(),
+		"EDL_WORKER_CHILD=1", "EDL_WORKER_SPEC="+string(spec), "EDL_WORKER_REDIS="+c.r.URL,
+		"EDL_WORKER_JOB="+c.job, "EDL_WORKER_ID="+id, "EDL_WORKER_PREFIX="+c.r.Prefix,
+		"EDL_WORKER_DELAY_MS="+strconv.Itoa(int(c.delay.Milliseconds())))
+	p := &proc{cmd: cmd, out: &bytes.Buffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		c.t.Fatalf("start worker: %v", err)
+	}
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	c.mu.Lock()
+	c.procs[id] = p
+	c.mu.Unlock()
+	return id
+}
+
+func (c *cluster) signal(id string, sig syscall.Signal) {
+	c.mu.Lock()
+	p := c.procs[id]
+	c.mu.Unlock()
+	_ = p.cmd.Process.Signal(sig)
+}
+
+// wait waits for worker id to exit and returns its error.
+func (c *cluster) wait(id string, timeout time.Duration) error {
+	c.mu.Lock()
+	p := c.procs[id]
+	c.mu.Unlock()
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(timeout):
+		return fmt.Errorf("worker %s still running after %s", id, timeout)
+	}
+}
+
+func (c *cluster) coord() *coord.Client {
+	cc, err := coord.New(c.r.Client, coord.Config{Prefix: c.r.Prefix, Job: c.job, Worker: "test", Lease: time.Second, Heartbeat: 100 * time.Millisecond}, testLog(c.t))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return cc
+}
+
+// gen returns the current generation (nil before the first).
+func (c *cluster) gen() *coord.Generation {
+	g, err := c.coord().ReadGen(context.Background())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return g
+}
+
+// waitFor polls cond until it holds.
+func (c *cluster) waitFor(what string, timeout time.Duration, cond func() bool) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitWorld waits until the current generation has n members and has
+// applied steps past the given one.
+func (c *cluster) waitWorld(n int, timeout time.Duration) {
+	c.t.Helper()
+	c.waitFor(fmt.Sprintf("a generation of %d", n), timeout, func() bool {
+		g := c.gen()
+		return g != nil && len(g.Members) == n
+	})
+}
+
+// steps returns the highest applied step in the debug records.
+func (c *cluster) steps() int64 {
+	recs, err := datapipe.New(c.r.Client, c.coord().Keys(), "test").DebugRecords(context.Background())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var m int64 = -1
+	for s := range recs {
+		m = max(m, s)
+	}
+	return m
+}
+
+// waitSteps waits until k more steps were applied.
+func (c *cluster) waitSteps(k int64, timeout time.Duration) {
+	c.t.Helper()
+	from := c.steps()
+	c.waitFor(fmt.Sprintf("%d more steps after %d", k, from), timeout, func() bool { return c.steps() >= from+k })
+}
+
+// finish waits for every worker to exit 0 and the job to be done.
+func (c *cluster) finish(timeout time.Duration) {
+	c.t.Helper()
+	c.mu.Lock()
+	ids := make([]string, 0, len(c.procs))
+	for id := range c.procs {
+		ids = append(ids, id)
+	}
+	c.mu.Unlock()
+	sort.Strings(ids)
+	for _, id := range ids {
+		if err := c.wait(id, timeout); err != nil && !c.killed(id) {
+			c.t.Errorf("worker %s: %v", id, err)
+		}
+	}
+	done, err := c.coord().Done(context.Background())
+	if err != nil || !done {
+		c.t.Fatalf("job not done after all workers exited (err %v)", err)
+	}
+}
+
+func (c *cluster) killed(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.procs[id]
+	if p.cmd.ProcessState == nil {
+		return false
+	}
+	ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
+}
+
+// checkExactlyOnce checks, from the debug records, that every sample of
+// every epoch went into exactly one applied step.
+func (c *cluster) checkExactlyOnce() {
+	c.t.Helper()
+	recs, err := datapipe.New(c.r.Client, c.coord().Keys(), "test").DebugRecords(context.Background())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	b := c.spec.Trainer.Builtin
+	missed, repeated, err := CheckSamples(recs, b.Dataset, b.Epochs)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if missed != 0 || repeated != 0 {
+		c.t.Errorf("exactly once violated: %d samples missed, %d repeated over %d steps", missed, repeated, len(recs))
+	}
+	c.t.Logf("exactly once: %d applied steps, %d epochs x %d samples checked", len(recs), b.Epochs, b.Dataset.Samples)
+}

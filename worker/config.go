@@ -1,0 +1,106 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/edl-nomad/edl/jobs"
+)
+
+// JobSource is the part of the job store a worker needs. Calls happen off
+// the step loop.
+type JobSource interface {
+	Get(ctx context.Context, id string) (jobs.Job, error)
+	SetProgress(ctx context.Context, id string, p jobs.Progress) error
+	AppendEvent(ctx context.Context, id string, e jobs.Event) (jobs.Event, error)
+	Transition(ctx context.Context, id string, to jobs.State, reason string) (jobs.Job, error)
+}
+
+// Config tunes one worker.
+type Config struct {
+	Job    string
+	Worker string // unique id of this worker
+	Prefix string // Redis key prefix, default "edl:"
+
+	Lease     time.Duration // heartbeat and leader lease (default 2s)
+	Heartbeat time.Duration // renewal interval (default Lease/5)
+	// RingTimeout bounds a stalled ring operation (default 5s); a dead peer
+	// is usually seen at once through its closed connection.
+	RingTimeout time.Duration
+	// JoinTimeout bounds a newcomer's wait for the existing members to reach
+	// the step boundary where it is admitted (default 60s).
+	JoinTimeout time.Duration
+	// ReportWindow is how long the leader waits for the survivors of a broken
+	// ring to report before it forms the next generation (default Lease/4).
+	ReportWindow time.Duration
+	// ProgressEvery throttles progress writes to the job (default 250ms).
+	ProgressEvery time.Duration
+	// MinStart is how many ready workers generation 1 waits for (default
+	// the spec's minimum workers).
+	MinStart int
+	// MaxWorkers caps a generation's size (default the spec's maximum, 0: none).
+	MaxWorkers int
+	// DebugSamples records, per applied step, which samples it consumed.
+	DebugSamples bool
+	// Threads is how many goroutines compute one gradient (default 1).
+	Threads int
+	// RestoreFile, when set, is a state file (see SaveFile) a fresh
+	// generation starts from instead of the model's seed.
+	RestoreFile string
+	// SaveFile, when set, is where rank 0 writes the training state when the
+	// job stops or ends.
+	SaveFile string
+	// StepDelay slows every step down (tests use it to widen windows).
+	StepDelay time.Duration
+}
+
+// DefaultConfig fills in the defaults for job and worker.
+func DefaultConfig(job, worker string) Config {
+	return Config{
+		Job: job, Worker: worker, Prefix: "edl:",
+		Lease: 2 * time.Second, Heartbeat: 400 * time.Millisecond,
+		RingTimeout: 5 * time.Second, JoinTimeout: 60 * time.Second,
+		ReportWindow: 500 * time.Millisecond, ProgressEvery: 250 * time.Millisecond,
+		Threads: 1,
+	}
+}
+
+// Validate names the field at fault.
+func (c Config) Validate() error {
+	switch {
+	case c.Job == "":
+		return errors.New("worker config: job: empty")
+	case c.Worker == "":
+		return errors.New("worker config: worker: empty")
+	case c.Lease <= 0 || c.Heartbeat <= 0 || 2*c.Heartbeat > c.Lease:
+		return fmt.Errorf("worker config: heartbeat %s must be positive and at most half the lease %s", c.Heartbeat, c.Lease)
+	case c.RingTimeout <= 0:
+		return errors.New("worker config: ring timeout: must be positive")
+	case c.JoinTimeout <= 0:
+		return errors.New("worker config: join timeout: must be positive")
+	case c.ReportWindow <= 0:
+		return errors.New("worker config: report window: must be positive")
+	case c.Threads < 0:
+		return errors.New("worker config: threads: must be >= 0")
+	}
+	return nil
+}
+
+// validateSpec checks that spec is a built-in trainer job this worker can run.
+func validateSpec(s jobs.Spec) (*jobs.BuiltinTrainer, error) {
+	if s.Trainer.Kind != jobs.TrainerBuiltin || s.Trainer.Builtin == nil {
+		return nil, fmt.Errorf("job spec: trainer: kind %q is not the built-in trainer", s.Trainer.Kind)
+	}
+	b := s.Trainer.Builtin
+	switch {
+	case b.Epochs <= 0:
+		return nil, errors.New("job spec: trainer.builtin.epochs: must be positive")
+	case b.BatchSize <= 0:
+		return nil, errors.New("job spec: trainer.builtin.batch_size: must be positive")
+	case b.Dataset.Partitions <= 0:
+		return nil, errors.New("job spec: trainer.builtin.dataset.partitions: must be positive")
+	}
+	return b, nil
+}

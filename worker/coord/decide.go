@@ -1,0 +1,128 @@
+package coord
+
+import (
+	"slices"
+	"sort"
+	"time"
+)
+
+// Snapshot is what the leader reads before deciding on a new generation.
+type Snapshot struct {
+	Gen     *Generation // nil before the first
+	Members map[string]Member
+	Alive   map[string]bool // heartbeat present, by worker
+	Reports map[string]Report
+	// FirstReport is when the leader first saw the current reports.
+	FirstReport time.Time
+	MinStart    int // workers ready before generation 1 forms
+	MaxWorkers  int // 0: no limit
+}
+
+// NoState is the applied step a worker reports when it holds no training
+// state (it never synced); -1 means the initial state, before any step.
+const NoState int64 = -2
+
+// Decision is what Decide returns: a generation to write, or nothing and
+// when to look again.
+type Decision struct {
+	Next    *Generation
+	Recheck time.Duration // 0: only on the next event
+}
+
+// Decide picks the next generation, if any, from a snapshot. It does no I/O.
+// In order: form the first generation once MinStart workers are ready; after
+// a broken ring, once every member has reported or is dead (or window has
+// passed), form one of the survivors whose root is the one that applied the
+// most steps; drop members that left gracefully; admit ready newcomers.
+func Decide(s Snapshot, now time.Time, window time.Duration) Decision {
+	newcomers := s.newcomers()
+	if s.Gen == nil {
+		if len(newcomers) >= max(1, s.MinStart) {
+			return Decision{Next: s.next(nil, newcomers, -1, false, -1, "start")}
+		}
+		return Decision{}
+	}
+	g := s.Gen
+	reported := false
+	for _, id := range g.Members {
+		if _, ok := s.Reports[id]; ok {
+			reported = true
+		}
+	}
+	if reported {
+		var pending, survivors []string
+		for _, id := range g.Members {
+			_, rep := s.Reports[id]
+			switch {
+			case rep && s.Alive[id]:
+				survivors = append(survivors, id)
+			case !rep && s.Alive[id]:
+				pending = append(pending, id)
+			}
+		}
+		if wait := s.FirstReport.Add(window).Sub(now); len(pending) > 0 && wait > 0 {
+			return Decision{Recheck: wait}
+		}
+		root, best := -1, int64(NoState)
+		for i, id := range survivors {
+			if a := s.Reports[id].Applied; a > best {
+				root, best = i, a
+			}
+		}
+		if root < 0 {
+			// Nobody who holds the training state survived.
+			return Decision{Recheck: window}
+		}
+		return Decision{Next: s.next(survivors, newcomers, root, true, best, "failure")}
+	}
+	var stay []string
+	for _, id := range g.Members {
+		if _, ok := s.Members[id]; ok {
+			stay = append(stay, id)
+		}
+	}
+	if len(stay) < len(g.Members) && len(stay) > 0 {
+		return Decision{Next: s.next(stay, newcomers, 0, false, -1, "leave")}
+	}
+	if len(newcomers) > 0 && len(stay) > 0 && (s.MaxWorkers == 0 || len(stay) < s.MaxWorkers) {
+		return Decision{Next: s.next(stay, newcomers, 0, false, -1, "join")}
+	}
+	return Decision{}
+}
+
+// newcomers are live, ready workers outside the current generation, oldest first.
+func (s Snapshot) newcomers() []string {
+	var out []string
+	for id, m := range s.Members {
+		if m.State == Ready && s.Alive[id] && s.Gen.Rank(id) < 0 {
+			out = append(out, id)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := s.Members[out[i]], s.Members[out[j]]
+		if !a.Since.Equal(b.Since) {
+			return a.Since.Before(b.Since)
+		}
+		return a.ID < b.ID
+	})
+	return out
+}
+
+func (s Snapshot) next(keep, newcomers []string, root int, sync bool, applied int64, reason string) *Generation {
+	members := slices.Clone(keep)
+	for _, id := range newcomers {
+		if s.MaxWorkers > 0 && len(members) >= s.MaxWorkers {
+			break
+		}
+		members = append(members, id)
+	}
+	addrs := make([]string, len(members))
+	for i, id := range members {
+		addrs[i] = s.Members[id].Addr
+	}
+	n := int64(1)
+	if s.Gen != nil {
+		n = s.Gen.Number + 1
+	}
+	return &Generation{Number: n, Members: members, Addrs: addrs, Root: root, Sync: sync, LastApplied: applied, Reason: reason}
+}

@@ -1,0 +1,95 @@
+package coord
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestDecide(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	m := func(state MemberState, ids ...string) map[string]Member {
+		out := map[string]Member{}
+		for i, id := range ids {
+			out[id] = Member{ID: id, Addr: id + ":1", State: state, Since: t0.Add(time.Duration(i) * time.Second)}
+		}
+		return out
+	}
+	merge := func(a, b map[string]Member) map[string]Member {
+		for k, v := range b {
+			a[k] = v
+		}
+		return a
+	}
+	alive := func(ids ...string) map[string]bool {
+		out := map[string]bool{}
+		for _, id := range ids {
+			out[id] = true
+		}
+		return out
+	}
+	g3 := &Generation{Number: 4, Members: []string{"a", "b", "c"}, Root: 0}
+	tests := []struct {
+		name     string
+		snap     Snapshot
+		now      time.Time
+		members  []string // nil: no generation
+		root     int
+		sync     bool
+		applied  int64
+		wantWait bool
+	}{
+		{name: "first waits for min", snap: Snapshot{Members: m(Ready, "a"), Alive: alive("a"), MinStart: 2}},
+		{name: "first forms", snap: Snapshot{Members: m(Ready, "a", "b"), Alive: alive("a", "b"), MinStart: 2},
+			members: []string{"a", "b"}, root: -1, applied: -1},
+		{name: "steady", snap: Snapshot{Gen: g3, Members: m(Active, "a", "b", "c"), Alive: alive("a", "b", "c")}},
+		{name: "join", snap: Snapshot{Gen: g3, Members: merge(m(Active, "a", "b", "c"), m(Ready, "d")), Alive: alive("a", "b", "c", "d")},
+			members: []string{"a", "b", "c", "d"}, root: 0, applied: -1},
+		{name: "dead newcomer ignored", snap: Snapshot{Gen: g3, Members: merge(m(Active, "a", "b", "c"), m(Ready, "d")), Alive: alive("a", "b", "c")}},
+		{name: "graceful leave", snap: Snapshot{Gen: g3, Members: m(Active, "a", "c"), Alive: alive("a", "c")},
+			members: []string{"a", "c"}, root: 0, applied: -1},
+		{name: "failure waits for pending reporter",
+			snap: Snapshot{Gen: g3, Members: m(Active, "a", "b", "c"), Alive: alive("a", "b", "c"), FirstReport: t0,
+				Reports: map[string]Report{"a": {Worker: "a", Gen: 4, Applied: 9}}},
+			now: t0.Add(100 * time.Millisecond), wantWait: true},
+		{name: "failure root is the most advanced survivor",
+			snap: Snapshot{Gen: g3, Members: m(Active, "a", "b", "c"), Alive: alive("a", "b", "c"), FirstReport: t0,
+				Reports: map[string]Report{"a": {Worker: "a", Gen: 4, Applied: 9}, "c": {Worker: "c", Gen: 4, Applied: 10}}},
+			now: t0.Add(time.Second), members: []string{"a", "c"}, root: 1, sync: true, applied: 10},
+		{name: "failure with dead member proceeds at once",
+			snap: Snapshot{Gen: g3, Members: m(Active, "a", "b", "c"), Alive: alive("a", "c"), FirstReport: t0,
+				Reports: map[string]Report{"a": {Worker: "a", Gen: 4, Applied: 9}, "c": {Worker: "c", Gen: 4, Applied: 9}}},
+			now: t0, members: []string{"a", "c"}, root: 0, sync: true, applied: 9},
+		{name: "no survivor with state", snap: Snapshot{Gen: g3, Members: m(Active, "a"), Alive: alive("a"), FirstReport: t0,
+			Reports: map[string]Report{"a": {Worker: "a", Gen: 4, Applied: NoState}}}, now: t0.Add(time.Second), wantWait: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			now := tc.now
+			if now.IsZero() {
+				now = t0
+			}
+			d := Decide(tc.snap, now, 500*time.Millisecond)
+			if tc.members == nil {
+				if d.Next != nil {
+					t.Fatalf("got generation %+v, want none", d.Next)
+				}
+				if tc.wantWait != (d.Recheck > 0) {
+					t.Fatalf("recheck %s, want wait %v", d.Recheck, tc.wantWait)
+				}
+				return
+			}
+			if d.Next == nil {
+				t.Fatalf("got no generation, want members %v", tc.members)
+			}
+			g := d.Next
+			if !slices.Equal(g.Members, tc.members) || g.Root != tc.root || g.Sync != tc.sync || g.LastApplied != tc.applied {
+				t.Fatalf("got members %v root %d sync %v applied %d, want %v %d %v %d",
+					g.Members, g.Root, g.Sync, g.LastApplied, tc.members, tc.root, tc.sync, tc.applied)
+			}
+			if g.Addrs[0] != g.Members[0]+":1" {
+				t.Fatalf("addrs %v do not follow members", g.Addrs)
+			}
+		})
+	}
+}

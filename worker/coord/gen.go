@@ -1,0 +1,99 @@
+package coord
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Generation is one fixed, ordered set of workers training together over
+// one ring. The leader writes it; members switch to it at a step boundary.
+type Generation struct {
+	Number  int64    `json:"number"`
+	Members []string `json:"members"` // worker ids by rank
+	Addrs   []string `json:"addrs"`   // ring addresses by rank
+	// Root is the rank whose state (parameters, optimizer, step, data
+	// cursor) every member takes at the switch; -1 means a fresh start
+	// from the model's seed.
+	Root int `json:"root"`
+	// Sync is set when the generation follows a failure: members may hold
+	// different states and the root's wins; LastApplied is its step.
+	Sync        bool      `json:"sync"`
+	LastApplied int64     `json:"last_applied"`
+	Reason      string    `json:"reason"`
+	FormedAt    time.Time `json:"formed_at"`
+}
+
+// Rank returns worker's rank in g, or -1.
+func (g *Generation) Rank(worker string) int {
+	if g == nil {
+		return -1
+	}
+	return slices.Index(g.Members, worker)
+}
+
+// ReadGen reads the current generation; nil when none was formed yet.
+func (c *Client) ReadGen(ctx context.Context) (*Generation, error) {
+	raw, err := c.rdb.Get(ctx, c.keys.Gen()).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read generation: %w", err)
+	}
+	var g Generation
+	if err := json.Unmarshal(raw, &g); err != nil {
+		return nil, fmt.Errorf("decode generation: %w", err)
+	}
+	return &g, nil
+}
+
+// Report is a member's account after its ring broke.
+type Report struct {
+	Worker  string
+	Gen     int64 // the generation whose ring broke
+	Applied int64 // last step it applied (-1: none)
+}
+
+// Report records that this worker's ring of generation gen broke after it
+// applied step applied, and wakes the leader.
+func (c *Client) Report(ctx context.Context, gen, applied int64) error {
+	v := strconv.FormatInt(gen, 10) + "|" + strconv.FormatInt(applied, 10)
+	_, err := c.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSet(ctx, c.keys.Reports(), c.cfg.Worker, v)
+		p.Publish(ctx, c.keys.Channel(), "report:"+c.cfg.Worker)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("report broken ring of generation %d: %w", gen, err)
+	}
+	return nil
+}
+
+// Reports reads the failure reports filed since the last generation.
+func (c *Client) Reports(ctx context.Context) (map[string]Report, error) {
+	raw, err := c.rdb.HGetAll(ctx, c.keys.Reports()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read reports: %w", err)
+	}
+	out := make(map[string]Report, len(raw))
+	for w, v := range raw {
+		g, a, ok := strings.Cut(v, "|")
+		if !ok {
+			continue
+		}
+		gn, err1 := strconv.ParseInt(g, 10, 64)
+		an, err2 := strconv.ParseInt(a, 10, 64)
+		if err1 == nil && err2 == nil {
+			out[w] = Report{Worker: w, Gen: gn, Applied: an}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,17 @@
+// Package worker is the elastic worker: the process that runs in every
+// allocation of a job. It registers in Redis, bids for leadership, waits to
+// be named in a generation, builds that generation's ring, takes the root's
+// training state, and runs the synchronous data-parallel step loop with the
+// built-in trainer until the job ends, it is asked to leave, or a newer
+// generation replaces its own.
+//
+// Each step's all-reduce carries, after the gradient, a small block of
+// metadata (loss, sample count, votes to switch generation or stop, and each
+// rank's data consumption and leave flag), so every member reaches the same
+// decision at the same step boundary without asking Redis. See
+// docs/worker-protocol.md for the whole protocol.
+//
+// It does not schedule (the planner does), does not decide generations
+// (coord.Decide does, run by the leader) and does not do the math (trainer,
+// collective).
+package worker

@@ -1,0 +1,315 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/worker/collective"
+	"github.com/edl-nomad/edl/worker/coord"
+	"github.com/edl-nomad/edl/worker/datapipe"
+)
+
+// outcome is why the step loop of one generation ended.
+type outcome int
+
+const (
+	outSwitch outcome = iota // a newer generation was announced; go to it
+	outFailed                // the ring broke; the step in flight is discarded
+	outLeave                 // this worker leaves after its last step
+	outDone                  // the last epoch ended
+	outStop                  // the job is being cancelled
+)
+
+// loop is the worker's life after prepare:
+//
+//	ready --generation names me--> join --ok--> train
+//	train --newer generation--> join (or ready, if it does not name me)
+//	train/join --ring broke--> report --> wait for a newer generation
+//	train --leave flag committed--> leave;  train --last epoch--> finish
+func (w *Worker) loop(ctx, bg context.Context) error {
+	var seen int64
+	for {
+		if w.leaveReq.Load() {
+			return w.leave(bg, nil)
+		}
+		g, done, err := w.watch.Next(ctx, seen)
+		if err != nil {
+			return w.leave(bg, nil)
+		}
+		if done {
+			return w.exit(bg, "the job is done")
+		}
+		seen = g.Number
+		for g != nil {
+			if g.Rank(w.cfg.Worker) < 0 {
+				w.log.Info("not in generation; waiting to be admitted", "gen", g.Number)
+				_ = w.register(bg, coord.Ready)
+				break
+			}
+			if err := w.join(bg, g); err != nil {
+				w.log.Warn("join failed", "gen", g.Number, "err", err)
+				w.reportFailure(bg, g)
+				break
+			}
+			out, next := w.train(bg, g)
+			switch out {
+			case outSwitch:
+				g, seen = next, max(seen, next.Number)
+			case outFailed:
+				w.reportFailure(bg, g)
+				g = nil
+			case outLeave:
+				return w.leave(bg, g)
+			case outDone:
+				return w.finish(bg, g, jobs.Succeeded, "training finished")
+			case outStop:
+				return w.finish(bg, g, jobs.Cancelled, "cancelled")
+			}
+		}
+	}
+}
+
+// join builds g's ring and takes the root's state.
+func (w *Worker) join(ctx context.Context, g *coord.Generation) error {
+	if w.ring != nil {
+		_ = w.ring.Close()
+		w.ring = nil
+	}
+	rank := g.Rank(w.cfg.Worker)
+	timeout := w.cfg.RingTimeout
+	if !w.synced {
+		timeout = w.cfg.JoinTimeout
+	}
+	jctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go w.cancelOnNewer(jctx, cancel, g.Number)
+	start := time.Now()
+	ring, err := w.deps.Transport.NewRing(jctx, collective.RingConfig{
+		Generation: g.Number, Rank: rank, Peers: g.Addrs, Timeout: timeout,
+	})
+	if err != nil {
+		return fmt.Errorf("build ring: %w", err)
+	}
+	w.ring = ring
+	switch {
+	case g.Root < 0:
+		if !w.synced {
+			w.st = progressState{Applied: -1}
+			if w.cfg.RestoreFile != "" {
+				if err := w.restore(); err != nil {
+					return err
+				}
+			}
+			w.synced = true
+		}
+	case w.sameState(jctx, ring, len(g.Members), rank):
+		// Nobody new and nobody behind: keep state and cursors; the root
+		// still hands back the partitions of those who left.
+		if rank == g.Root {
+			rec := datapipe.Reconciliation{Gen: g.Number, Applied: w.st.Applied, Epoch: w.st.Epoch,
+				MetaEpoch: w.st.MetaEpoch, Members: g.Members, Meta: w.st.Meta, Debug: w.st.Debug}
+			if err := retry(jctx, w.log, "reconcile", func() error { _, err := w.pipe.Reconcile(jctx, rec); return err }); err != nil {
+				return err
+			}
+		}
+		_ = w.register(ctx, coord.Active)
+		w.log.Info("joined", "gen", g.Number, "rank", rank, "world", len(g.Members), "step", w.st.Applied,
+			"kept_state", true, "took", time.Since(start).Round(time.Millisecond))
+		return nil
+	case rank == g.Root:
+		if !w.synced {
+			return errors.New("named root without training state")
+		}
+		rec := datapipe.Reconciliation{Gen: g.Number, Applied: w.st.Applied, Epoch: w.st.Epoch,
+			MetaEpoch: w.st.MetaEpoch, Members: g.Members, Meta: w.st.Meta, Debug: w.st.Debug}
+		var returned int
+		if err := retry(jctx, w.log, "reconcile", func() (err error) {
+			returned, err = w.pipe.Reconcile(jctx, rec)
+			return err
+		}); err != nil {
+			return err
+		}
+		payload := encodeState(w.st, w.model.MarshalState(w.opt))
+		if _, err := ring.Broadcast(jctx, g.Root, payload); err != nil {
+			return fmt.Errorf("send state: %w", err)
+		}
+		w.log.Info("sent state", "gen", g.Number, "step", w.st.Applied, "bytes", len(payload), "returned_partitions", returned)
+	default:
+		payload, err := ring.Broadcast(jctx, g.Root, nil)
+		if err != nil {
+			return fmt.Errorf("receive state: %w", err)
+		}
+		st, model, err := decodeState(payload)
+		if err != nil {
+			return err
+		}
+		if err := w.model.UnmarshalState(model, w.opt); err != nil {
+			return fmt.Errorf("load state: %w", err)
+		}
+		w.st, w.synced = st, true
+	}
+	w.cur = cursor{part: -1}
+	_ = w.register(ctx, coord.Active)
+	w.rep.event(jobs.EventWorker, fmt.Sprintf("worker %s joined generation %d as rank %d of %d", w.cfg.Worker, g.Number, rank, len(g.Members)),
+		map[string]any{"worker": w.cfg.Worker, "generation": g.Number, "rank": rank, "world": len(g.Members)})
+	w.log.Info("joined", "gen", g.Number, "rank", rank, "world", len(g.Members), "step", w.st.Applied,
+		"epoch", w.st.Epoch, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// cancelOnNewer cancels a join when a newer generation replaces g.
+func (w *Worker) cancelOnNewer(ctx context.Context, cancel context.CancelFunc, gen int64) {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if g, err := w.co.ReadGen(ctx); err == nil && g != nil && g.Number > gen {
+			cancel()
+			return
+		}
+	}
+}
+
+// reportFailure tells the leader this worker's ring of g broke and what it
+// applied last; it retries while Redis is away.
+func (w *Worker) reportFailure(ctx context.Context, g *coord.Generation) {
+	if w.ring != nil {
+		_ = w.ring.Close()
+		w.ring = nil
+	}
+	applied := coord.NoState
+	if w.synced {
+		applied = w.st.Applied
+	}
+	w.log.Info("reporting broken ring", "gen", g.Number, "applied", applied)
+	_ = retry(ctx, w.log, "report", func() error {
+		if cur, err := w.co.ReadGen(ctx); err == nil && cur != nil && cur.Number > g.Number {
+			return nil // already replaced
+		}
+		return w.co.Report(ctx, g.Number, applied)
+	})
+}
+
+// leave is the graceful exit: the last cursor committed, the partition
+// handed back, the leader lease handed over, the member record deleted.
+func (w *Worker) leave(ctx context.Context, g *coord.Generation) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	w.log.Info("leaving", "step", w.st.Applied)
+	if err := w.com.flush(ctx); err != nil {
+		w.log.Warn("flush commits before leaving", "err", err)
+	}
+	if err := w.pipe.Release(ctx, w.st.Epoch, w.st.Epoch+1); err != nil {
+		w.log.Warn("release partitions", "err", err)
+	}
+	w.stopLead()
+	if g != nil {
+		for _, id := range g.Members {
+			if id != w.cfg.Worker {
+				if err := w.leader.Handover(ctx, id); err != nil {
+					w.log.Warn("hand over leadership", "err", err)
+				}
+				break
+			}
+		}
+	}
+	if err := w.co.Leave(ctx); err != nil {
+		w.log.Warn("leave", "err", err)
+	}
+	w.rep.event(jobs.EventWorker, fmt.Sprintf("worker %s left", w.cfg.Worker), map[string]any{"worker": w.cfg.Worker})
+	w.rep.flush(ctx)
+	return nil
+}
+
+// finish ends training: rank 0 records the job's end.
+func (w *Worker) finish(ctx context.Context, g *coord.Generation, to jobs.State, reason string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := w.com.flush(ctx); err != nil {
+		w.log.Warn("flush commits at the end", "err", err)
+	}
+	if g.Rank(w.cfg.Worker) == 0 {
+		if w.cfg.SaveFile != "" {
+			if err := w.save(); err != nil {
+				w.log.Warn("save state", "err", err)
+			}
+		}
+		if err := retry(ctx, w.log, "mark done", func() error { return w.co.MarkDone(ctx, string(to)) }); err != nil {
+			w.log.Warn("mark job done", "err", err)
+		}
+		w.rep.transition(ctx, to, reason)
+	}
+	return w.exit(ctx, reason)
+}
+
+func (w *Worker) exit(ctx context.Context, reason string) error {
+	w.stopLead()
+	if err := w.co.Leave(ctx); err != nil {
+		w.log.Warn("leave", "err", err)
+	}
+	w.rep.flush(ctx)
+	w.log.Info("exiting", "reason", reason, "step", w.st.Applied, "epoch", w.st.Epoch)
+	return nil
+}
+
+// save writes the training state to SaveFile (atomically, by rename).
+func (w *Worker) save() error {
+	b := encodeState(w.st, w.model.MarshalState(w.opt))
+	tmp := w.cfg.SaveFile + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("save state: %w", err)
+	}
+	if err := os.Rename(tmp, w.cfg.SaveFile); err != nil {
+		return fmt.Errorf("save state: %w", err)
+	}
+	return nil
+}
+
+// restore loads the training state from RestoreFile.
+func (w *Worker) restore() error {
+	b, err := os.ReadFile(w.cfg.RestoreFile)
+	if err != nil {
+		return fmt.Errorf("restore state: %w", err)
+	}
+	st, model, err := decodeState(b)
+	if err != nil {
+		return err
+	}
+	if err := w.model.UnmarshalState(model, w.opt); err != nil {
+		return fmt.Errorf("restore state: %w", err)
+	}
+	st.Meta, st.Debug = nil, ""
+	w.st = st
+	return nil
+}
+
+// sameState reports, identically on every member, whether all members hold
+// training state at the same applied step (a switch without failure and
+// without newcomers), so the state broadcast can be skipped. A member that
+// cannot tell says no.
+func (w *Worker) sameState(ctx context.Context, ring *collective.Ring, world, rank int) bool {
+	if world == 1 {
+		return w.synced
+	}
+	v := make([]float32, 2*world)
+	if w.synced && w.st.Applied+2 < maxExact {
+		v[2*rank], v[2*rank+1] = float32(w.st.Applied+2), 1
+	}
+	if err := ring.AllReduce(ctx, v); err != nil {
+		return false // the broadcast that follows fails the same way on everyone
+	}
+	for r := range world {
+		if v[2*r+1] != 1 || v[2*r] != v[0] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,57 @@
+package worker
+
+import (
+	"math/rand/v2"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/edl-nomad/edl/internal/testenv"
+)
+
+// TestRandomScaleAndKillEvents applies 20 random joins, graceful leaves and
+// SIGKILLs (leader included) to one job and checks the sample accounting.
+func TestRandomScaleAndKillEvents(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long multi-process test")
+	}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	r := testenv.NewRedis(t)
+	c := newCluster(t, r, testSpec(14, 2), 3*time.Millisecond)
+	alive := map[string]bool{}
+	for range 3 {
+		alive[c.start()] = true
+	}
+	c.waitWorld(3, 20*time.Second)
+	pick := func() string {
+		ids := make([]string, 0, len(alive))
+		for id := range alive {
+			ids = append(ids, id)
+		}
+		return ids[rng.IntN(len(ids))]
+	}
+	for i := range 20 {
+		c.waitSteps(8, 30*time.Second)
+		switch ev := rng.IntN(3); {
+		case ev == 0 && len(alive) < 6 || len(alive) <= 2:
+			id := c.start()
+			alive[id] = true
+			t.Logf("event %d: start %s", i, id)
+		case ev == 1:
+			id := pick()
+			c.signal(id, syscall.SIGTERM)
+			delete(alive, id)
+			t.Logf("event %d: SIGTERM %s", i, id)
+		default:
+			id := pick()
+			c.signal(id, syscall.SIGKILL)
+			delete(alive, id)
+			t.Logf("event %d: SIGKILL %s (leader %s)", i, id, c.leaderID())
+		}
+	}
+	c.waitSteps(8, 30*time.Second)
+	c.finish(90 * time.Second)
+	c.checkExactlyOnce()
+}

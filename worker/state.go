@@ -1,0 +1,45 @@
+package worker
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+
+	"github.com/edl-nomad/edl/worker/datapipe"
+)
+
+// progressState is the part of a worker's training state besides the model
+// and optimizer: it travels with them when a generation starts.
+type progressState struct {
+	Applied   int64                  `json:"applied"` // last applied step, -1 before the first
+	Epoch     int                    `json:"epoch"`
+	MetaEpoch int                    `json:"meta_epoch"` // epoch of step Applied
+	Meta      []datapipe.Consumption `json:"meta"`       // every rank's consumption at Applied
+	Debug     string                 `json:"debug"`      // debug record of Applied
+	Samples   int64                  `json:"samples"`    // samples applied so far
+	Loss      float64                `json:"loss"`       // mean loss of step Applied
+}
+
+// encodeState is: 4-byte length of the JSON header, the header, the model state.
+func encodeState(p progressState, model []byte) []byte {
+	h, _ := json.Marshal(p)
+	out := make([]byte, 0, 4+len(h)+len(model))
+	out = binary.LittleEndian.AppendUint32(out, uint32(len(h)))
+	out = append(out, h...)
+	return append(out, model...)
+}
+
+func decodeState(b []byte) (progressState, []byte, error) {
+	var p progressState
+	if len(b) < 4 {
+		return p, nil, fmt.Errorf("decode training state: %d bytes", len(b))
+	}
+	n := int(binary.LittleEndian.Uint32(b))
+	if 4+n > len(b) {
+		return p, nil, fmt.Errorf("decode training state: header of %d bytes in %d", n, len(b))
+	}
+	if err := json.Unmarshal(b[4:4+n], &p); err != nil {
+		return p, nil, fmt.Errorf("decode training state: %w", err)
+	}
+	return p, b[4+n:], nil
+}

@@ -1,0 +1,228 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/worker/coord"
+	"github.com/edl-nomad/edl/worker/datapipe"
+)
+
+// batchPlan is this rank's share of a step under the job's batch policy.
+type batchPlan struct {
+	local int     // samples this rank takes per step
+	scale float32 // multiplies the averaged gradient (linear LR scaling)
+}
+
+func planBatch(bt *jobs.BuiltinTrainer, initial, world, rank int) batchPlan {
+	initial = max(initial, 1)
+	if bt.BatchPolicy == jobs.FixedLocal {
+		return batchPlan{local: max(1, bt.BatchSize/initial), scale: float32(world) / float32(initial)}
+	}
+	local := bt.BatchSize / world
+	if rank < bt.BatchSize%world {
+		local++
+	}
+	return batchPlan{local: max(1, local), scale: 1}
+}
+
+// train runs g's step loop until something ends it.
+func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coord.Generation) {
+	rank, world := g.Rank(w.cfg.Worker), len(g.Members)
+	np := w.model.NumParams()
+	plan := planBatch(w.bt, w.spec.Workers.Min, world, rank)
+	if need := np + metaLen(world); cap(w.buf) < need {
+		w.buf = make([]float32, need)
+	} else {
+		w.buf = w.buf[:need]
+	}
+	feat := w.data.Features()
+	if cap(w.x) < plan.local*feat {
+		w.x = make([]float32, plan.local*feat)
+		w.labels = make([]int32, plan.local)
+	}
+	grad, meta := w.buf[:np], w.buf[np:]
+	for {
+		clear(w.buf)
+		blocked, stale := w.ensurePartition(ctx, g)
+		my := slot{Part: -1, Leaving: w.leaveReq.Load()}
+		var loss float64
+		n := 0
+		if w.cur.part >= 0 {
+			w.ids = w.data.PartitionSamples(w.st.Epoch, w.cur.part, w.cur.off, plan.local, w.ids)
+			n = len(w.ids)
+			w.data.Batch(w.ids, w.x[:n*feat], w.labels[:n])
+			loss = w.model.Gradient(w.x[:n*feat], w.labels[:n], n, grad)
+			end := w.cur.off + int64(n)
+			my = slot{Part: w.cur.part, Start: w.cur.off, End: end, Leaving: my.Leaving, Fin: end >= w.cur.size}
+		}
+		if w.cfg.StepDelay > 0 {
+			time.Sleep(w.cfg.StepDelay)
+		}
+		meta[metaLoss] = float32(loss)
+		meta[metaCount] = float32(n)
+		if stale || max(w.com.seenGen.Load(), w.watch.Latest()) > g.Number {
+			meta[metaSwitch] = 1
+		}
+		if w.stopReq.Load() {
+			meta[metaStop] = 1
+		}
+		if blocked {
+			meta[metaBlocked] = 1
+		}
+		putSlot(meta, rank, my)
+		if err := w.ring.AllReduce(ctx, w.buf); err != nil {
+			w.log.Warn("all-reduce failed; step discarded", "gen", g.Number, "step", w.st.Applied+1, "err", err)
+			return outFailed, nil
+		}
+		total := count(meta, metaCount)
+		switches, stops, blocks := count(meta, metaSwitch), count(meta, metaStop), count(meta, metaBlocked)
+		if total > 0 {
+			w.apply(g, rank, world, plan, grad, meta, total)
+		} else if switches == 0 && stops == 0 && blocks == 0 {
+			w.log.Info("epoch done", "epoch", w.st.Epoch, "step", w.st.Applied)
+			w.st.Epoch++
+			w.cur = cursor{part: -1}
+			if w.st.Epoch >= w.bt.Epochs {
+				return outDone, nil
+			}
+		} else if blocks > 0 && switches == 0 {
+			time.Sleep(20 * time.Millisecond) // someone cannot reach Redis; do not spin
+		}
+		if stops > 0 {
+			return outStop, nil
+		}
+		if switches > 0 {
+			next, done := w.nextGen(ctx, g.Number)
+			if done {
+				return outDone, nil
+			}
+			return outSwitch, next
+		}
+		leaving := false
+		for r := range world {
+			if getSlot(meta, r).Leaving {
+				leaving = true
+				if r == rank {
+					return outLeave, nil
+				}
+			}
+		}
+		if leaving {
+			next, done := w.nextGen(ctx, g.Number)
+			if done {
+				return outDone, nil
+			}
+			return outSwitch, next
+		}
+	}
+}
+
+// apply takes the summed gradient as one applied step.
+func (w *Worker) apply(g *coord.Generation, rank, world int, plan batchPlan, grad, meta []float32, total int) {
+	k := plan.scale / float32(total)
+	for i := range grad {
+		grad[i] *= k
+	}
+	w.opt.Step(w.model.Params(), grad)
+	w.st.Applied++
+	w.st.MetaEpoch = w.st.Epoch
+	w.st.Samples += int64(total)
+	w.st.Loss = float64(meta[metaLoss]) / float64(total)
+	w.st.Meta = w.st.Meta[:0]
+	var dbg strings.Builder
+	if w.cfg.DebugSamples {
+		dbg.WriteString(strconv.Itoa(w.st.Epoch))
+		dbg.WriteByte('|')
+	}
+	for r := range world {
+		s := getSlot(meta, r)
+		if s.Part < 0 {
+			continue
+		}
+		w.st.Meta = append(w.st.Meta, datapipe.Consumption{Worker: g.Members[r], Part: s.Part, End: s.End, Fin: s.Fin})
+		if w.cfg.DebugSamples {
+			fmt.Fprintf(&dbg, "%d:%d:%d,", s.Part, s.Start, s.End)
+		}
+	}
+	w.st.Debug = ""
+	var debug []datapipe.DebugRecord
+	if w.cfg.DebugSamples {
+		w.st.Debug = dbg.String()
+		debug = append(debug, datapipe.DebugRecord{Step: w.st.Applied, Payload: w.st.Debug})
+	}
+	var cm *datapipe.Commit
+	if my := getSlot(meta, rank); my.Part >= 0 {
+		w.cur.off = my.End
+		cm = &datapipe.Commit{Gen: g.Number, Step: w.st.Applied, Epoch: w.st.Epoch, Part: my.Part, Offset: my.End, Fin: my.Fin}
+	}
+	w.com.add(cm, debug...)
+	now := w.deps.Now()
+	if w.deps.StepLog != nil {
+		fmt.Fprintf(w.deps.StepLog, "%d %d %d %d %d %.6f\n", now.UnixNano(), w.st.Applied, g.Number, world, w.st.Epoch, w.st.Loss)
+	}
+	if rank == 0 {
+		var rate float64
+		if !w.lastSteps.IsZero() {
+			rate = float64(total) / now.Sub(w.lastSteps).Seconds()
+		}
+		w.lastSteps = now
+		w.rep.progress(jobs.Progress{Epoch: w.st.Epoch, Step: w.st.Applied, Samples: w.st.Samples, Loss: w.st.Loss,
+			SamplesPerS: rate, WorldSize: world, Generation: g.Number, TotalEpochs: w.bt.Epochs})
+	}
+}
+
+// ensurePartition makes sure the worker holds a partition with samples left,
+// claiming one if needed. blocked: Redis could not be reached; stale: the
+// generation is no longer current.
+func (w *Worker) ensurePartition(ctx context.Context, g *coord.Generation) (blocked, stale bool) {
+	if w.cur.part >= 0 && w.cur.off < w.cur.size || w.cur.noMore {
+		return false, false
+	}
+	// A finished partition's last commit must land before this worker takes
+	// part in another step: the root of a later generation relies on it.
+	fctx, cancel := context.WithTimeout(ctx, w.cfg.RingTimeout/2)
+	defer cancel()
+	if err := w.com.flush(fctx); err != nil {
+		return true, false
+	}
+	order := datapipe.Order(w.data.NumPartitions(), w.bt.Dataset.Seed, w.st.Epoch)
+	part, off, err := w.pipe.Claim(fctx, g.Number, w.st.Epoch, w.st.Applied, order)
+	switch {
+	case errors.Is(err, datapipe.ErrStaleGeneration):
+		return false, true
+	case err != nil:
+		w.log.Warn("claim failed", "err", err)
+		return true, false
+	case part < 0:
+		w.cur = cursor{part: -1, noMore: true}
+	default:
+		_, size := w.data.Partition(part)
+		w.cur = cursor{part: part, off: off, size: size}
+		if off >= size {
+			// Used up but not marked so: mark it and look again next step.
+			w.com.add(&datapipe.Commit{Gen: g.Number, Step: w.st.Applied + 1, Epoch: w.st.Epoch, Part: part, Offset: off, Fin: true})
+			w.cur = cursor{part: -1}
+			return true, false
+		}
+	}
+	return false, false
+}
+
+// nextGen waits for the generation after gen.
+func (w *Worker) nextGen(ctx context.Context, gen int64) (*coord.Generation, bool) {
+	for {
+		g, done, err := w.watch.Next(ctx, gen)
+		if err == nil {
+			return g, done
+		}
+		if ctx.Err() != nil {
+			return nil, true
+		}
+	}
+}

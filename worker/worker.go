@@ -1,0 +1,233 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/worker/collective"
+	"github.com/edl-nomad/edl/worker/coord"
+	"github.com/edl-nomad/edl/worker/datapipe"
+	"github.com/edl-nomad/edl/worker/trainer"
+	"github.com/redis/go-redis/v9"
+)
+
+// Deps are the concrete things a worker talks to; cmd/edl wires them.
+type Deps struct {
+	Redis     redis.UniversalClient
+	Transport *collective.Transport // the ring listener, open for the worker's life
+	Jobs      JobSource             // nil: no progress, events or state changes
+	Spec      *jobs.Spec            // nil: read from Jobs
+	Log       *slog.Logger
+	Now       func() time.Time
+	// StepLog, when set, gets one line per applied step:
+	// "unix_ns step generation world epoch loss".
+	StepLog io.Writer
+}
+
+// Worker is one elastic worker process's state.
+type Worker struct {
+	cfg  Config
+	deps Deps
+	log  *slog.Logger
+	spec jobs.Spec
+	bt   *jobs.BuiltinTrainer
+
+	co     *coord.Client
+	leader *coord.Leader
+	watch  *coord.Watcher
+	pipe   *datapipe.Pipe
+	com    *committer
+	rep    *reporter
+
+	model *trainer.Model
+	opt   *trainer.SGD
+	data  *trainer.Dataset
+
+	st     progressState
+	synced bool // st and the model hold training state
+	ring   *collective.Ring
+	cur    cursor
+
+	leaveReq  atomic.Bool
+	stopReq   atomic.Bool
+	stopLead  context.CancelFunc
+	buf       []float32
+	ids       []int64
+	x         []float32
+	labels    []int32
+	lastSteps time.Time
+}
+
+// cursor is where a worker is in its current partition.
+type cursor struct {
+	part   int // -1: none held
+	off    int64
+	size   int64
+	noMore bool // the epoch's queue is empty for this worker
+}
+
+// New checks cfg and deps; it does no I/O.
+func New(cfg Config, deps Deps) (*Worker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.Redis == nil || deps.Transport == nil {
+		return nil, errors.New("worker: Redis and Transport are required")
+	}
+	if deps.Jobs == nil && deps.Spec == nil {
+		return nil, errors.New("worker: either Jobs or Spec is required")
+	}
+	if deps.Log == nil {
+		deps.Log = slog.New(slog.DiscardHandler)
+	}
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	log := deps.Log.With("component", "worker", "job", cfg.Job, "worker", cfg.Worker)
+	cc := coord.Config{Prefix: cfg.Prefix, Job: cfg.Job, Worker: cfg.Worker, Lease: cfg.Lease, Heartbeat: cfg.Heartbeat}
+	co, err := coord.New(deps.Redis, cc, deps.Log)
+	if err != nil {
+		return nil, err
+	}
+	w := &Worker{cfg: cfg, deps: deps, log: log, co: co, cur: cursor{part: -1}}
+	w.pipe = datapipe.New(deps.Redis, co.Keys(), cfg.Worker)
+	w.com = newCommitter(w.pipe, log)
+	return w, nil
+}
+
+// Coord returns the worker's coordination client (tests use it).
+func (w *Worker) Coord() *coord.Client { return w.co }
+
+// Run prepares the worker, joins the job and trains until the job ends.
+// When ctx ends (SIGTERM) the worker finishes its step, hands its data back,
+// leaves and returns nil: that is a graceful exit, not an error.
+func (w *Worker) Run(ctx context.Context) error {
+	bg, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := w.prepare(ctx); err != nil {
+		return err
+	}
+	go func() {
+		<-ctx.Done()
+		w.leaveReq.Store(true)
+		w.watch.Poke()
+	}()
+	go func() { _ = w.co.RunHeartbeat(bg) }()
+	go w.com.run(bg)
+	go w.rep.run(bg)
+	go w.poll(bg)
+	lctx, lcancel := context.WithCancel(bg)
+	w.stopLead = lcancel
+	go func() { _ = w.leader.Run(lctx) }()
+	defer func() {
+		if w.ring != nil {
+			_ = w.ring.Close()
+		}
+	}()
+	return w.loop(ctx, bg)
+}
+
+func (w *Worker) prepare(ctx context.Context) error {
+	spec := w.deps.Spec
+	if spec == nil {
+		j, err := w.deps.Jobs.Get(ctx, w.cfg.Job)
+		if err != nil {
+			return fmt.Errorf("worker: read job %s: %w", w.cfg.Job, err)
+		}
+		spec = &j.Spec
+	}
+	bt, err := validateSpec(*spec)
+	if err != nil {
+		return err
+	}
+	w.spec, w.bt = *spec, bt
+	if err := w.register(ctx, coord.Preparing); err != nil {
+		return err
+	}
+	mc := trainer.ModelConfigFrom(*bt)
+	mc.Threads = max(w.cfg.Threads, 1)
+	if w.model, err = trainer.NewModel(mc); err != nil {
+		return fmt.Errorf("worker: build model: %w", err)
+	}
+	if w.data, err = trainer.NewDataset(bt.Dataset); err != nil {
+		return fmt.Errorf("worker: build data set: %w", err)
+	}
+	if _, size := w.data.Partition(0); size >= maxExact {
+		return fmt.Errorf("worker: partitions of %d samples exceed %d; use more partitions", size, maxExact)
+	}
+	w.opt = trainer.NewSGD(w.model.NumParams(), float32(bt.LearningRate), float32(bt.Momentum))
+	w.st = progressState{Applied: -1}
+	minStart, maxW := w.cfg.MinStart, w.cfg.MaxWorkers
+	if minStart == 0 {
+		minStart = max(1, spec.Workers.Min)
+	}
+	if maxW == 0 {
+		maxW = spec.Workers.Max
+	}
+	w.leader = coord.NewLeader(w.co, coord.LeaderOptions{MinStart: minStart, MaxWorkers: maxW, Window: w.cfg.ReportWindow}, w.deps.Now)
+	w.watch = w.co.Watch(context.WithoutCancel(ctx), 100*time.Millisecond)
+	w.rep = newReporter(w.deps.Jobs, w.cfg.Job, w.cfg.ProgressEvery, w.log)
+	if err := w.register(ctx, coord.Ready); err != nil {
+		return err
+	}
+	w.log.Info("ready", "addr", w.deps.Transport.Addr(), "params", w.model.NumParams())
+	return nil
+}
+
+func (w *Worker) register(ctx context.Context, s coord.MemberState) error {
+	m := coord.Member{Addr: w.deps.Transport.Addr(), State: s, Since: w.deps.Now()}
+	return retry(ctx, w.log, "register", func() error { return w.co.SetMember(ctx, m) })
+}
+
+// poll notices, off the step loop, that this worker was marked leaving or
+// that the job is being cancelled.
+func (w *Worker) poll(ctx context.Context) {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if ms, err := w.co.Members(ctx); err == nil {
+			if m, ok := ms[w.cfg.Worker]; ok && m.State == coord.Leaving {
+				w.leaveReq.Store(true)
+				w.watch.Poke()
+			}
+		}
+		if n, err := w.deps.Redis.Exists(ctx, w.co.Keys().Stop()).Result(); err == nil && n > 0 {
+			w.stopReq.Store(true)
+		}
+		if w.deps.Jobs != nil {
+			if j, err := w.deps.Jobs.Get(ctx, w.cfg.Job); err == nil && (j.State == jobs.Cancelling || j.State.Terminal()) {
+				w.stopReq.Store(true)
+			}
+		}
+	}
+}
+
+// retry runs f until it succeeds or ctx ends, backing off: Redis may be
+// briefly away.
+func retry(ctx context.Context, log *slog.Logger, what string, f func() error) error {
+	backoff := 10 * time.Millisecond
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		log.Debug(what+" failed, retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w (last error: %v)", what, ctx.Err(), err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
