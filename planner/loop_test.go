@@ -63,7 +63,9 @@ func (f *fakeCluster) Scale(ctx context.Context, job jobs.Job, count int, reason
 	return nil
 }
 
-func (f *fakeCluster) StopWorker(ctx context.Context, jobID, workerID, reason string) error { return nil }
+func (f *fakeCluster) StopWorker(ctx context.Context, jobID, workerID, reason string) error {
+	return nil
+}
 
 func (f *fakeCluster) Teardown(ctx context.Context, jobID string) error {
 	f.mu.Lock()

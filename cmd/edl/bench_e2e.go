@@ -1,0 +1,221 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/edl-nomad/edl/jobs"
+)
+
+func init() {
+	registerBench(benchmark{
+		name:    "e2e",
+		summary: "edl dev end to end: submit to first step, scale decision to join, cancel to gone",
+		run:     runBenchE2E,
+	})
+}
+
+// e2eResult is the one JSON line `edl bench e2e --json` prints.
+type e2eResult struct {
+	SubmitToFirstStepMs    float64   `json:"submit_to_first_step_ms"`
+	ScaleDecisionToJoinMs  float64   `json:"scale_decision_to_join_ms"`
+	CancelToGoneMs         float64   `json:"cancel_to_gone_ms"`
+	Runs                   int       `json:"runs"`
+	SubmitToFirstStepAllMs []float64 `json:"submit_to_first_step_all_ms"`
+	ScaleDecisionAllMs     []float64 `json:"scale_decision_to_join_all_ms"`
+	CancelToGoneAllMs      []float64 `json:"cancel_to_gone_all_ms"`
+}
+
+func runBenchE2E(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("bench e2e", "Starts edl dev in this process (child Redis, API, planner, local workers) and measures,\nover --runs jobs, the time from POST /v1/jobs to the first applied step, from the\nplanner's +1 decision to the new worker training, and from DELETE to no worker left.\nPrints the medians as one JSON line.", stderr)
+	runs := fs.Int("runs", 3, "jobs to measure")
+	slots := fs.Int("slots", 3, "CPU worker slots")
+	_ = fs.Bool("json", true, "print one JSON line (the only output format)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *runs < 1 || *slots < 2 {
+		return usageErrorf("bench e2e: need --runs >= 1 and --slots >= 2")
+	}
+	dir, err := os.MkdirTemp("", "edl-bench-e2e-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	d, err := startDev(ctx, devConfig{listen: "127.0.0.1:0", dataDir: dir, slots: *slots, grace: 10 * time.Second,
+		cooldown: time.Second, interval: 200 * time.Millisecond, workerLogLevel: "warn"}, newLogger(io.Discard, 0, false))
+	if err != nil {
+		return err
+	}
+	defer d.shutdown()
+	res := e2eResult{Runs: *runs}
+	for i := 0; i < *runs; i++ {
+		sub, join, gone, err := e2eOnce(ctx, d, i)
+		if err != nil {
+			return fmt.Errorf("bench e2e run %d: %w", i, err)
+		}
+		res.SubmitToFirstStepAllMs = append(res.SubmitToFirstStepAllMs, sub)
+		res.ScaleDecisionAllMs = append(res.ScaleDecisionAllMs, join)
+		res.CancelToGoneAllMs = append(res.CancelToGoneAllMs, gone)
+	}
+	res.SubmitToFirstStepMs = median(res.SubmitToFirstStepAllMs)
+	res.ScaleDecisionToJoinMs = median(res.ScaleDecisionAllMs)
+	res.CancelToGoneMs = median(res.CancelToGoneAllMs)
+	return json.NewEncoder(stdout).Encode(res)
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// e2eOnce submits one long job of 1 worker, measures its first step, raises
+// its max to 2 and measures the join from the planner's decision, then
+// cancels it and measures until its last worker is gone.
+func e2eOnce(ctx context.Context, d *devEnv, i int) (submit, join, gone float64, err error) {
+	spec := jobs.Spec{
+		Name: fmt.Sprintf("bench-e2e-%d", i), Workers: jobs.WorkerRange{Min: 1, Max: 1}, Priority: jobs.Guaranteed,
+		Trainer: jobs.Trainer{Kind: jobs.TrainerBuiltin, Builtin: &jobs.BuiltinTrainer{
+			Model:   jobs.MLPModel{Hidden: []int{256, 256}},
+			Dataset: jobs.SyntheticDataset{Seed: int64(i + 1), Samples: 500000, Features: 64, Classes: 10, Partitions: 256},
+			Epochs:  100, BatchSize: 64, LearningRate: 0.05, Momentum: 0.9,
+		}},
+		Checkpoint: jobs.CheckpointPolicy{EverySteps: 1000, Keep: 2},
+	}
+	t0 := time.Now()
+	var created jobs.Job
+	if err := d.api(ctx, "POST", "/v1/jobs", spec, &created); err != nil {
+		return 0, 0, 0, err
+	}
+	id := created.ID
+	if _, err := pollJob(ctx, d, id, 60*time.Second, func(j jobs.Job) bool { return j.Progress.Step >= 1 }); err != nil {
+		return 0, 0, 0, fmt.Errorf("first step: %w", err)
+	}
+	submit = ms(time.Since(t0))
+	// Raise the job's max to 2: the planner (woken by the change) hands it
+	// a spare slot, +1 worker, which must start, prepare and join.
+	if err := d.api(ctx, "PATCH", "/v1/jobs/"+id, map[string]any{"spec": map[string]any{"workers": map[string]int{"max": 2}}}, nil); err != nil {
+		return 0, 0, 0, err
+	}
+	if _, err := pollJob(ctx, d, id, 60*time.Second, func(j jobs.Job) bool { return j.Progress.WorldSize == 2 }); err != nil {
+		return 0, 0, 0, fmt.Errorf("join: %w", err)
+	}
+	joinedAt := time.Now()
+	evs, err := d.store.Events(ctx, id, "", 1000)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	var decided time.Time
+	for _, e := range evs {
+		if e.Type == jobs.EventScale {
+			if to, ok := e.Data["to"].(float64); ok && to == 2 {
+				decided = e.Time
+			}
+		}
+	}
+	if decided.IsZero() {
+		return 0, 0, 0, fmt.Errorf("no scale event to 2 workers in the job's events")
+	}
+	join = ms(joinedAt.Sub(decided))
+	t1 := time.Now()
+	if err := d.api(ctx, "DELETE", "/v1/jobs/"+id, nil, nil); err != nil {
+		return 0, 0, 0, err
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		j, err := d.store.Get(ctx, id)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		ws, err := d.cluster.Workers(ctx, id)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		live := 0
+		for _, w := range ws {
+			if w.State.Live() {
+				live++
+			}
+		}
+		if j.State == jobs.Cancelled && live == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return 0, 0, 0, fmt.Errorf("cancel: job %s still %s with %d live workers", id, j.State, live)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	gone = ms(time.Since(t1))
+	return submit, join, gone, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// pollJob reads the job from the store every 2 ms until cond holds.
+func pollJob(ctx context.Context, d *devEnv, id string, timeout time.Duration, cond func(jobs.Job) bool) (jobs.Job, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		j, err := d.store.Get(ctx, id)
+		if err != nil {
+			return j, err
+		}
+		if cond(j) {
+			return j, nil
+		}
+		if j.State.Terminal() {
+			return j, fmt.Errorf("job %s ended %s (%s)", id, j.State, j.Reason)
+		}
+		if time.Now().After(deadline) {
+			return j, fmt.Errorf("job %s: condition not met after %s (state %s, step %d, world %d)", id, timeout, j.State, j.Progress.Step, j.Progress.WorldSize)
+		}
+		select {
+		case <-ctx.Done():
+			return j, ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// api calls the running API as the dev tenant "default".
+func (d *devEnv) api(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, d.apiURL+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+d.tokens.Default)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("%s %s: status %d: %s", method, path, resp.StatusCode, b)
+	}
+	if out != nil {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}

@@ -1,0 +1,107 @@
+package e2e
+
+import (
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestSubmitTrainsToSucceeded(t *testing.T) {
+	d := startDev(t, map[string]string{"alice": "tok-alice"}, "--slots", "2")
+	j := d.submit("alice", mlpJob("small", 1, 2, 8000, 2))
+	if j.State != "pending" {
+		t.Fatalf("new job state %q, want pending", j.State)
+	}
+	j = d.waitJob("alice", j.ID, 90*time.Second, "succeeded", func(j jobView) bool { return j.State == "succeeded" || j.State == "failed" })
+	if j.State != "succeeded" {
+		t.Fatalf("job ended %s (%s)", j.State, j.Reason)
+	}
+	if j.Progress.Samples != 2*8000 {
+		t.Errorf("samples trained = %d, want every sample of 2 epochs once (16000)", j.Progress.Samples)
+	}
+	if j.Progress.Loss <= 0 || j.Progress.Loss > 1.3 {
+		t.Errorf("final loss %.3f; want trained below ln(4)=1.39", j.Progress.Loss)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(d.workerPids()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if pids := d.workerPids(); len(pids) > 0 {
+		t.Errorf("worker processes %v still running after the job succeeded", pids)
+	}
+}
+
+func TestScaleUpDownThenCancel(t *testing.T) {
+	d := startDev(t, map[string]string{"alice": "tok-alice"}, "--slots", "3")
+	j := d.submit("alice", mlpJob("long", 1, 3, 200000, 50))
+	d.waitJob("alice", j.ID, 60*time.Second, "training", func(j jobView) bool { return j.State == "running" && j.Progress.Step > 0 })
+	for _, n := range []int{1, 3, 2} {
+		if code := d.do("alice", "POST", "/v1/jobs/"+j.ID+"/scale", map[string]int{"workers": n}, nil); code >= 300 {
+			t.Fatalf("scale to %d: status %d", n, code)
+		}
+		got := d.waitJob("alice", j.ID, 60*time.Second, "world size", func(j jobView) bool { return j.Progress.WorldSize == n && j.Workers.Current == n })
+		if got.State != "running" {
+			t.Fatalf("after scale to %d state %s", n, got.State)
+		}
+		step := got.Progress.Step
+		d.waitJob("alice", j.ID, 30*time.Second, "steps after resize", func(j jobView) bool { return j.Progress.Step > step+5 })
+	}
+	if len(d.workerPids()) != 2 {
+		t.Errorf("worker processes = %v, want 2", d.workerPids())
+	}
+	if code := d.do("alice", "DELETE", "/v1/jobs/"+j.ID, nil, nil); code != 202 {
+		t.Fatalf("cancel: status %d, want 202", code)
+	}
+	d.waitJob("alice", j.ID, 60*time.Second, "cancelled", func(j jobView) bool { return j.State == "cancelled" })
+	if pids := d.workerPids(); len(pids) > 0 {
+		t.Errorf("worker processes %v alive after cancelled", pids)
+	}
+}
+
+func TestTwoTenantsShareTheSlots(t *testing.T) {
+	d := startDev(t, map[string]string{"alice": "tok-alice", "bob": "tok-bob"}, "--slots", "3")
+	a := d.submit("alice", mlpJob("a", 1, 3, 200000, 50))
+	d.waitJob("alice", a.ID, 60*time.Second, "3 workers", func(j jobView) bool { return j.Workers.Current == 3 && j.Progress.Step > 0 })
+	b := d.submit("bob", mlpJob("b", 1, 3, 200000, 50))
+	d.waitJob("bob", b.ID, 60*time.Second, "bob training", func(j jobView) bool { return j.Workers.Current >= 1 && j.Progress.Step > 0 })
+	ga := d.waitJob("alice", a.ID, 30*time.Second, "alice shrunk", func(j jobView) bool { return j.Workers.Current < 3 })
+	gb := d.get("bob", b.ID)
+	if ga.Workers.Current+gb.Workers.Current > 3 {
+		t.Fatalf("workers %d + %d exceed the 3 slots", ga.Workers.Current, gb.Workers.Current)
+	}
+	// Neither tenant sees the other's job.
+	if code := d.do("bob", "GET", "/v1/jobs/"+a.ID, nil, nil); code != 404 {
+		t.Errorf("bob reading alice's job: status %d, want 404", code)
+	}
+	d.do("alice", "DELETE", "/v1/jobs/"+a.ID, nil, nil)
+	d.do("bob", "DELETE", "/v1/jobs/"+b.ID, nil, nil)
+}
+
+func TestKilledWorkerIsReplacedAndCtrlCLeavesNothing(t *testing.T) {
+	d := startDev(t, map[string]string{"alice": "tok-alice"}, "--slots", "2")
+	j := d.submit("alice", mlpJob("k", 2, 2, 200000, 50))
+	d.waitJob("alice", j.ID, 60*time.Second, "2 workers training", func(j jobView) bool { return j.Progress.WorldSize == 2 && j.Progress.Step > 0 })
+	pids := d.workerPids()
+	if len(pids) != 2 {
+		t.Fatalf("worker pids = %v, want 2", pids)
+	}
+	if err := syscall.Kill(pids[1], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	before := d.get("alice", j.ID).Progress.Step
+	d.waitJob("alice", j.ID, 60*time.Second, "replacement joined", func(j jobView) bool {
+		ps := d.workerPids()
+		return j.Progress.WorldSize == 2 && j.Progress.Step > before+10 && len(ps) == 2 && ps[0] != pids[1] && ps[1] != pids[1]
+	})
+	redis := d.redisPid()
+	if redis == 0 {
+		t.Fatal("child redis-server not found")
+	}
+	workers := d.workerPids()
+	d.interrupt()
+	for _, pid := range append(workers, redis) {
+		if syscall.Kill(pid, 0) == nil {
+			t.Errorf("pid %d alive after Ctrl-C of edl dev", pid)
+		}
+	}
+}

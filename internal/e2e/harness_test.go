@@ -1,0 +1,287 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/edl-nomad/edl/internal/testenv"
+)
+
+var edlBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "edl-e2e-")
+	if err != nil {
+		panic(err)
+	}
+	edlBin = filepath.Join(dir, "edl")
+	build := exec.Command("go", "build", "-o", edlBin, "../../cmd/edl")
+	build.Env = append(os.Environ(), "CGO_CFLAGS=-O2 -g -Wno-deprecated-declarations")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build edl: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// dev is one running `edl dev` process.
+type dev struct {
+	t        *testing.T
+	cmd      *exec.Cmd
+	url      string
+	redisURL string
+	dataDir  string
+	tokens   map[string]string
+	stderr   *bytes.Buffer
+	exited   chan struct{}
+}
+
+var redisLine = regexp.MustCompile(`Redis:\s+(redis://\S+)`)
+var apiLine = regexp.MustCompile(`API:\s+(http://\S+)`)
+
+// startDev runs `edl dev` with tenants (name -> token); extra flags appended.
+func startDev(t *testing.T, tenants map[string]string, extra ...string) *dev {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if _, err := os.Stat("/usr/bin/redis-server"); err != nil {
+			testenv.Unavailable(t, "redis-server not installed")
+		}
+	}
+	port, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &dev{t: t, dataDir: t.TempDir(), tokens: tenants, stderr: &bytes.Buffer{}, exited: make(chan struct{})}
+	var yaml strings.Builder
+	yaml.WriteString("tenants:\n")
+	for name, tok := range tenants {
+		sum := sha256.Sum256([]byte(tok))
+		fmt.Fprintf(&yaml, "  - name: %s\n    token_sha256: %s\n    weight: 1\n    rate_per_s: 1000\n    burst: 1000\n", name, hex.EncodeToString(sum[:]))
+	}
+	tf := filepath.Join(d.dataDir, "tenants.yaml")
+	if err := os.WriteFile(tf, []byte(yaml.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"dev", "--data-dir", d.dataDir, "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+		"--tenants", tf, "--grace", "10s", "--planner-interval", "200ms", "--planner-cooldown", "1s"}, extra...)
+	d.cmd = exec.Command(edlBin, args...)
+	d.cmd.Dir = "../.."
+	stdout, _ := d.cmd.StdoutPipe()
+	d.cmd.Stderr = d.stderr
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { d.cmd.Wait(); close(d.exited) }()
+	t.Cleanup(func() {
+		d.interrupt()
+		if t.Failed() {
+			t.Logf("edl dev stderr (tail):\n%s", tail(d.stderr.String(), 4000))
+			logs, _ := filepath.Glob(filepath.Join(d.dataDir, "workers", "*", "*.log"))
+			for _, l := range logs {
+				b, _ := os.ReadFile(l)
+				t.Logf("%s (tail):\n%s", l, tail(string(b), 1500))
+			}
+		}
+	})
+	sc := bufio.NewScanner(stdout)
+	deadline := time.After(30 * time.Second)
+	lines := make(chan string)
+	go func() {
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	for d.url == "" || d.redisURL == "" {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("edl dev exited before it was up: %s", d.stderr.String())
+			}
+			if m := apiLine.FindStringSubmatch(l); m != nil {
+				d.url = m[1]
+			}
+			if m := redisLine.FindStringSubmatch(l); m != nil {
+				d.redisURL = m[1]
+			}
+		case <-deadline:
+			t.Fatalf("edl dev not up after 30s: %s", d.stderr.String())
+		}
+	}
+	go func() {
+		for range lines {
+		}
+	}()
+	return d
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// interrupt sends SIGINT (Ctrl-C) and waits for edl dev to exit.
+func (d *dev) interrupt() {
+	if d.cmd.Process == nil {
+		return
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-d.exited:
+	case <-time.After(30 * time.Second):
+		d.t.Errorf("edl dev did not exit 30s after SIGINT")
+		_ = d.cmd.Process.Kill()
+		<-d.exited
+	}
+}
+
+// do sends an API request as tenant and decodes the JSON answer into out.
+func (d *dev) do(tenant, method, path string, body any, out any) int {
+	d.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, d.url+path, rd)
+	req.Header.Set("Authorization", "Bearer "+d.tokens[tenant])
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		d.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if out != nil && len(b) > 0 {
+		if err := json.Unmarshal(b, out); err != nil {
+			d.t.Fatalf("%s %s: decode %q: %v", method, path, b, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+type jobView struct {
+	ID       string `json:"id"`
+	State    string `json:"state"`
+	Reason   string `json:"reason"`
+	Workers  struct{ Current, Target int }
+	Progress struct {
+		Epoch     int     `json:"epoch"`
+		Step      int64   `json:"step"`
+		Samples   int64   `json:"samples"`
+		Loss      float64 `json:"loss"`
+		WorldSize int     `json:"world_size"`
+	} `json:"progress"`
+}
+
+func (d *dev) submit(tenant string, spec map[string]any) jobView {
+	d.t.Helper()
+	var j jobView
+	if code := d.do(tenant, "POST", "/v1/jobs", spec, &j); code != 201 {
+		d.t.Fatalf("submit: status %d", code)
+	}
+	return j
+}
+
+func (d *dev) get(tenant, id string) jobView {
+	d.t.Helper()
+	var j jobView
+	if code := d.do(tenant, "GET", "/v1/jobs/"+id, nil, &j); code != 200 {
+		d.t.Fatalf("get %s: status %d", id, code)
+	}
+	return j
+}
+
+// waitJob polls the job until cond holds.
+func (d *dev) waitJob(tenant, id string, timeout time.Duration, what string, cond func(jobView) bool) jobView {
+	d.t.Helper()
+	deadline := time.Now().Add(timeout)
+	var j jobView
+	for time.Now().Before(deadline) {
+		j = d.get(tenant, id)
+		if cond(j) {
+			return j
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	d.t.Fatalf("job %s: %s not reached in %s; last: %+v", id, what, timeout, j)
+	return j
+}
+
+// workerPids lists the edl worker processes of this edl dev (they carry its
+// Redis URL on their command line).
+func (d *dev) workerPids() []int {
+	var pids []int
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		cl := string(bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
+		if strings.Contains(cl, " worker ") && strings.Contains(cl, d.redisURL+" ") {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// redisPid finds the child redis-server by its port.
+func (d *dev) redisPid() int {
+	port := d.redisURL[strings.LastIndex(d.redisURL, ":")+1:]
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		// redis-server rewrites its title to "redis-server 127.0.0.1:PORT".
+		cl := strings.ReplaceAll(string(b), "\x00", " ")
+		if strings.Contains(cl, "redis-server") && (strings.Contains(cl, ":"+port+" ") || strings.Contains(cl, " "+port+" ")) {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+			return pid
+		}
+	}
+	return 0
+}
+
+// mlpJob is a built-in trainer job; epochs and samples set its length.
+func mlpJob(name string, min, max, samples, epochs int) map[string]any {
+	return map[string]any{
+		"name":            name,
+		"workers":         map[string]any{"min": min, "max": max},
+		"gpus_per_worker": 0,
+		"priority":        "guaranteed",
+		"trainer": map[string]any{"kind": "builtin", "builtin": map[string]any{
+			"model":         map[string]any{"hidden": []int{64}},
+			"dataset":       map[string]any{"seed": 7, "samples": samples, "features": 32, "classes": 4, "partitions": 32},
+			"epochs":        epochs,
+			"batch_size":    64,
+			"learning_rate": 0.05,
+			"momentum":      0.9,
+		}},
+		"checkpoint": map[string]any{"every_steps": 100, "keep": 2},
+	}
+}

@@ -1,0 +1,81 @@
+package planner
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config tunes Decide. The zero value is replaced by DefaultConfig().
+type Config struct {
+	// Cooldown is how long after a resize a job is neither shrunk to feed
+	// other jobs' growth nor grown ahead of jobs that are not cooling down.
+	// Guaranteed minimums override it.
+	Cooldown time.Duration
+	// ResizeCost is the progress a job loses to one resize (edl's stop-free
+	// scaling: about a second; stop-and-restart systems: tens of seconds).
+	// Growth steps that change a job's size are ranked lower by
+	// ResizeCost/Horizon of its speed; steps that avoid a shrink higher.
+	ResizeCost time.Duration
+	// Horizon is the time over which a resize must pay for itself.
+	Horizon time.Duration
+	// Hysteresis is a fixed share of a job's speed that a step changing its
+	// size must beat, on top of ResizeCost/Horizon: it damps churn that a
+	// cheap resize would not (the trace simulator finds 0.05 best).
+	Hysteresis float64
+	// StrictOrder stops admission at the first guaranteed job whose
+	// minimum does not fit: no later job starts before it (strict first
+	// come, first served). By default later jobs that fit start (backfill).
+	StrictOrder bool
+	// CompactThreshold: when more than this many guaranteed jobs would wait
+	// for their minimum while running jobs keep their size, running jobs are
+	// compacted to their minimum and the spare GPUs handed out again.
+	CompactThreshold int
+	// QueueThreshold is Tiresias' two-level discretisation: a job that has
+	// attained less service (GPU seconds) than this is in the high-priority
+	// queue. Negative disables least-attained-service ordering (plain
+	// first come, first served).
+	QueueThreshold float64
+	// CommRatio is the scaling model's communication-to-compute ratio used
+	// until a job has two throughput measurements (see ScalingModel).
+	CommRatio float64
+}
+
+// DefaultConfig is the policy edl ships with.
+func DefaultConfig() Config {
+	return Config{
+		Cooldown:         2 * time.Minute,
+		ResizeCost:       time.Second,
+		Horizon:          10 * time.Minute,
+		Hysteresis:       0.05,
+		CompactThreshold: 0,
+		QueueThreshold:   3600,
+		CommRatio:        0.05,
+	}
+}
+
+// Validate reports the first field that is out of range.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Cooldown < 0 {
+		errs = append(errs, fmt.Errorf("planner config: cooldown %s: must not be negative", c.Cooldown))
+	}
+	if c.ResizeCost < 0 {
+		errs = append(errs, fmt.Errorf("planner config: resize_cost %s: must not be negative", c.ResizeCost))
+	}
+	if c.Horizon <= 0 {
+		errs = append(errs, fmt.Errorf("planner config: horizon %s: must be positive", c.Horizon))
+	}
+	if c.Hysteresis < 0 {
+		errs = append(errs, fmt.Errorf("planner config: hysteresis %g: must not be negative", c.Hysteresis))
+	}
+	if c.CompactThreshold < 0 {
+		errs = append(errs, fmt.Errorf("planner config: compact_threshold %d: must not be negative", c.CompactThreshold))
+	}
+	if c.CommRatio < 0 || c.CommRatio >= 1 {
+		errs = append(errs, fmt.Errorf("planner config: comm_ratio %g: must be in [0, 1)", c.CommRatio))
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) isZero() bool { return c == Config{} }

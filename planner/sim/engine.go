@@ -1,0 +1,252 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"time"
+
+	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/planner"
+)
+
+// epoch is the wall-clock time of the trace's second 0 (any fixed time
+// does: Decide only compares times).
+var epoch = time.Date(2017, 9, 21, 0, 0, 0, 0, time.UTC)
+
+// baseSamplesPerS scales every job's modelled throughput; only ratios
+// matter to the policy, but measurements look like real ones.
+const baseSamplesPerS = 1000
+
+// job is one trace job during a run.
+type job struct {
+	t        TraceJob
+	lo, hi   int
+	model    planner.ScalingModel // the job's true speed, unknown to Decide
+	rateAtRq float64              // model throughput at the requested size
+
+	done       float64 // work done, in seconds at the requested size
+	workers    int
+	placement  map[string]int
+	stall      float64 // seconds of resize stall left
+	attained   float64 // GPU seconds
+	lastResize time.Time
+	measured   map[int]float64
+	started    bool
+	start      float64
+	finish     float64
+	resizes    int
+}
+
+// commRatio draws a job's communication-to-compute ratio from its ID,
+// log-uniform in [0.005, 0.05]: from nearly linear scaling to a job that
+// gains little past a dozen workers.
+func commRatio(id string) float64 {
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	u := float64(h.Sum64()>>11) / float64(1<<53)
+	return 0.005 * math.Pow(10, u)
+}
+
+// rate is the job's progress per second (work units: seconds at the
+// requested size) with n workers.
+func (j *job) rate(n int) float64 {
+	if n <= 0 {
+		return 0
+	}
+	return j.model.Throughput(n) / j.rateAtRq
+}
+
+// timeToFinish is how long the job needs at its current size.
+func (j *job) timeToFinish() float64 {
+	if j.workers == 0 {
+		return math.Inf(1)
+	}
+	return j.stall + (j.t.Duration-j.done)/j.rate(j.workers)
+}
+
+// advance runs the job for dt seconds at its current size.
+func (j *job) advance(dt float64) {
+	if j.workers == 0 || dt <= 0 {
+		return
+	}
+	j.attained += float64(j.workers) * dt
+	run := dt
+	if j.stall > 0 {
+		s := min(j.stall, dt)
+		j.stall -= s
+		run -= s
+	}
+	if run > 0 {
+		j.done = min(j.done+run*j.rate(j.workers), j.t.Duration)
+		if _, ok := j.measured[j.workers]; !ok {
+			j.measured[j.workers] = j.model.Throughput(j.workers)
+		}
+	}
+}
+
+// Run replays the trace under the options and returns its figures.
+func Run(ctx context.Context, trace []TraceJob, o Options) (Result, error) {
+	if err := o.Validate(); err != nil {
+		return Result{}, fmt.Errorf("simulate: %w", err)
+	}
+	all := make([]*job, len(trace))
+	for i, t := range trace {
+		if t.GPUs > o.GPUs {
+			return Result{}, fmt.Errorf("simulate: job %s asks for %d GPUs, the cluster has %d", t.ID, t.GPUs, o.GPUs)
+		}
+		j := &job{t: t, measured: map[int]float64{}}
+		j.lo, j.hi = o.bounds(t.GPUs)
+		k := commRatio(t.ID)
+		a := 1.0 / baseSamplesPerS
+		j.model = planner.ScalingModel{Alpha: a, Beta: k * a}
+		j.rateAtRq = j.model.Throughput(t.GPUs)
+		all[i] = j
+	}
+	e := &engine{o: o, cfg: o.config(), all: all, cost: o.resizeCost().Seconds()}
+	e.nodes = make([]jobs.Node, (o.GPUs+o.GPUsPerNode-1)/o.GPUsPerNode)
+	for i := range e.nodes {
+		g := min(o.GPUsPerNode, o.GPUs-i*o.GPUsPerNode)
+		e.nodes[i] = jobs.Node{ID: fmt.Sprintf("node-%03d", i), Class: jobs.GPUClass{Model: "sim", MemoryMiB: 32768}, GPUs: g}
+	}
+	start := time.Now()
+	if err := e.run(ctx); err != nil {
+		return Result{}, err
+	}
+	r := e.result()
+	r.WallS = time.Since(start).Seconds()
+	return r, nil
+}
+
+type engine struct {
+	o      Options
+	cfg    planner.Config
+	all    []*job
+	nodes  []jobs.Node
+	cost   float64
+	now    float64
+	next   int    // index of the next arrival in all
+	active []*job // arrived, not finished, in arrival order
+
+	busy      float64 // GPU seconds held
+	decisions int
+}
+
+const eps = 1e-6
+
+func (e *engine) run(ctx context.Context) error {
+	for e.next < len(e.all) || len(e.active) > 0 {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("simulate: stopped at %.0f s: %w", e.now, err)
+		}
+		for e.next < len(e.all) && e.all[e.next].t.Submit <= e.now+eps {
+			e.active = append(e.active, e.all[e.next])
+			e.next++
+		}
+		e.decide()
+		t := e.nextEvent()
+		if math.IsInf(t, 1) {
+			return fmt.Errorf("simulate: stuck at %.0f s with %d jobs waiting and none running", e.now, len(e.active))
+		}
+		e.advance(t)
+	}
+	return nil
+}
+
+// decide asks the planner and applies its plan at once (a simulated
+// cluster places instantly; the resize cost stands for the stall).
+func (e *engine) decide() {
+	if len(e.active) == 0 {
+		return
+	}
+	now := epoch.Add(time.Duration(e.now * float64(time.Second)))
+	s := planner.Snapshot{Config: e.cfg, Jobs: make([]planner.JobState, len(e.active))}
+	free := make(map[string]int, len(e.nodes))
+	for _, n := range e.nodes {
+		free[n.ID] = n.GPUs
+	}
+	for i, j := range e.active {
+		for id, w := range j.placement {
+			free[id] -= w
+		}
+		s.Jobs[i] = planner.JobState{
+			ID: j.t.ID, Tenant: j.t.Tenant, Min: j.lo, Max: j.hi, GPUsPerWorker: 1,
+			Priority: jobs.Guaranteed, SubmittedAt: epoch.Add(time.Duration(j.t.Submit * float64(time.Second))),
+			AttainedGPUSeconds: j.attained, Current: j.workers, Placement: j.placement,
+			Throughput: j.measured, LastResize: j.lastResize,
+		}
+	}
+	s.Capacity.Nodes = make([]jobs.Node, len(e.nodes))
+	for i, n := range e.nodes {
+		n.FreeGPUs = free[n.ID]
+		s.Capacity.Nodes[i] = n
+	}
+	p := planner.Decide(s, now)
+	e.decisions++
+	for i, tg := range p.Targets {
+		j := e.active[i]
+		if tg.Workers == j.workers {
+			j.placement = tg.Placement
+			continue
+		}
+		switch {
+		case j.workers == 0 && !j.started:
+			j.started, j.start = true, e.now
+		case j.workers == 0: // resumed after a preemption: restarts
+			j.stall = e.o.RestartCost.Seconds()
+			j.resizes++
+		case tg.Workers > 0:
+			j.stall = e.cost
+			j.resizes++
+			j.lastResize = now
+		default: // preempted: the stall left is lost with the workers
+			j.stall = 0
+			j.resizes++
+		}
+		j.workers, j.placement = tg.Workers, tg.Placement
+	}
+}
+
+// nextEvent is the time of the next arrival, completion or Tiresias
+// demotion. Cooldown ends (Plan.Recheck) are not events: a cooldown only
+// matters when a plan compacts, and compaction happens on arrivals.
+func (e *engine) nextEvent() float64 {
+	t := math.Inf(1)
+	if e.next < len(e.all) {
+		t = e.all[e.next].t.Submit
+	}
+	thr := e.cfg.QueueThreshold
+	for _, j := range e.active {
+		if j.workers == 0 {
+			continue
+		}
+		t = min(t, e.now+j.timeToFinish())
+		// A demotion closer than eps is as good as done: waiting for it
+		// would not move the clock.
+		if d := (thr - j.attained) / float64(j.workers); thr >= 0 && d > eps {
+			t = min(t, e.now+d)
+		}
+	}
+	return t
+}
+
+// advance moves time to t, finishing the jobs that complete by then.
+func (e *engine) advance(t float64) {
+	dt := t - e.now
+	kept := e.active[:0]
+	for _, j := range e.active {
+		if j.workers > 0 && j.timeToFinish() <= dt+eps {
+			e.busy += float64(j.workers) * j.timeToFinish()
+			j.finish = e.now + j.timeToFinish()
+			j.done, j.workers, j.placement = j.t.Duration, 0, nil
+			continue
+		}
+		e.busy += float64(j.workers) * dt
+		j.advance(dt)
+		kept = append(kept, j)
+	}
+	clear(e.active[len(kept):])
+	e.active = kept
+	e.now = t
+}

@@ -1,0 +1,68 @@
+package sim
+
+import (
+	"fmt"
+	"image/color"
+	"io"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+)
+
+// policyColors keeps each policy's colour the same across plots.
+var policyColors = map[Policy]color.RGBA{
+	FIFO:           {R: 0x99, G: 0x99, B: 0x99, A: 0xff},
+	Tiresias:       {R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+	ElasticRestart: {R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
+	Elastic:        {R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+}
+
+// WriteJCTPlot draws the CDF of job completion time (hours, log scale) of
+// each result as a PNG of the given title.
+func WriteJCTPlot(w io.Writer, title string, rs []Result) error {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = "job completion time (hours, log scale)"
+	p.Y.Label.Text = "fraction of jobs completed within"
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Y.Min, p.Y.Max = 0, 1
+	p.Add(plotter.NewGrid())
+	p.Legend.Top = true
+	p.Legend.Left = true
+	p.Legend.XOffs = vg.Points(8)
+	p.Legend.YOffs = -vg.Points(8)
+	for i, r := range rs {
+		if len(r.JCTs) == 0 {
+			continue
+		}
+		pts := make(plotter.XYs, len(r.JCTs))
+		for k, v := range r.JCTs {
+			pts[k].X = max(v/3600, 1e-3)
+			pts[k].Y = float64(k+1) / float64(len(r.JCTs))
+		}
+		l, err := plotter.NewLine(pts)
+		if err != nil {
+			return fmt.Errorf("plot %s: %w", r.Policy, err)
+		}
+		c, ok := policyColors[r.Policy]
+		if !ok {
+			c = color.RGBA{A: 0xff}
+		}
+		l.Color = c
+		l.Width = vg.Points(2)
+		l.Dashes = [][]vg.Length{nil, {vg.Points(6), vg.Points(3)}}[i%2]
+		p.Add(l)
+		p.Legend.Add(fmt.Sprintf("%s (avg %.1f h)", r.Policy, r.AvgJCT/3600), l)
+	}
+	p.Legend.ThumbnailWidth = vg.Points(30)
+	wt, err := p.WriterTo(9*vg.Inch, 5.5*vg.Inch, "png")
+	if err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	if _, err := wt.WriteTo(w); err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,168 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"image/png"
+	"math"
+	"os"
+	"strings"
+	"testing"
+)
+
+const phillyTrace = "../../../shared/data/traces/philly_vc_ee9e8c.csv"
+
+func readPhilly(t *testing.T, n int) []TraceJob {
+	t.Helper()
+	f, err := os.Open(phillyTrace)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("trace: %v", err)
+		}
+		t.Skipf("trace not here: %v", err)
+	}
+	defer f.Close()
+	tr, err := ReadTrace(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr[:min(n, len(tr))]
+}
+
+func TestReadTrace(t *testing.T) {
+	tests := []struct {
+		name, csv, err string
+		want           []TraceJob
+	}{
+		{name: "sorted by submission", csv: "job_id,submit_s,num_gpus,duration_s,vc\nb,10,2,100,x\na,5,1,50,y\n",
+			want: []TraceJob{{ID: "a", Tenant: "y", Submit: 5, GPUs: 1, Duration: 50}, {ID: "b", Tenant: "x", Submit: 10, GPUs: 2, Duration: 100}}},
+		{name: "no vc column: default tenant", csv: "num_gpus,job_id,duration_s,submit_s\n4,a,9,0\n",
+			want: []TraceJob{{ID: "a", Tenant: "default", GPUs: 4, Duration: 9}}},
+		{name: "missing column", csv: "job_id,submit_s,num_gpus\na,0,1\n", err: `no column "duration_s"`},
+		{name: "zero GPUs", csv: "job_id,submit_s,num_gpus,duration_s\na,0,0,5\n", err: "num_gpus"},
+		{name: "bad duration", csv: "job_id,submit_s,num_gpus,duration_s\na,0,1,-5\n", err: "duration_s"},
+		{name: "empty", csv: "job_id,submit_s,num_gpus,duration_s\n", err: "no jobs"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ReadTrace(strings.NewReader(tc.csv))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want one containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// Hand-checked: one 4-GPU job of 100 s alone on 8 GPUs. FIFO runs it at 4
+// for 100 s; elastic starts it at its max of 8, which the scaling model
+// makes faster than at 4.
+func TestRunSingleJob(t *testing.T) {
+	tr := []TraceJob{{ID: "j", Tenant: "t", Submit: 0, GPUs: 4, Duration: 100}}
+	o := DefaultOptions(FIFO)
+	o.GPUs = 8
+	r, err := Run(context.Background(), tr, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.AvgJCT != 100 || r.Makespan != 100 || r.GPUUtil != 0.5 || r.Resizes != 0 {
+		t.Errorf("fifo: %+v, want JCT 100, makespan 100, util 0.5, no resizes", r)
+	}
+	o.Policy = Elastic
+	r, err = Run(context.Background(), tr, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := commRatio("j")
+	want := 100 * (4 / (1 + 3*k)) / (8 / (1 + 7*k))
+	if math.Abs(r.AvgJCT-want) > 1e-6 || r.GPUUtil != 1 {
+		t.Errorf("elastic: JCT %g util %g, want %g and 1", r.AvgJCT, r.GPUUtil, want)
+	}
+}
+
+// Two jobs contend: FIFO makes the second wait; elastic shrinks the first
+// (paying one resize) so both run at once.
+func TestRunContention(t *testing.T) {
+	tr := []TraceJob{{ID: "a", Submit: 0, GPUs: 8, Duration: 1000}, {ID: "b", Submit: 10, GPUs: 8, Duration: 100}}
+	o := DefaultOptions(FIFO)
+	o.GPUs = 8
+	fifo, err := Run(context.Background(), tr, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fifo.AvgQueue != 495 { // b waits 990 s
+		t.Errorf("fifo avg queue %g, want 495", fifo.AvgQueue)
+	}
+	o.Policy = Elastic
+	el, err := Run(context.Background(), tr, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if el.AvgQueue != 0 || el.Resizes == 0 || el.AvgJCT >= fifo.AvgJCT {
+		t.Errorf("elastic %+v vs fifo %+v: want no queueing, some resizes, lower JCT", el, fifo)
+	}
+}
+
+func TestRunRejectsJobLargerThanCluster(t *testing.T) {
+	o := DefaultOptions(Elastic)
+	o.GPUs = 4
+	_, err := Run(context.Background(), []TraceJob{{ID: "a", GPUs: 8, Duration: 1}}, o)
+	if err == nil || !strings.Contains(err.Error(), "asks for 8 GPUs") {
+		t.Errorf("err %v, want the job named", err)
+	}
+}
+
+func TestRunStopsOnCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := Run(ctx, []TraceJob{{ID: "a", GPUs: 1, Duration: 1}}, DefaultOptions(Elastic))
+	if err == nil || !strings.Contains(err.Error(), "canceled") {
+		t.Errorf("err %v, want context canceled", err)
+	}
+}
+
+// On the first 400 jobs of the Philly trace the policies rank as the
+// design says: elastic beats Tiresias beats strict FIFO on average JCT,
+// every job finishes, and runs are reproducible.
+func TestPhillyPrefixRanking(t *testing.T) {
+	tr := readPhilly(t, 400)
+	res := map[Policy]Result{}
+	for _, p := range Policies {
+		r, err := Run(context.Background(), tr, DefaultOptions(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Jobs != len(tr) || r.GPUUtil <= 0 || r.GPUUtil > 1 {
+			t.Errorf("%s: %+v", p, r)
+		}
+		res[p] = r
+	}
+	if !(res[Elastic].AvgJCT < res[Tiresias].AvgJCT && res[Tiresias].AvgJCT < res[FIFO].AvgJCT) {
+		t.Errorf("avg JCT: elastic %.0f, tiresias %.0f, fifo %.0f: want that order", res[Elastic].AvgJCT, res[Tiresias].AvgJCT, res[FIFO].AvgJCT)
+	}
+	again, _ := Run(context.Background(), tr, DefaultOptions(Elastic))
+	if again.AvgJCT != res[Elastic].AvgJCT || again.Resizes != res[Elastic].Resizes {
+		t.Errorf("rerun differs: %+v vs %+v", again, res[Elastic])
+	}
+	var buf bytes.Buffer
+	if err := WriteJCTPlot(&buf, "test", []Result{res[FIFO], res[Elastic]}); err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(&buf)
+	if err != nil || img.Bounds().Dx() < 600 {
+		t.Errorf("plot: %v, %v", err, img)
+	}
+	var tab bytes.Buffer
+	if err := WriteTable(&tab, []Result{res[FIFO], res[Elastic]}); err != nil || !strings.Contains(tab.String(), "elastic") {
+		t.Errorf("table: %v\n%s", err, tab.String())
+	}
+}

@@ -1,0 +1,77 @@
+package sim
+
+import (
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// TraceJob is one row of a trace: a job submitted at Submit seconds that
+// ran Duration seconds on GPUs GPUs.
+type TraceJob struct {
+	ID       string
+	Tenant   string
+	Submit   float64 // seconds since the trace's first job
+	GPUs     int
+	Duration float64 // seconds at GPUs GPUs
+}
+
+// ReadTrace reads a CSV trace with at least the columns job_id, submit_s,
+// num_gpus and duration_s (vc, if present, is the tenant), sorted by
+// submission time then ID. Rows with no GPUs or no duration are errors.
+func ReadTrace(r io.Reader) ([]TraceJob, error) {
+	cr := csv.NewReader(r)
+	cr.ReuseRecord = true
+	head, err := cr.Read()
+	if err != nil {
+		return nil, fmt.Errorf("read trace header: %w", err)
+	}
+	col := map[string]int{}
+	for i, h := range head {
+		col[strings.TrimSpace(h)] = i
+	}
+	for _, need := range []string{"job_id", "submit_s", "num_gpus", "duration_s"} {
+		if _, ok := col[need]; !ok {
+			return nil, fmt.Errorf("read trace: no column %q", need)
+		}
+	}
+	vc, hasVC := col["vc"]
+	var out []TraceJob
+	for line := 2; ; line++ {
+		rec, err := cr.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read trace line %d: %w", line, err)
+		}
+		j := TraceJob{ID: rec[col["job_id"]], Tenant: "default"}
+		if hasVC {
+			j.Tenant = rec[vc]
+		}
+		if j.Submit, err = strconv.ParseFloat(rec[col["submit_s"]], 64); err != nil || j.Submit < 0 {
+			return nil, fmt.Errorf("read trace line %d: submit_s %q: not a non-negative number", line, rec[col["submit_s"]])
+		}
+		if j.GPUs, err = strconv.Atoi(rec[col["num_gpus"]]); err != nil || j.GPUs < 1 {
+			return nil, fmt.Errorf("read trace line %d: num_gpus %q: not a positive integer", line, rec[col["num_gpus"]])
+		}
+		if j.Duration, err = strconv.ParseFloat(rec[col["duration_s"]], 64); err != nil || j.Duration <= 0 {
+			return nil, fmt.Errorf("read trace line %d: duration_s %q: not a positive number", line, rec[col["duration_s"]])
+		}
+		out = append(out, j)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("read trace: no jobs")
+	}
+	sort.SliceStable(out, func(a, b int) bool {
+		if out[a].Submit != out[b].Submit {
+			return out[a].Submit < out[b].Submit
+		}
+		return out[a].ID < out[b].ID
+	})
+	return out, nil
+}
