@@ -27,7 +27,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		"line each."
 	fs := newFlagSet("sim", summary, stderr)
 	d := sim.DefaultOptions(sim.Elastic)
-	trace := fs.String("trace", "../shared/data/traces/philly_vc_ee9e8c.csv", "trace CSV file")
+	trace := fs.String("trace", "testdata/traces/philly_vc_ee9e8c.csv", "trace CSV file")
 	gpus := fs.Int("gpus", d.GPUs, "GPUs in the simulated cluster (every job must fit)")
 	perNode := fs.Int("gpus-per-node", d.GPUsPerNode, "GPUs per node")
 	policy := fs.String("policy", string(sim.Elastic), "policy: elastic, elastic-restart, fifo or tiresias")
