@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edl-nomad/edl/checkpoint"
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/worker/collective"
@@ -28,6 +29,10 @@ func TestMain(m *testing.M) {
 }
 
 func runChild() int {
+	// First of all: a SIGTERM that arrives while the process starts is a
+	// graceful stop too (the randomized test sends some that early).
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
 	env := func(k string) string { return os.Getenv("EDL_WORKER_" + k) }
 	level := slog.LevelInfo
 	if env("DEBUG") != "" {
@@ -66,13 +71,24 @@ func runChild() int {
 	if d, err := strconv.Atoi(env("DELAY_MS")); err == nil {
 		cfg.StepDelay = time.Duration(d) * time.Millisecond
 	}
-	w, err := New(cfg, Deps{Redis: rdb, Transport: tr, Spec: &spec, Log: log})
+	deps := Deps{Redis: rdb, Transport: tr, Spec: &spec, Log: log}
+	if env("JOBSTORE") != "" {
+		deps.Spec, deps.Jobs = nil, jobs.NewStore(rdb, jobs.StoreConfig{Prefix: cfg.Prefix})
+		cfg.ProgressEvery = 50 * time.Millisecond
+	}
+	if u := env("STORE"); u != "" {
+		st, err := checkpoint.Open(context.Background(), u, checkpoint.Options{})
+		if err != nil {
+			log.Error("open store", "err", err)
+			return 2
+		}
+		deps.Store = st
+	}
+	w, err := New(cfg, deps)
 	if err != nil {
 		log.Error("new worker", "err", err)
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
 	if err := w.Run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		return 1

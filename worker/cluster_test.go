@@ -28,6 +28,8 @@ type cluster struct {
 	job   string
 	spec  jobs.Spec
 	delay time.Duration
+	store string // checkpoint store URL, "" for none
+	jobs  bool   // workers read the spec from, and report to, the job store
 
 	mu    sync.Mutex
 	procs map[string]*proc
@@ -96,7 +98,10 @@ func (c *cluster) start() string {
 	cmd.Env = append(os.Environ(),
 		"EDL_WORKER_CHILD=1", "EDL_WORKER_SPEC="+string(spec), "EDL_WORKER_REDIS="+c.r.URL,
 		"EDL_WORKER_JOB="+c.job, "EDL_WORKER_ID="+id, "EDL_WORKER_PREFIX="+c.r.Prefix,
-		"EDL_WORKER_DELAY_MS="+strconv.Itoa(int(c.delay.Milliseconds())))
+		"EDL_WORKER_DELAY_MS="+strconv.Itoa(int(c.delay.Milliseconds())), "EDL_WORKER_STORE="+c.store)
+	if c.jobs {
+		cmd.Env = append(cmd.Env, "EDL_WORKER_JOBSTORE=1")
+	}
 	p := &proc{cmd: cmd, out: &bytes.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -108,6 +113,15 @@ func (c *cluster) start() string {
 	c.procs[id] = p
 	c.mu.Unlock()
 	return id
+}
+
+// output is what worker id wrote so far (read it after the worker exited).
+func (c *cluster) output(id string) string {
+	c.mu.Lock()
+	p := c.procs[id]
+	c.mu.Unlock()
+	<-p.done
+	return p.out.String()
 }
 
 func (c *cluster) signal(id string, sig syscall.Signal) {

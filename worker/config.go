@@ -16,6 +16,7 @@ type JobSource interface {
 	SetProgress(ctx context.Context, id string, p jobs.Progress) error
 	AppendEvent(ctx context.Context, id string, e jobs.Event) (jobs.Event, error)
 	Transition(ctx context.Context, id string, to jobs.State, reason string) (jobs.Job, error)
+	SetCheckpoint(ctx context.Context, id string, ref jobs.CheckpointRef) error
 }
 
 // Config tunes one worker.
@@ -40,7 +41,7 @@ type Config struct {
 	// MinStart is how many ready workers generation 1 waits for (default
 	// the spec's minimum workers).
 	MinStart int
-	// MaxWorkers caps a generation's size (default the spec's maximum, 0: none).
+	// MaxWorkers caps a generation's size (0: the API's limit of 1024; the planner decides the count).
 	MaxWorkers int
 	// DebugSamples records, per applied step, which samples it consumed.
 	DebugSamples bool
@@ -52,6 +53,10 @@ type Config struct {
 	// SaveFile, when set, is where rank 0 writes the training state when the
 	// job stops or ends.
 	SaveFile string
+	// DirectHandOver gives joiners the root's state over a ring of the
+	// root and the joiners only (see handover.go). Off by default: the
+	// randomized test found samples missed with it on (under study).
+	DirectHandOver bool
 	// StepDelay slows every step down (tests use it to widen windows).
 	StepDelay time.Duration
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/edl-nomad/edl/jobs"
@@ -88,13 +89,21 @@ func (w *Worker) join(ctx context.Context, g *coord.Generation) error {
 	defer cancel()
 	go w.cancelOnNewer(jctx, cancel, g.Number)
 	start := time.Now()
+	if err := w.handOver(jctx, g); err != nil {
+		// The full broadcast below still brings every member up to date.
+		w.log.Warn("direct state hand-over failed", "gen", g.Number, "err", err)
+	}
 	ring, err := w.deps.Transport.NewRing(jctx, collective.RingConfig{
-		Generation: g.Number, Rank: rank, Peers: g.Addrs, Timeout: timeout,
+		Generation: mainRing(g.Number), Rank: rank, Peers: g.Addrs, Timeout: timeout,
 	})
 	if err != nil {
 		return fmt.Errorf("build ring: %w", err)
 	}
 	w.ring = ring
+	ringAt := time.Since(start)
+	if g.Restore || (g.Root < 0 && w.ck != nil) {
+		return w.joinRestore(jctx, ring, g, rank, start)
+	}
 	switch {
 	case g.Root < 0:
 		if !w.synced {
@@ -117,6 +126,9 @@ func (w *Worker) join(ctx context.Context, g *coord.Generation) error {
 			}
 		}
 		_ = w.register(ctx, coord.Active)
+		if slices.Contains(g.Joiners, w.cfg.Worker) {
+			w.joinedEvent(g, rank)
+		}
 		w.log.Info("joined", "gen", g.Number, "rank", rank, "world", len(g.Members), "step", w.st.Applied,
 			"kept_state", true, "took", time.Since(start).Round(time.Millisecond))
 		return nil
@@ -137,7 +149,8 @@ func (w *Worker) join(ctx context.Context, g *coord.Generation) error {
 		if _, err := ring.Broadcast(jctx, g.Root, payload); err != nil {
 			return fmt.Errorf("send state: %w", err)
 		}
-		w.log.Info("sent state", "gen", g.Number, "step", w.st.Applied, "bytes", len(payload), "returned_partitions", returned)
+		w.log.Info("sent state", "gen", g.Number, "step", w.st.Applied, "bytes", len(payload), "returned_partitions", returned,
+			"ring", ringAt.Round(time.Millisecond), "took", time.Since(start).Round(time.Millisecond))
 	default:
 		payload, err := ring.Broadcast(jctx, g.Root, nil)
 		if err != nil {
@@ -154,11 +167,15 @@ func (w *Worker) join(ctx context.Context, g *coord.Generation) error {
 	}
 	w.cur = cursor{part: -1}
 	_ = w.register(ctx, coord.Active)
+	w.joinedEvent(g, rank)
+	w.log.Info("joined", "gen", g.Number, "rank", rank, "world", len(g.Members), "step", w.st.Applied,
+		"epoch", w.st.Epoch, "ring", ringAt.Round(time.Millisecond), "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func (w *Worker) joinedEvent(g *coord.Generation, rank int) {
 	w.rep.event(jobs.EventWorker, fmt.Sprintf("worker %s joined generation %d as rank %d of %d", w.cfg.Worker, g.Number, rank, len(g.Members)),
 		map[string]any{"worker": w.cfg.Worker, "generation": g.Number, "rank": rank, "world": len(g.Members)})
-	w.log.Info("joined", "gen", g.Number, "rank", rank, "world", len(g.Members), "step", w.st.Applied,
-		"epoch", w.st.Epoch, "took", time.Since(start).Round(time.Millisecond))
-	return nil
 }
 
 // cancelOnNewer cancels a join when a newer generation replaces g.
@@ -237,6 +254,7 @@ func (w *Worker) finish(ctx context.Context, g *coord.Generation, to jobs.State,
 		w.log.Warn("flush commits at the end", "err", err)
 	}
 	if g.Rank(w.cfg.Worker) == 0 {
+		w.ck.take(ctx, g.Number, len(g.Members), true)
 		if w.cfg.SaveFile != "" {
 			if err := w.save(); err != nil {
 				w.log.Warn("save state", "err", err)

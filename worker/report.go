@@ -20,6 +20,7 @@ type reporter struct {
 	mu      sync.Mutex
 	prog    *jobs.Progress
 	events  []jobs.Event
+	ckpt    *jobs.CheckpointRef
 	running bool // the job was moved to running
 	kick    chan struct{}
 }
@@ -50,6 +51,21 @@ func (r *reporter) event(typ jobs.EventType, msg string, data map[string]any) {
 	}
 }
 
+// checkpoint records a committed checkpoint on the job (and, through the
+// store, as an event).
+func (r *reporter) checkpoint(ref jobs.CheckpointRef) {
+	if r.jobs == nil {
+		return
+	}
+	r.mu.Lock()
+	r.ckpt = &ref
+	r.mu.Unlock()
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
 func (r *reporter) run(ctx context.Context) {
 	if r.jobs == nil {
 		return
@@ -73,8 +89,8 @@ func (r *reporter) flush(ctx context.Context) {
 		return
 	}
 	r.mu.Lock()
-	p, evs, running := r.prog, r.events, r.running
-	r.prog, r.events = nil, nil
+	p, evs, running, ck := r.prog, r.events, r.running, r.ckpt
+	r.prog, r.events, r.ckpt = nil, nil, nil
 	if p != nil && p.Step >= 0 {
 		r.running = true
 	}
@@ -82,6 +98,11 @@ func (r *reporter) flush(ctx context.Context) {
 	for _, e := range evs {
 		if _, err := r.jobs.AppendEvent(ctx, r.job, e); err != nil {
 			r.log.Debug("append job event failed", "err", err)
+		}
+	}
+	if ck != nil {
+		if err := r.jobs.SetCheckpoint(ctx, r.job, *ck); err != nil {
+			r.log.Debug("record checkpoint on the job failed", "err", err)
 		}
 	}
 	if p == nil {

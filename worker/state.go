@@ -22,11 +22,16 @@ type progressState struct {
 
 // encodeState is: 4-byte length of the JSON header, the header, the model state.
 func encodeState(p progressState, model []byte) []byte {
+	return append(encodeHeader(p, len(model)), model...)
+}
+
+// encodeHeader is encodeState's header, with room for extra bytes of model
+// state to be appended (trainer.Model.AppendState) without another copy.
+func encodeHeader(p progressState, extra int) []byte {
 	h, _ := json.Marshal(p)
-	out := make([]byte, 0, 4+len(h)+len(model))
+	out := make([]byte, 0, 4+len(h)+extra)
 	out = binary.LittleEndian.AppendUint32(out, uint32(len(h)))
-	out = append(out, h...)
-	return append(out, model...)
+	return append(out, h...)
 }
 
 func decodeState(b []byte) (progressState, []byte, error) {

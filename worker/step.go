@@ -84,12 +84,18 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 		switches, stops, blocks := count(meta, metaSwitch), count(meta, metaStop), count(meta, metaBlocked)
 		if total > 0 {
 			w.apply(g, rank, world, plan, grad, meta, total)
+			if rank == 0 && w.ck.due(w.st.Applied) {
+				w.ck.take(ctx, g.Number, world, false)
+			}
 		} else if switches == 0 && stops == 0 && blocks == 0 {
 			w.log.Info("epoch done", "epoch", w.st.Epoch, "step", w.st.Applied)
 			w.st.Epoch++
 			w.cur = cursor{part: -1}
 			if w.st.Epoch >= w.bt.Epochs {
-				return outDone, nil
+				return outDone, nil // finish takes the final checkpoint
+			}
+			if rank == 0 {
+				w.ck.take(ctx, g.Number, world, false)
 			}
 		} else if blocks > 0 && switches == 0 {
 			time.Sleep(20 * time.Millisecond) // someone cannot reach Redis; do not spin
@@ -104,14 +110,19 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 			}
 			return outSwitch, next
 		}
-		leaving := false
+		leavers := 0
 		for r := range world {
 			if getSlot(meta, r).Leaving {
-				leaving = true
-				if r == rank {
-					return outLeave, nil
-				}
+				leavers++
 			}
+		}
+		if leavers == world && rank == 0 {
+			// Every worker stops: keep the state for whoever comes next.
+			w.ck.take(ctx, g.Number, world, true)
+		}
+		leaving := leavers > 0
+		if getSlot(meta, rank).Leaving {
+			return outLeave, nil
 		}
 		if leaving {
 			next, done := w.nextGen(ctx, g.Number)

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edl-nomad/edl/checkpoint"
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/worker/collective"
 	"github.com/edl-nomad/edl/worker/coord"
@@ -25,6 +26,9 @@ type Deps struct {
 	Spec      *jobs.Spec            // nil: read from Jobs
 	Log       *slog.Logger
 	Now       func() time.Time
+	// Store, when set, is where rank 0 writes checkpoints and where a job
+	// with no live training state restores from (checkpoint.Open).
+	Store checkpoint.Store
 	// StepLog, when set, gets one line per applied step:
 	// "unix_ns step generation world epoch loss".
 	StepLog io.Writer
@@ -44,6 +48,8 @@ type Worker struct {
 	pipe   *datapipe.Pipe
 	com    *committer
 	rep    *reporter
+	ck     *checkpointer // nil without a store
+	mc     trainer.ModelConfig
 
 	model *trainer.Model
 	opt   *trainer.SGD
@@ -111,6 +117,14 @@ func (w *Worker) Run(ctx context.Context) error {
 	bg, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if err := w.prepare(ctx); err != nil {
+		if ctx.Err() != nil {
+			// SIGTERM while preparing: nothing to hand back; leave quietly.
+			lctx, lcancel := context.WithTimeout(bg, 5*time.Second)
+			defer lcancel()
+			_ = w.co.Leave(lctx)
+			w.log.Info("stopped while preparing", "err", err)
+			return nil
+		}
 		return err
 	}
 	go func() {
@@ -121,6 +135,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	go func() { _ = w.co.RunHeartbeat(bg) }()
 	go w.com.run(bg)
 	go w.rep.run(bg)
+	if w.ck != nil {
+		go func() { _ = w.ck.up.Run(bg) }()
+	}
 	go w.poll(bg)
 	lctx, lcancel := context.WithCancel(bg)
 	w.stopLead = lcancel
@@ -152,6 +169,7 @@ func (w *Worker) prepare(ctx context.Context) error {
 	}
 	mc := trainer.ModelConfigFrom(*bt)
 	mc.Threads = max(w.cfg.Threads, 1)
+	w.mc = mc
 	if w.model, err = trainer.NewModel(mc); err != nil {
 		return fmt.Errorf("worker: build model: %w", err)
 	}
@@ -161,6 +179,7 @@ func (w *Worker) prepare(ctx context.Context) error {
 	if _, size := w.data.Partition(0); size >= maxExact {
 		return fmt.Errorf("worker: partitions of %d samples exceed %d; use more partitions", size, maxExact)
 	}
+	w.warmUp()
 	w.opt = trainer.NewSGD(w.model.NumParams(), float32(bt.LearningRate), float32(bt.Momentum))
 	w.st = progressState{Applied: -1}
 	minStart, maxW := w.cfg.MinStart, w.cfg.MaxWorkers
@@ -168,16 +187,37 @@ func (w *Worker) prepare(ctx context.Context) error {
 		minStart = max(1, spec.Workers.Min)
 	}
 	if maxW == 0 {
-		maxW = spec.Workers.Max
+		// The planner decides how many workers run; the spec's max read at
+		// start may be stale (a PATCH can raise it), so the leader admits
+		// every ready worker up to the API's hard limit.
+		maxW = 1024
 	}
 	w.leader = coord.NewLeader(w.co, coord.LeaderOptions{MinStart: minStart, MaxWorkers: maxW, Window: w.cfg.ReportWindow}, w.deps.Now)
 	w.watch = w.co.Watch(context.WithoutCancel(ctx), 100*time.Millisecond)
 	w.rep = newReporter(w.deps.Jobs, w.cfg.Job, w.cfg.ProgressEvery, w.log)
+	if w.deps.Store != nil {
+		if w.ck, err = newCheckpointer(w, w.deps.Store); err != nil {
+			return err
+		}
+	}
 	if err := w.register(ctx, coord.Ready); err != nil {
 		return err
 	}
 	w.log.Info("ready", "addr", w.deps.Transport.Addr(), "params", w.model.NumParams())
 	return nil
+}
+
+// warmUp computes one throw-away gradient of the largest batch this worker
+// is likely to take, so that its first real step (which every member waits
+// for when it joins) does not pay for growing the model's workspace.
+func (w *Worker) warmUp() {
+	n := max(1, w.bt.BatchSize/max(1, w.spec.Workers.Min)+1)
+	feat := w.data.Features()
+	w.ids = w.data.PartitionSamples(0, 0, 0, n, w.ids)
+	n = len(w.ids)
+	x, labels := make([]float32, n*feat), make([]int32, n)
+	w.data.Batch(w.ids, x, labels)
+	w.model.Gradient(x, labels, n, make([]float32, w.model.NumParams()))
 }
 
 func (w *Worker) register(ctx context.Context, s coord.MemberState) error {

@@ -37,6 +37,7 @@ func benchElastic(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	between := fs.Int("between", 15, "steps between events")
 	redisBin := fs.String("redis-server", "redis-server", "redis-server binary")
 	asJSON := fs.Bool("json", false, "print one JSON line")
+	keep := fs.String("keep-dir", "", "write step logs and worker logs (info level) to this folder and keep them")
 	var level logLevel
 	fs.Var(&level, "log-level", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
@@ -69,7 +70,7 @@ func benchElastic(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}}}
 	params := trainer.ModelConfigFrom(*spec.Trainer.Builtin).NumParams()
 	res, err := elasticbench.Run(ctx, elasticbench.Config{Exe: exe, RedisServer: rs, Workers: *workers, Spec: spec,
-		Warmup: *warmup, Between: *between, Log: newLogger(stderr, level.Level, false)}, params)
+		Warmup: *warmup, Between: *between, KeepDir: *keep, Log: newLogger(stderr, level.Level, false)}, params)
 	if err != nil {
 		return fmt.Errorf("bench elastic: %w", err)
 	}

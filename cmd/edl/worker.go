@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/edl-nomad/edl/checkpoint"
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/worker"
 	"github.com/edl-nomad/edl/worker/collective"
@@ -27,7 +28,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := newFlagSet("worker", "Runs one worker of --job: joins the job's generations through Redis, trains with the\nbuilt-in trainer over a ring of its peers, and exits 0 when the job ends or on SIGTERM\n(after finishing its step and handing its data back).", stderr)
 	job := fs.String("job", "", "job id (required)")
 	redisURL := fs.String("redis", "redis://127.0.0.1:6379", "Redis URL (coordination and the job store)")
-	store := fs.String("store", "", "object store URL for checkpoints (file:// or s3://); not used by the built-in trainer's elastic loop yet")
+	store := fs.String("store", "", "object store URL for checkpoints: file://DIR or s3://BUCKET/PREFIX (AWS_* variables for S3); empty: no checkpoints")
 	listen := fs.String("listen", "127.0.0.1:0", "ring listener address; its port must be reachable by the other workers at this address")
 	id := fs.String("worker-id", "", "unique worker id (default: host-pid)")
 	prefix := fs.String("prefix", "edl:", "Redis key prefix")
@@ -35,6 +36,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	heartbeat := fs.Duration("heartbeat", 400*time.Millisecond, "heartbeat interval (at most half the lease)")
 	ringTimeout := fs.Duration("ring-timeout", 5*time.Second, "a stalled ring operation fails after this")
 	window := fs.Duration("report-window", 500*time.Millisecond, "how long the leader waits for survivors' reports after a failure")
+	direct := fs.Bool("direct-handover", false, "joiners take the root's state over a ring of root and joiners only (experimental: faster scale-out; the randomized test found missed samples with it)")
 	debugSamples := fs.Bool("debug-samples", false, "record which samples every applied step used (in Redis)")
 	specFile := fs.String("spec", "", "take the job spec from this JSON file instead of the job store (tests, benchmarks)")
 	threads := fs.Int("threads", 1, "goroutines per gradient")
@@ -58,7 +60,6 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		host, _ := os.Hostname()
 		*id = host + "-" + strconv.Itoa(os.Getpid())
 	}
-	_ = store
 	log := newLogger(stderr, level.Level, *jsonLogs)
 	var spec *jobs.Spec
 	if *specFile != "" {
@@ -106,7 +107,15 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	cfg.RingTimeout, cfg.ReportWindow = *ringTimeout, *window
 	cfg.DebugSamples, cfg.Threads, cfg.MinStart = *debugSamples, *threads, *minStart
 	cfg.RestoreFile, cfg.SaveFile = *restore, *save
+	cfg.DirectHandOver = *direct
 	deps := worker.Deps{Redis: rdb, Transport: tr, Spec: spec, Log: log, StepLog: steps}
+	if *store != "" {
+		st, err := checkpoint.Open(ctx, *store, checkpoint.OptionsFromEnv(os.Getenv))
+		if err != nil {
+			return fmt.Errorf("worker: --store: %w", err)
+		}
+		deps.Store = st
+	}
 	if spec == nil {
 		deps.Jobs = jobs.NewStore(rdb, jobs.StoreConfig{Prefix: *prefix})
 	}

@@ -71,23 +71,42 @@ func Decide(s Snapshot, now time.Time, window time.Duration) Decision {
 		}
 		if root < 0 {
 			// Nobody who holds the training state survived.
-			return Decision{Recheck: window}
+			return s.restore(survivors, newcomers, window)
 		}
 		return Decision{Next: s.next(survivors, newcomers, root, true, best, "failure")}
 	}
 	var stay []string
+	anyAlive := false
 	for _, id := range g.Members {
 		if _, ok := s.Members[id]; ok {
 			stay = append(stay, id)
 		}
+		anyAlive = anyAlive || s.Alive[id]
+	}
+	if len(stay) == 0 || !anyAlive {
+		// Every member left or died without a report (all killed at once).
+		return s.restore(nil, newcomers, window)
 	}
 	if len(stay) < len(g.Members) && len(stay) > 0 {
 		return Decision{Next: s.next(stay, newcomers, 0, false, -1, "leave")}
 	}
 	if len(newcomers) > 0 && len(stay) > 0 && (s.MaxWorkers == 0 || len(stay) < s.MaxWorkers) {
-		return Decision{Next: s.next(stay, newcomers, 0, false, -1, "join")}
+		g := s.next(stay, newcomers, 0, false, -1, "join")
+		g.Joiners = slices.Clone(g.Members[len(stay):])
+		return Decision{Next: g}
 	}
 	return Decision{}
+}
+
+// restore forms a generation of the live workers that hold no training
+// state; its root restores the newest checkpoint.
+func (s Snapshot) restore(survivors, newcomers []string, window time.Duration) Decision {
+	if len(survivors)+len(newcomers) == 0 {
+		return Decision{Recheck: window}
+	}
+	g := s.next(survivors, newcomers, 0, true, -1, "restore")
+	g.Restore = true
+	return Decision{Next: g}
 }
 
 // newcomers are live, ready workers outside the current generation, oldest first.

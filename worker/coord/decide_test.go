@@ -37,6 +37,8 @@ func TestDecide(t *testing.T) {
 		root     int
 		sync     bool
 		applied  int64
+		restore  bool
+		joiners  []string
 		wantWait bool
 	}{
 		{name: "first waits for min", snap: Snapshot{Members: m(Ready, "a"), Alive: alive("a"), MinStart: 2}},
@@ -44,7 +46,7 @@ func TestDecide(t *testing.T) {
 			members: []string{"a", "b"}, root: -1, applied: -1},
 		{name: "steady", snap: Snapshot{Gen: g3, Members: m(Active, "a", "b", "c"), Alive: alive("a", "b", "c")}},
 		{name: "join", snap: Snapshot{Gen: g3, Members: merge(m(Active, "a", "b", "c"), m(Ready, "d")), Alive: alive("a", "b", "c", "d")},
-			members: []string{"a", "b", "c", "d"}, root: 0, applied: -1},
+			members: []string{"a", "b", "c", "d"}, root: 0, applied: -1, joiners: []string{"d"}},
 		{name: "dead newcomer ignored", snap: Snapshot{Gen: g3, Members: merge(m(Active, "a", "b", "c"), m(Ready, "d")), Alive: alive("a", "b", "c")}},
 		{name: "graceful leave", snap: Snapshot{Gen: g3, Members: m(Active, "a", "c"), Alive: alive("a", "c")},
 			members: []string{"a", "c"}, root: 0, applied: -1},
@@ -60,8 +62,16 @@ func TestDecide(t *testing.T) {
 			snap: Snapshot{Gen: g3, Members: m(Active, "a", "b", "c"), Alive: alive("a", "c"), FirstReport: t0,
 				Reports: map[string]Report{"a": {Worker: "a", Gen: 4, Applied: 9}, "c": {Worker: "c", Gen: 4, Applied: 9}}},
 			now: t0, members: []string{"a", "c"}, root: 0, sync: true, applied: 9},
-		{name: "no survivor with state", snap: Snapshot{Gen: g3, Members: m(Active, "a"), Alive: alive("a"), FirstReport: t0,
-			Reports: map[string]Report{"a": {Worker: "a", Gen: 4, Applied: NoState}}}, now: t0.Add(time.Second), wantWait: true},
+		{name: "no survivor with state restores", snap: Snapshot{Gen: g3, Members: m(Active, "a"), Alive: alive("a"), FirstReport: t0,
+			Reports: map[string]Report{"a": {Worker: "a", Gen: 4, Applied: NoState}}}, now: t0.Add(time.Second),
+			members: []string{"a"}, root: 0, sync: true, applied: -1, restore: true},
+		{name: "all members killed at once restores", snap: Snapshot{Gen: g3, Members: merge(m(Active, "a", "b", "c"), m(Ready, "d")), Alive: alive("d")},
+			members: []string{"d"}, root: 0, sync: true, applied: -1, restore: true},
+		{name: "last member left restores", snap: Snapshot{Gen: g3, Members: m(Ready, "d"), Alive: alive("d")},
+			members: []string{"d"}, root: 0, sync: true, applied: -1, restore: true},
+		{name: "all gone and nobody ready", snap: Snapshot{Gen: g3, Members: map[string]Member{}, Alive: alive()}, wantWait: true},
+		{name: "join names the joiners", snap: Snapshot{Gen: g3, Members: merge(m(Active, "a", "b", "c"), m(Ready, "d", "e")), Alive: alive("a", "b", "c", "d", "e")},
+			members: []string{"a", "b", "c", "d", "e"}, root: 0, applied: -1, joiners: []string{"d", "e"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -86,6 +96,9 @@ func TestDecide(t *testing.T) {
 			if !slices.Equal(g.Members, tc.members) || g.Root != tc.root || g.Sync != tc.sync || g.LastApplied != tc.applied {
 				t.Fatalf("got members %v root %d sync %v applied %d, want %v %d %v %d",
 					g.Members, g.Root, g.Sync, g.LastApplied, tc.members, tc.root, tc.sync, tc.applied)
+			}
+			if g.Restore != tc.restore || !slices.Equal(g.Joiners, tc.joiners) {
+				t.Fatalf("got restore %v joiners %v, want %v %v", g.Restore, g.Joiners, tc.restore, tc.joiners)
 			}
 			if g.Addrs[0] != g.Members[0]+":1" {
 				t.Fatalf("addrs %v do not follow members", g.Addrs)

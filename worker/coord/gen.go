@@ -25,10 +25,19 @@ type Generation struct {
 	Root int `json:"root"`
 	// Sync is set when the generation follows a failure: members may hold
 	// different states and the root's wins; LastApplied is its step.
-	Sync        bool      `json:"sync"`
-	LastApplied int64     `json:"last_applied"`
-	Reason      string    `json:"reason"`
-	FormedAt    time.Time `json:"formed_at"`
+	Sync        bool  `json:"sync"`
+	LastApplied int64 `json:"last_applied"`
+	// Joiners are the members new to this generation when it admits
+	// workers without a failure: the root hands them its state directly,
+	// while the others keep theirs.
+	Joiners []string `json:"joiners,omitempty"`
+	// Restore is set when no live worker holds the training state (every
+	// member of the last generation died or left): the root (rank 0) loads
+	// the newest good checkpoint, or starts from the seed when there is
+	// none, resets the data pipeline to match, and hands the state out.
+	Restore  bool      `json:"restore,omitempty"`
+	Reason   string    `json:"reason"`
+	FormedAt time.Time `json:"formed_at"`
 }
 
 // Rank returns worker's rank in g, or -1.

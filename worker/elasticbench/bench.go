@@ -28,7 +28,10 @@ type Config struct {
 	Spec        jobs.Spec
 	Warmup      int // steps before the first event
 	Between     int // steps between events
-	Log         *slog.Logger
+	// KeepDir, when set, is where the run's files (step logs, worker logs
+	// at info level) are written and left; default a temporary folder.
+	KeepDir string
+	Log     *slog.Logger
 }
 
 // Result is the one JSON line `edl bench elastic` prints.
@@ -63,11 +66,17 @@ type bench struct {
 
 // Run runs the whole benchmark.
 func Run(ctx context.Context, cfg Config, params int) (Result, error) {
-	dir, err := os.MkdirTemp("", "edl-bench-elastic-")
-	if err != nil {
+	dir := cfg.KeepDir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "edl-bench-elastic-")
+		if err != nil {
+			return Result{}, err
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Result{}, err
 	}
-	defer os.RemoveAll(dir)
 	b := &bench{cfg: cfg, dir: dir, procs: map[string]*exec.Cmd{}}
 	defer b.killAll()
 	sb, _ := json.Marshal(cfg.Spec)
@@ -131,7 +140,11 @@ func (b *bench) startRedis(ctx context.Context) (func(), error) {
 }
 
 func (b *bench) start(name string, args ...string) *exec.Cmd {
-	cmd := exec.Command(b.cfg.Exe, append([]string{"worker", "--spec", b.spec, "--step-log", b.logPath(name), "--log-level", "warn"}, args...)...)
+	level := "warn"
+	if b.cfg.KeepDir != "" {
+		level = "info"
+	}
+	cmd := exec.Command(b.cfg.Exe, append([]string{"worker", "--spec", b.spec, "--step-log", b.logPath(name), "--log-level", level}, args...)...)
 	f, err := os.Create(filepath.Join(b.dir, name+".out"))
 	if err == nil {
 		cmd.Stdout, cmd.Stderr = f, f

@@ -1,0 +1,191 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/edl-nomad/edl/checkpoint"
+	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/worker/datapipe"
+)
+
+// CheckpointJob is the job id under which a job's checkpoints live in the
+// store: the API lists them with checkpoint.List(ctx, store,
+// CheckpointJob(id)) and streams a model with checkpoint.OpenModel.
+func CheckpointJob(job string) string { return job }
+
+// dataShard is the checkpoint's data-pipeline shard: the training counters
+// and, as of the same step boundary, the queues and partition records of
+// the epochs in use.
+type dataShard struct {
+	State    progressState         `json:"state"`
+	Pipeline []datapipe.EpochState `json:"pipeline"`
+}
+
+// trainerShard describes the model, for readers of the checkpoint.
+type trainerShard struct {
+	Dims   []int `json:"dims"`
+	Params int   `json:"params"`
+	// Format of the params shard: worker/trainer's state format (version
+	// trainer.StateVersion) without velocity; the optimizer shard is the
+	// SGD velocity as little-endian float32.
+	Format string `json:"format"`
+}
+
+// checkpointer writes rank 0's checkpoints in the background and restores
+// the newest one; nil when the worker has no store.
+type checkpointer struct {
+	w     *Worker
+	cat   *checkpoint.Catalog
+	up    *checkpoint.Uploader
+	every int64
+	size  int // bytes of the params shard
+}
+
+func newCheckpointer(w *Worker, store checkpoint.Store) (*checkpointer, error) {
+	cat, err := checkpoint.NewCatalog(store, checkpoint.Config{Job: CheckpointJob(w.cfg.Job), Keep: w.spec.Checkpoint.Keep,
+		KeepPerEpoch: true, Log: w.deps.Log})
+	if err != nil {
+		return nil, fmt.Errorf("worker: checkpoints: %w", err)
+	}
+	c := &checkpointer{w: w, cat: cat, every: int64(w.spec.Checkpoint.EverySteps), size: len(w.model.MarshalState(nil))}
+	c.up = checkpoint.NewUploader(cat, checkpoint.UploaderConfig{OnEvent: c.onEvent})
+	return c, nil
+}
+
+func (c *checkpointer) onEvent(e checkpoint.Event) {
+	w := c.w
+	switch e.Kind {
+	case checkpoint.EventCommitted:
+		w.log.Info("checkpoint committed", "step", e.Step, "bytes", e.Manifest.Size(), "took", e.Took.Round(time.Millisecond))
+		w.rep.checkpoint(jobs.CheckpointRef{Step: e.Step, Epoch: e.Manifest.Epoch, URL: c.cat.Store().String(),
+			SizeBytes: e.Manifest.Size(), CreatedAt: e.Manifest.CreatedAt})
+	case checkpoint.EventSkipped:
+		w.rep.event(jobs.EventCheckpoint, fmt.Sprintf("checkpoint at step %d skipped: the previous one is still uploading", e.Step),
+			map[string]any{"step": e.Step, "skipped": true})
+	case checkpoint.EventRetry:
+		w.log.Warn("checkpoint upload failed, retrying", "step", e.Step, "attempt", e.Attempt, "err", e.Err)
+		w.rep.event(jobs.EventCheckpoint, fmt.Sprintf("checkpoint at step %d: attempt %d failed, retrying: %v", e.Step, e.Attempt, e.Err),
+			map[string]any{"step": e.Step, "attempt": e.Attempt})
+	case checkpoint.EventFailed:
+		w.log.Warn("checkpoint given up", "step", e.Step, "err", e.Err)
+		w.rep.event(jobs.EventError, fmt.Sprintf("checkpoint at step %d failed: %v; training goes on", e.Step, e.Err),
+			map[string]any{"step": e.Step})
+	case checkpoint.EventPruneErr:
+		w.log.Warn("checkpoint retention failed", "err", e.Err)
+	}
+}
+
+// due reports whether the step just applied calls for a periodic checkpoint.
+func (c *checkpointer) due(applied int64) bool {
+	return c != nil && c.every > 0 && applied >= 0 && (applied+1)%c.every == 0
+}
+
+// take snapshots the training state at this step boundary and uploads it
+// in the background; with wait it also waits for the upload (and for one
+// still in flight before it), for the checkpoint taken before every
+// worker stops.
+func (c *checkpointer) take(ctx context.Context, gen int64, world int, wait bool) {
+	if c == nil || c.w.st.Applied < 0 {
+		return
+	}
+	w := c.w
+	if wait {
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		_, _ = c.up.Wait(wctx)
+	}
+	epochs := []int{w.st.MetaEpoch}
+	if w.st.Epoch != w.st.MetaEpoch {
+		epochs = append(epochs, w.st.Epoch)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	pipe, err := w.pipe.Snapshot(pctx, epochs...)
+	cancel()
+	if err != nil {
+		w.log.Warn("checkpoint skipped", "step", w.st.Applied, "err", err)
+		w.rep.event(jobs.EventCheckpoint, fmt.Sprintf("checkpoint at step %d skipped: %v", w.st.Applied, err),
+			map[string]any{"step": w.st.Applied, "skipped": true})
+		return
+	}
+	data, _ := json.Marshal(dataShard{State: w.st, Pipeline: pipe})
+	meta := checkpoint.Meta{Step: w.st.Applied, Epoch: w.st.Epoch, Generation: gen, WorldSize: world,
+		Labels: map[string]string{"loss": strconv.FormatFloat(w.st.Loss, 'g', 6, 64), "samples": strconv.FormatInt(w.st.Samples, 10)}}
+	snap, err := c.up.Begin(meta)
+	if err != nil {
+		return // ErrBusy, reported by the uploader as skipped
+	}
+	w.model.AppendState(snap.Buffer(checkpoint.ShardParams, c.size)[:0], nil)
+	snap.AddFloat32s(checkpoint.ShardOptimizer, w.opt.Velocity)
+	snap.Add(checkpoint.ShardData, data)
+	tr, _ := json.Marshal(trainerShard{Dims: w.model.Dims(), Params: w.model.NumParams(), Format: "edl-trainer-state-v1"})
+	snap.Add(checkpoint.ShardTrainer, tr)
+	c.up.Submit(snap)
+	if wait {
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if res, err := c.up.Wait(wctx); err != nil || res.Err != nil {
+			w.log.Warn("final checkpoint not stored", "step", meta.Step, "err", errors.Join(err, res.Err))
+		}
+	}
+}
+
+// load restores the newest good checkpoint into the worker's model and
+// optimizer; found is false when there is none.
+func (c *checkpointer) load(ctx context.Context) (found bool, st progressState, pipe []datapipe.EpochState, err error) {
+	w := c.w
+	m, err := c.cat.Restore(ctx, func(ctx context.Context, cp *checkpoint.Checkpoint) error {
+		b, err := readShard(ctx, cp, checkpoint.ShardParams)
+		if err != nil {
+			return err
+		}
+		if err := w.model.UnmarshalState(b, nil); err != nil {
+			return fmt.Errorf("%w: %v", checkpoint.ErrCorrupt, err)
+		}
+		rc, err := cp.Open(ctx, checkpoint.ShardOptimizer)
+		if err != nil {
+			return err
+		}
+		err = checkpoint.ReadFloat32s(rc, w.opt.Velocity)
+		rc.Close()
+		if err != nil {
+			return err
+		}
+		b, err = readShard(ctx, cp, checkpoint.ShardData)
+		if err != nil {
+			return err
+		}
+		var d dataShard
+		if err := json.Unmarshal(b, &d); err != nil {
+			return fmt.Errorf("%w: data shard: %v", checkpoint.ErrCorrupt, err)
+		}
+		st, pipe = d.State, d.Pipeline
+		return nil
+	}, func(s checkpoint.Skip) {
+		w.rep.event(jobs.EventCheckpoint, fmt.Sprintf("checkpoint at step %d skipped at restore: %v", s.Step, s.Reason),
+			map[string]any{"step": s.Step, "corrupt": true})
+	})
+	if errors.Is(err, checkpoint.ErrNoCheckpoint) {
+		return false, st, nil, nil
+	}
+	if err != nil {
+		return false, st, nil, err
+	}
+	w.rep.event(jobs.EventCheckpoint, fmt.Sprintf("restored checkpoint at step %d (epoch %d)", m.Step, m.Epoch),
+		map[string]any{"step": m.Step, "epoch": m.Epoch, "restored": true})
+	return true, st, pipe, nil
+}
+
+func readShard(ctx context.Context, cp *checkpoint.Checkpoint, name string) ([]byte, error) {
+	rc, err := cp.Open(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
+}

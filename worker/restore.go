@@ -1,0 +1,100 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/edl-nomad/edl/worker/collective"
+	"github.com/edl-nomad/edl/worker/coord"
+	"github.com/edl-nomad/edl/worker/datapipe"
+	"github.com/edl-nomad/edl/worker/trainer"
+)
+
+// joinRestore starts a generation that no live worker holds the state of:
+// rank 0 loads the newest good checkpoint (or starts from the seed when
+// there is none), puts the data pipeline back where that state left it,
+// and broadcasts the state to the others.
+func (w *Worker) joinRestore(ctx context.Context, ring *collective.Ring, g *coord.Generation, rank int, start time.Time) error {
+	if rank == 0 {
+		if err := w.restoreState(ctx, g); err != nil {
+			return err
+		}
+		rec := datapipe.Reconciliation{Gen: g.Number, Applied: w.st.Applied, Epoch: w.st.Epoch,
+			MetaEpoch: w.st.MetaEpoch, Members: g.Members, Meta: w.st.Meta, Debug: w.st.Debug}
+		if err := retry(ctx, w.log, "reconcile", func() error { _, err := w.pipe.Reconcile(ctx, rec); return err }); err != nil {
+			return err
+		}
+		payload := w.model.AppendState(encodeHeader(w.st, 8*w.model.NumParams()+1024), w.opt)
+		if _, err := ring.Broadcast(ctx, 0, payload); err != nil {
+			return fmt.Errorf("send state: %w", err)
+		}
+	} else {
+		payload, err := ring.Broadcast(ctx, 0, nil)
+		if err != nil {
+			return fmt.Errorf("receive state: %w", err)
+		}
+		st, model, err := decodeState(payload)
+		if err != nil {
+			return err
+		}
+		if err := w.model.UnmarshalState(model, w.opt); err != nil {
+			return fmt.Errorf("load state: %w", err)
+		}
+		w.st = st
+	}
+	w.synced = true
+	w.cur = cursor{part: -1}
+	_ = w.register(ctx, coord.Active)
+	w.joinedEvent(g, rank)
+	w.log.Info("joined", "gen", g.Number, "rank", rank, "world", len(g.Members), "step", w.st.Applied,
+		"epoch", w.st.Epoch, "restored", true, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// restoreState sets the model, optimizer, counters and data pipeline to the
+// newest good checkpoint, or to the seed and an untouched pipeline.
+func (w *Worker) restoreState(ctx context.Context, g *coord.Generation) error {
+	fresh := func() error {
+		m, err := trainer.NewModel(w.mc)
+		if err != nil {
+			return err
+		}
+		w.model = m
+		w.opt = trainer.NewSGD(m.NumParams(), float32(w.bt.LearningRate), float32(w.bt.Momentum))
+		w.st = progressState{Applied: -1}
+		return nil
+	}
+	var pipe []datapipe.EpochState
+	found := false
+	if w.ck != nil {
+		var st progressState
+		var err error
+		if err := retry(ctx, w.log, "restore checkpoint", func() error {
+			found, st, pipe, err = w.ck.load(ctx)
+			return err
+		}); err != nil {
+			return err
+		}
+		if found {
+			w.st = st
+		}
+	}
+	if !found {
+		if err := fresh(); err != nil {
+			return err
+		}
+		if g.Restore {
+			w.log.Warn("no checkpoint to restore: the job starts over from the seed", "gen", g.Number)
+		}
+	}
+	err := retry(ctx, w.log, "restore data pipeline", func() error {
+		return w.pipe.Restore(ctx, w.bt.Epochs, pipe, w.st.Applied)
+	})
+	if err != nil {
+		return errors.Join(errors.New("restore data pipeline"), err)
+	}
+	w.log.Info("state restored", "gen", g.Number, "from_checkpoint", found, "step", w.st.Applied, "epoch", w.st.Epoch)
+	return nil
+}
