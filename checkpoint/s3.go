@@ -1,0 +1,233 @@
+package checkpoint
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+const (
+	defaultPartSize    = 16 << 20
+	defaultPartThreads = 4
+)
+
+// s3Store keeps objects under prefix in one bucket of an S3-compatible
+// server. Uploads larger than a part go as a multipart upload; a reader
+// that is also an io.ReaderAt (a bytes.Reader, a file) uploads its parts in
+// parallel without copying, any other reader through PartThreads buffers
+// of PartSize each.
+type s3Store struct {
+	client   *minio.Client
+	bucket   string
+	prefix   string // "" or ends with "/"
+	url      string
+	partSize uint64
+	threads  uint
+}
+
+// s3Endpoint splits "http(s)://host:port" or "host:port" into the host and
+// whether to use TLS.
+func s3Endpoint(endpoint string, disableTLS bool) (host string, secure bool, err error) {
+	if endpoint == "" {
+		return "s3.amazonaws.com", !disableTLS, nil
+	}
+	if !strings.Contains(endpoint, "://") {
+		return strings.TrimSuffix(endpoint, "/"), !disableTLS, nil
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Host == "" {
+		return "", false, fmt.Errorf("invalid S3 endpoint %q", endpoint)
+	}
+	switch u.Scheme {
+	case "http":
+		return u.Host, false, nil
+	case "https":
+		return u.Host, !disableTLS, nil
+	}
+	return "", false, fmt.Errorf("invalid S3 endpoint %q: scheme must be http or https", endpoint)
+}
+
+func openS3(ctx context.Context, u *url.URL, opts Options) (Store, error) {
+	name := redact(u.String())
+	bucket := u.Host
+	if bucket == "" {
+		return nil, fmt.Errorf("open store %s: no bucket", name)
+	}
+	q := u.Query()
+	if v := q.Get("endpoint"); v != "" {
+		opts.Endpoint = v
+	}
+	if v := q.Get("region"); v != "" {
+		opts.Region = v
+	}
+	switch q.Get("tls") {
+	case "":
+	case "false", "0", "off":
+		opts.DisableTLS = true
+	case "true", "1", "on":
+		opts.DisableTLS = false
+	default:
+		return nil, fmt.Errorf("open store %s: tls=%q: want true or false", name, q.Get("tls"))
+	}
+	host, secure, err := s3Endpoint(opts.Endpoint, opts.DisableTLS)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", name, err)
+	}
+	region := opts.Region
+	if region == "" {
+		region = "us-east-1"
+	}
+	client, err := minio.New(host, &minio.Options{
+		Creds:  credentials.NewStaticV4(opts.AccessKey, opts.SecretKey, opts.SessionToken),
+		Secure: secure,
+		Region: region,
+		// A few quick retries; the Uploader retries with its own backoff
+		// when the store stays down.
+		MaxRetries: 3,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", name, err)
+	}
+	s := &s3Store{
+		client:   client,
+		bucket:   bucket,
+		prefix:   strings.Trim(u.Path, "/"),
+		url:      "s3://" + bucket + u.Path,
+		partSize: opts.PartSize,
+		threads:  opts.PartThreads,
+	}
+	if s.prefix != "" {
+		s.prefix += "/"
+	}
+	if s.partSize == 0 {
+		s.partSize = defaultPartSize
+	}
+	if s.threads == 0 {
+		s.threads = defaultPartThreads
+	}
+	ok, err := client.BucketExists(ctx, bucket)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s (endpoint %s): %w", name, host, describeS3Error(err))
+	}
+	if !ok {
+		return nil, fmt.Errorf("open store %s (endpoint %s): bucket %q does not exist", name, host, bucket)
+	}
+	return s, nil
+}
+
+// describeS3Error keeps the server's code and message; minio-go's errors
+// never carry the secret key, only the access key id at most.
+func describeS3Error(err error) error {
+	resp := minio.ToErrorResponse(err)
+	if resp.Code == "" {
+		return err
+	}
+	return fmt.Errorf("%s: %s: %w", resp.Code, resp.Message, err)
+}
+
+func (s *s3Store) String() string { return s.url }
+
+func (s *s3Store) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	opts := minio.PutObjectOptions{
+		ContentType: "application/octet-stream",
+		PartSize:    s.partSize,
+		NumThreads:  s.threads,
+	}
+	body := r
+	var counter *countingReader
+	if _, isReaderAt := r.(io.ReaderAt); !isReaderAt || size < 0 {
+		counter = &countingReader{r: r}
+		body = counter
+		// Read parts into a bounded set of buffers and upload them in
+		// parallel, rather than one part at a time.
+		opts.ConcurrentStreamParts = s.threads > 1
+	}
+	info, err := s.client.PutObject(ctx, s.bucket, s.prefix+key, body, size, opts)
+	if err != nil {
+		return fmt.Errorf("put %s: %w", key, describeS3Error(err))
+	}
+	if size >= 0 && info.Size != size {
+		return fmt.Errorf("put %s: stored %d bytes, want %d", key, info.Size, size)
+	}
+	if counter != nil && size >= 0 && counter.n != size {
+		return fmt.Errorf("put %s: read %d bytes, want %d", key, counter.n, size)
+	}
+	return nil
+}
+
+func isNotFound(err error) bool {
+	code := minio.ToErrorResponse(err).Code
+	return code == "NoSuchKey" || code == "NotFound"
+}
+
+func (s *s3Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	obj, err := s.client.GetObject(ctx, s.bucket, s.prefix+key, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", key, describeS3Error(err))
+	}
+	// GetObject is lazy; Stat makes the request so a missing key fails here.
+	if _, err := obj.Stat(); err != nil {
+		obj.Close()
+		if isNotFound(err) {
+			return nil, fmt.Errorf("get %s: %w", key, ErrNotFound)
+		}
+		return nil, fmt.Errorf("get %s: %w", key, describeS3Error(err))
+	}
+	return obj, nil
+}
+
+func (s *s3Store) Stat(ctx context.Context, key string) (ObjectInfo, error) {
+	if err := checkKey(key); err != nil {
+		return ObjectInfo{}, err
+	}
+	st, err := s.client.StatObject(ctx, s.bucket, s.prefix+key, minio.StatObjectOptions{})
+	if err != nil {
+		if isNotFound(err) {
+			return ObjectInfo{}, fmt.Errorf("stat %s: %w", key, ErrNotFound)
+		}
+		return ObjectInfo{}, fmt.Errorf("stat %s: %w", key, describeS3Error(err))
+	}
+	return ObjectInfo{Key: key, Size: st.Size, Modified: st.LastModified}, nil
+}
+
+func (s *s3Store) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // stops the listing goroutine if we return early
+	var out []ObjectInfo
+	for obj := range s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: s.prefix + prefix, Recursive: true}) {
+		if obj.Err != nil {
+			return nil, fmt.Errorf("list %q: %w", prefix, describeS3Error(obj.Err))
+		}
+		key := strings.TrimPrefix(obj.Key, s.prefix)
+		if strings.HasSuffix(key, "/") {
+			continue // a directory marker some servers report
+		}
+		out = append(out, ObjectInfo{Key: key, Size: obj.Size, Modified: obj.LastModified})
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("list %q: %w", prefix, err)
+	}
+	return out, nil
+}
+
+func (s *s3Store) Delete(ctx context.Context, key string) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	err := s.client.RemoveObject(ctx, s.bucket, s.prefix+key, minio.RemoveObjectOptions{})
+	if err != nil && !isNotFound(err) {
+		return fmt.Errorf("delete %s: %w", key, describeS3Error(err))
+	}
+	return nil
+}

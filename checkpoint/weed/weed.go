@@ -1,0 +1,311 @@
+// Package weed runs SeaweedFS's all-in-one `weed mini` as a child process
+// that serves S3 on loopback, with every port it opens chosen free and one
+// static identity, for tests, benchmarks and single-machine use.
+//
+// It owns only the child process: starting it, waiting until it stores an
+// object, stopping, killing and restarting it on the same ports and data.
+// It must not be used as a production object store manager.
+package weed
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+// Config says where the binary is and where its data lives.
+type Config struct {
+	Bin string // path to weed; see LookBinary
+	Dir string // data directory; kept across Restart
+	// AccessKey and SecretKey form the one identity the server accepts
+	// (Admin, Read, Write, List, Tagging); anonymous requests are refused.
+	AccessKey, SecretKey string
+	// StartTimeout bounds the wait until an object can be stored; default 90 s.
+	StartTimeout time.Duration
+}
+
+// Server is a running (or stopped) weed mini.
+type Server struct {
+	Endpoint string // host:port of the S3 gateway, plain HTTP
+	cfg      Config
+	args     []string
+
+	mu   sync.Mutex // held across start and stop
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has exited
+	log  *lockedBuffer
+}
+
+// LookBinary finds weed: the explicit path when set, then each of dirs
+// (e.g. the repository's .tools/bin), then PATH.
+func LookBinary(explicit string, dirs ...string) (string, error) {
+	if explicit != "" {
+		if _, err := os.Stat(explicit); err != nil {
+			return "", fmt.Errorf("weed binary %s: %w", explicit, err)
+		}
+		return explicit, nil
+	}
+	for _, d := range dirs {
+		p := filepath.Join(d, "weed")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath("weed"); err == nil {
+		return p, nil
+	}
+	return "", errors.New("weed (SeaweedFS) not found: set EDL_WEED or run scripts/build-weed.sh")
+}
+
+// Start launches weed mini and returns once the S3 gateway stores and
+// reads back an object. The child dies with this process (Pdeathsig).
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.StartTimeout == 0 {
+		cfg.StartTimeout = 90 * time.Second
+	}
+	if cfg.AccessKey == "" || cfg.SecretKey == "" {
+		return nil, errors.New("weed: AccessKey and SecretKey are required")
+	}
+	var err error
+	if cfg.Bin, err = filepath.Abs(cfg.Bin); err != nil { // the child runs in Dir
+		return nil, fmt.Errorf("weed: %w", err)
+	}
+	if cfg.Dir, err = filepath.Abs(cfg.Dir); err != nil {
+		return nil, fmt.Errorf("weed: %w", err)
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("weed: %w", err)
+	}
+	identities := map[string]any{"identities": []any{map[string]any{
+		"name":        "edl",
+		"credentials": []any{map[string]string{"accessKey": cfg.AccessKey, "secretKey": cfg.SecretKey}},
+		"actions":     []string{"Admin", "Read", "Write", "List", "Tagging"},
+	}}}
+	b, _ := json.Marshal(identities)
+	s3conf := filepath.Join(cfg.Dir, "s3-identities.json")
+	if err := os.WriteFile(s3conf, b, 0o600); err != nil {
+		return nil, fmt.Errorf("weed: %w", err)
+	}
+	ports, err := freePorts(9)
+	if err != nil {
+		return nil, fmt.Errorf("weed: %w", err)
+	}
+	s := &Server{Endpoint: "127.0.0.1:" + strconv.Itoa(ports[0]), cfg: cfg}
+	p := func(i int) string { return strconv.Itoa(ports[i]) }
+	s.args = []string{"mini",
+		"-dir=" + filepath.Join(cfg.Dir, "data"),
+		"-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+		"-s3.port=" + p(0), "-s3.port.grpc=" + p(1),
+		"-master.port=" + p(2), "-master.port.grpc=" + p(3),
+		"-filer.port=" + p(4), "-filer.port.grpc=" + p(5),
+		"-volume.port=" + p(6), "-volume.port.grpc=" + p(7),
+		"-admin.port=" + p(8), "-admin.port.legacy=0",
+		"-s3.config=" + s3conf,
+		"-s3.port.iceberg=0", "-s3.port.lance=0", "-s3.iam=false",
+		"-webdav=false", "-admin.ui=false", "-master.telemetry=false",
+		// Many small test buckets, each its own collection: small volumes
+		// and plenty of slots, so no bucket runs out of volumes.
+		"-master.volumeSizeLimitMB=64", "-volume.max=400",
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.Dir, "data"), 0o755); err != nil {
+		return nil, fmt.Errorf("weed: %w", err)
+	}
+	if err := s.start(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.log = &lockedBuffer{}
+	cmd := exec.Command(s.cfg.Bin, s.args...)
+	cmd.Dir = s.cfg.Dir
+	// A clean environment: AWS_* variables of ours would add identities.
+	cmd.Env = []string{"HOME=" + s.cfg.Dir, "PATH=/usr/bin:/bin", "TMPDIR=" + s.cfg.Dir}
+	cmd.Stdout, cmd.Stderr = s.log, s.log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("weed: start %s: %w", s.cfg.Bin, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	s.cmd, s.done = cmd, done
+	if err := s.waitReady(ctx, done); err != nil {
+		s.killLocked()
+		return fmt.Errorf("weed mini on %s: %w; its output: %s", s.Endpoint, err, tail(s.log.String(), 2000))
+	}
+	return nil
+}
+
+// waitReady polls until a probe object round-trips: the S3 port answers
+// a few seconds before the filer and volume server can store anything.
+func (s *Server) waitReady(ctx context.Context, exited <-chan struct{}) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.StartTimeout)
+	defer cancel()
+	c, err := s.Client()
+	if err != nil {
+		return err
+	}
+	const bucket = "edl-ready-probe"
+	var last error
+	for {
+		last = probe(ctx, c, bucket)
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("exited during start (last probe: %v)", last)
+		case <-ctx.Done():
+			return fmt.Errorf("not ready: %v", last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func probe(ctx context.Context, c *minio.Client, bucket string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ok, err := c.BucketExists(ctx, bucket)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if err := c.MakeBucket(ctx, bucket, minio.MakeBucketOptions{}); err != nil {
+			return err
+		}
+	}
+	body := []byte("ready")
+	if _, err := c.PutObject(ctx, bucket, "probe", bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{}); err != nil {
+		return err
+	}
+	return c.RemoveObject(ctx, bucket, "probe", minio.RemoveObjectOptions{})
+}
+
+// Client returns a minio client for the server with its credentials.
+func (s *Server) Client() (*minio.Client, error) {
+	return minio.New(s.Endpoint, &minio.Options{
+		Creds:      credentials.NewStaticV4(s.cfg.AccessKey, s.cfg.SecretKey, ""),
+		Region:     "us-east-1",
+		MaxRetries: 1,
+	})
+}
+
+// Stop shuts the server down (SIGTERM, then SIGKILL after 5 s).
+func (s *Server) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(5 * time.Second):
+	}
+	s.killLocked()
+}
+
+// Kill stops the server at once with SIGKILL, as a crash would.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.killLocked()
+}
+
+// Restart starts a stopped or killed server again on the same ports and
+// data and waits until it is ready.
+func (s *Server) Restart(ctx context.Context) error {
+	s.Stop()
+	return s.start(ctx)
+}
+
+func (s *Server) killLocked() {
+	if s.cmd == nil {
+		return
+	}
+	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	<-s.done
+	// The group's other processes may hold the ports a moment longer; wait
+	// until the S3 port is free so Restart can bind it again.
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		c, err := net.DialTimeout("tcp", s.Endpoint, 100*time.Millisecond)
+		if err != nil {
+			break
+		}
+		c.Close()
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.cmd, s.done = nil, nil
+}
+
+// Output is what the server printed so far, for diagnosing a failure.
+func (s *Server) Output() string {
+	return s.log.String()
+}
+
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	var out []int
+	for len(out) < n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("find free port: %w", err)
+		}
+		ls = append(ls, l)
+		port := l.Addr().(*net.TCPAddr).Port
+		// weed derives some gRPC ports as port+10000; stay where that fits.
+		if port+10000 > 65535 {
+			continue
+		}
+		out = append(out, port)
+	}
+	return out, nil
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "..." + s[len(s)-n:]
+}
+
+// lockedBuffer collects the child's output; the child's copy goroutines
+// write it while the test may read it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
