@@ -3,21 +3,21 @@ package jobs
 // Spec is what a tenant submits: everything needed to run a training job.
 // Validation lives in validate.go; the JSON names are the public API.
 type Spec struct {
-	Name          string            `json:"name"`
-	Workers       WorkerRange       `json:"workers"`
-	GPUsPerWorker int               `json:"gpus_per_worker"`
+	Name          string            `json:"name" validate:"required" maxLength:"63" example:"mlp-synthetic"`
+	Workers       WorkerRange       `json:"workers" validate:"required"`
+	GPUsPerWorker int               `json:"gpus_per_worker" minimum:"0" maximum:"16"`
 	GPU           *GPUConstraint    `json:"gpu,omitempty"`
-	Priority      Priority          `json:"priority"`
-	Trainer       Trainer           `json:"trainer"`
+	Priority      Priority          `json:"priority" default:"guaranteed"`
+	Trainer       Trainer           `json:"trainer" validate:"required"`
 	Checkpoint    CheckpointPolicy  `json:"checkpoint"`
-	CallbackURL   string            `json:"callback_url,omitempty"`
+	CallbackURL   string            `json:"callback_url,omitempty" example:"https://ci.example.com/hook"`
 	Labels        map[string]string `json:"labels,omitempty"`
 }
 
 // WorkerRange bounds the number of workers the planner may give a job.
 type WorkerRange struct {
-	Min int `json:"min"`
-	Max int `json:"max"`
+	Min int `json:"min" minimum:"1" maximum:"1024" example:"1"`
+	Max int `json:"max" minimum:"1" maximum:"1024" example:"3"`
 }
 
 // GPUConstraint restricts which GPUs a worker may land on.
@@ -49,7 +49,7 @@ const (
 // Trainer selects and configures the training program; exactly one of
 // Builtin and Exec is set, matching Kind.
 type Trainer struct {
-	Kind    TrainerKind     `json:"kind"`
+	Kind    TrainerKind     `json:"kind" validate:"required"`
 	Builtin *BuiltinTrainer `json:"builtin,omitempty"`
 	Exec    *ExecTrainer    `json:"exec,omitempty"`
 }
@@ -101,6 +101,6 @@ type ExecTrainer struct {
 
 // CheckpointPolicy says how often the leader checkpoints and how many to keep.
 type CheckpointPolicy struct {
-	EverySteps int `json:"every_steps"`
-	Keep       int `json:"keep"`
+	EverySteps int `json:"every_steps" minimum:"0"`
+	Keep       int `json:"keep" minimum:"1" maximum:"100" default:"3"`
 }

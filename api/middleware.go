@@ -1,0 +1,168 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"mime"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/edl-nomad/edl/jobs"
+	"github.com/labstack/echo/v4"
+)
+
+// observe is the outermost middleware: it runs the error handler itself so
+// that the metrics see the status actually sent.
+func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		if err := next(c); err != nil {
+			c.Error(err)
+		}
+		route := c.Path()
+		if route == "" || c.Response().Status == http.StatusNotFound && route == "/*" {
+			route = "unmatched"
+		}
+		s.metrics.observe(c.Request().Method, route, c.Response().Status, time.Since(start))
+		return nil
+	}
+}
+
+// recover turns a handler panic into a 500 problem, logged with its stack.
+func (s *Server) recover(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				if r == http.ErrAbortHandler {
+					panic(r)
+				}
+				s.log.Error("handler panic", "path", c.Request().URL.Path, "panic", r, "stack", string(debug.Stack()))
+				err = fmt.Errorf("panic: %v", r)
+			}
+		}()
+		return next(c)
+	}
+}
+
+// limitBody refuses bodies over MaxBodyBytes with 413, early when the
+// Content-Length says so, otherwise when reading passes the limit.
+func (s *Server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		if req.ContentLength > s.cfg.MaxBodyBytes {
+			return tooLarge(s.cfg.MaxBodyBytes)
+		}
+		req.Body = http.MaxBytesReader(c.Response(), req.Body, s.cfg.MaxBodyBytes)
+		return next(c)
+	}
+}
+
+func tooLarge(limit int64) error {
+	return newProblem(http.StatusRequestEntityTooLarge, ProblemTooLarge, "request body too large",
+		fmt.Sprintf("bodies are limited to %d bytes", limit))
+}
+
+// readBody reads the request body after checking its media type is one of want.
+func (s *Server) readBody(c echo.Context, want ...string) ([]byte, error) {
+	ct := c.Request().Header.Get(echo.HeaderContentType)
+	mt, _, err := mime.ParseMediaType(ct)
+	ok := false
+	for _, w := range want {
+		ok = ok || (err == nil && mt == w)
+	}
+	if !ok {
+		return nil, unsupportedMedia(ct, want...)
+	}
+	buf, err := io.ReadAll(c.Request().Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, tooLarge(s.cfg.MaxBodyBytes)
+		}
+		return nil, newProblem(http.StatusBadRequest, ProblemMalformedJSON, "could not read the body", err.Error())
+	}
+	return buf, nil
+}
+
+type ctxKey string
+
+const tenantKey ctxKey = "tenant"
+
+// authenticate finds the tenant of the bearer token (401 without one).
+func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Request().Header.Get(echo.HeaderAuthorization)
+		scheme, token, found := strings.Cut(h, " ")
+		if h == "" || !found || !strings.EqualFold(scheme, "Bearer") {
+			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="edl"`)
+			return unauthorized("send Authorization: Bearer <token>")
+		}
+		tn, ok := s.tenants.Authenticate(strings.TrimSpace(token))
+		if !ok {
+			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="edl", error="invalid_token"`)
+			return unauthorized("the token is not known")
+		}
+		c.Set(string(tenantKey), tn)
+		return next(c)
+	}
+}
+
+func tenantOf(c echo.Context) jobs.Tenant {
+	tn, _ := c.Get(string(tenantKey)).(jobs.Tenant)
+	return tn
+}
+
+// rateLimit applies the tenant's token bucket: 429 with Retry-After.
+func (s *Server) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		tn := tenantOf(c)
+		if wait, ok := s.limits.allow(tn.Name, tn.RatePerS, tn.Burst); !ok {
+			secs := int(math.Ceil(wait.Seconds()))
+			c.Response().Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
+			return newProblem(http.StatusTooManyRequests, ProblemRateLimited, "rate limit exceeded",
+				fmt.Sprintf("tenant %s may make %.0f requests per second (burst %d)", tn.Name, tn.RatePerS, tn.Burst))
+		}
+		return next(c)
+	}
+}
+
+// limiter holds one token bucket per tenant, in this process.
+type limiter struct {
+	now     func() time.Time
+	mu      sync.Mutex
+	buckets map[string]*bucket
+}
+
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+func newLimiter(now func() time.Time) *limiter {
+	return &limiter{now: now, buckets: map[string]*bucket{}}
+}
+
+// allow takes a token from name's bucket, or says how long until one is due.
+func (l *limiter) allow(name string, rate float64, burst int) (time.Duration, bool) {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, ok := l.buckets[name]
+	if !ok {
+		b = &bucket{tokens: float64(burst), last: now}
+		l.buckets[name] = b
+	}
+	b.tokens = math.Min(float64(burst), b.tokens+now.Sub(b.last).Seconds()*rate)
+	b.last = now
+	if b.tokens >= 1 {
+		b.tokens--
+		return 0, true
+	}
+	return time.Duration((1 - b.tokens) / rate * float64(time.Second)), false
+}

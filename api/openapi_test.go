@@ -1,0 +1,93 @@
+package api_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/edl-nomad/edl/api"
+	"github.com/edl-nomad/edl/internal/testenv"
+	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/openapi"
+)
+
+// SwagArgs are the arguments of `make openapi` after the output folder; keep
+// the Makefile's line and this one the same.
+var swagArgs = []string{"init", "-q", "-g", "server.go", "-d", "./api,./jobs", "--outputTypes", "json,yaml", "-o"}
+
+func TestOpenAPIIsUpToDate(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	swag := filepath.Join(root, ".tools", "bin", "swag")
+	if _, err := os.Stat(swag); err != nil {
+		if swag, err = exec.LookPath("swag"); err != nil {
+			testenv.Unavailable(t, "swag not found in .tools/bin or PATH")
+		}
+	}
+	out := t.TempDir()
+	cmd := exec.Command(swag, append(swagArgs, out)...)
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("swag: %v\n%s", err, b)
+	}
+	for _, name := range []string{"swagger.json", "swagger.yaml"} {
+		fresh, err := os.ReadFile(filepath.Join(out, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		committed, err := os.ReadFile(filepath.Join(root, "openapi", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(fresh, committed) {
+			t.Errorf("openapi/%s is stale: run 'make openapi' and commit the result", name)
+		}
+	}
+}
+
+var echoParam = regexp.MustCompile(`:([a-zA-Z_]+)`)
+
+func TestEveryRouteIsInTheSpec(t *testing.T) {
+	var spec struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(openapi.JSON(), &spec); err != nil {
+		t.Fatal(err)
+	}
+	ts, _ := jobs.NewTenants(jobs.Tenant{Name: "a", TokenSHA256: jobs.HashToken("x")})
+	srv := api.New(api.Config{}, nil, ts, nil, nil)
+	routes := srv.Routes()
+	if len(routes) < 15 {
+		t.Fatalf("only %d routes registered: %v", len(routes), routes)
+	}
+	for _, r := range routes {
+		method, path, _ := strings.Cut(r, " ")
+		if path == "/docs/*" { // the UI's static files
+			continue
+		}
+		path = echoParam.ReplaceAllString(path, "{$1}")
+		if _, ok := spec.Paths[path][strings.ToLower(method)]; !ok {
+			t.Errorf("route %s %s is not in openapi/swagger.json", method, path)
+		}
+	}
+	// And the spec documents nothing the server does not serve.
+	served := map[string]bool{}
+	for _, r := range routes {
+		method, path, _ := strings.Cut(r, " ")
+		served[strings.ToLower(method)+" "+echoParam.ReplaceAllString(path, "{$1}")] = true
+	}
+	for path, ops := range spec.Paths {
+		for method := range ops {
+			if !served[method+" "+path] {
+				t.Errorf("spec documents %s %s, which the server does not serve", method, path)
+			}
+		}
+	}
+}

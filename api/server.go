@@ -1,0 +1,195 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/edl-nomad/edl/jobs"
+	"github.com/labstack/echo/v4"
+)
+
+// @title						edl API
+// @version					1
+// @description				Submit, list, inspect, resize and cancel elastic deep-learning training jobs. Every error is application/problem+json (RFC 9457) with a stable type.
+// @license.name				Apache-2.0
+// @BasePath					/
+// @securityDefinitions.apikey	BearerAuth
+// @in							header
+// @name						Authorization
+// @description				"Bearer <token>"; tokens are listed (as SHA-256) in the tenants file.
+
+// Config tunes the server; the zero value gets the defaults.
+type Config struct {
+	// MaxBodyBytes caps request bodies (default 1 MiB); more is 413.
+	MaxBodyBytes int64
+	// SSEKeepAlive is how often an idle event stream gets a comment (default 15s).
+	SSEKeepAlive time.Duration
+	// StoreTimeout bounds each store call of a request (default 5s).
+	StoreTimeout time.Duration
+	// ShutdownGrace is how long Run waits for requests when ctx ends (default 5s).
+	ShutdownGrace time.Duration
+	// Now is the clock for rate limits (default time.Now).
+	Now func() time.Time
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{MaxBodyBytes: 1 << 20, SSEKeepAlive: 15 * time.Second, StoreTimeout: 5 * time.Second,
+		ShutdownGrace: 5 * time.Second, Now: time.Now}
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = d.MaxBodyBytes
+	}
+	if c.SSEKeepAlive <= 0 {
+		c.SSEKeepAlive = d.SSEKeepAlive
+	}
+	if c.StoreTimeout <= 0 {
+		c.StoreTimeout = d.StoreTimeout
+	}
+	if c.ShutdownGrace <= 0 {
+		c.ShutdownGrace = d.ShutdownGrace
+	}
+	if c.Now == nil {
+		c.Now = d.Now
+	}
+	return c
+}
+
+// ClusterView is what GET /v1/cluster needs from the cluster: its capacity.
+// nomadx and local satisfy it; nil means no cluster is attached.
+type ClusterView interface {
+	Capacity(ctx context.Context) (jobs.Capacity, error)
+}
+
+// Server is the HTTP API.
+type Server struct {
+	cfg     Config
+	store   *jobs.Store
+	tenants *jobs.Tenants
+	cluster ClusterView
+	log     *slog.Logger
+	echo    *echo.Echo
+	limits  *limiter
+	metrics *metrics
+}
+
+// New builds the server and registers its routes.
+func New(cfg Config, store *jobs.Store, tenants *jobs.Tenants, cluster ClusterView, logger *slog.Logger) *Server {
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	cfg = cfg.withDefaults()
+	s := &Server{cfg: cfg, store: store, tenants: tenants, cluster: cluster,
+		log: logger.With("component", "api"), limits: newLimiter(cfg.Now), metrics: newMetrics()}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.handleError
+	e.Use(s.observe, s.recover, s.limitBody)
+	s.echo = e
+	s.routes()
+	return s
+}
+
+func (s *Server) routes() {
+	e := s.echo
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	e.GET("/metrics", s.metricsHandler)
+	e.GET("/openapi.json", s.openapiJSON)
+	e.GET("/openapi.yaml", s.openapiYAML)
+	e.GET("/docs", s.docsRedirect)
+	e.GET("/docs/*", s.docsUI())
+
+	// Per-route middleware rather than Group(prefix, mw...): echo gives a
+	// group with middleware catch-all routes that would turn 405 into 404.
+	v1, auth := e.Group("/v1"), []echo.MiddlewareFunc{s.authenticate, s.rateLimit}
+	v1.POST("/jobs", s.createJob, auth...)
+	v1.GET("/jobs", s.listJobs, auth...)
+	v1.GET("/jobs/:id", s.getJob, auth...)
+	v1.PATCH("/jobs/:id", s.patchJob, auth...)
+	v1.DELETE("/jobs/:id", s.cancelJob, auth...)
+	v1.POST("/jobs/:id/scale", s.scaleJob, auth...)
+	v1.GET("/jobs/:id/events", s.jobEvents, auth...)
+	v1.GET("/cluster", s.clusterStatus, auth...)
+	v1.GET("/tenants/me", s.tenantMe, auth...)
+}
+
+// Handler is the API as an http.Handler (for tests and embedding).
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// Routes lists "METHOD path" of every registered route, in echo's syntax.
+func (s *Server) Routes() []string {
+	var out []string
+	for _, r := range s.echo.Routes() {
+		out = append(out, r.Method+" "+r.Path)
+	}
+	return out
+}
+
+// Run serves on ln until ctx ends, then shuts down gracefully: new
+// connections stop at once, open requests (event streams included, whose
+// contexts end with ctx) get ShutdownGrace to finish.
+func (s *Server) Run(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.echo,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	s.log.Info("api listening", "addr", ln.Addr().String())
+	select {
+	case err := <-errc:
+		return fmt.Errorf("api server: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+		return fmt.Errorf("api shutdown: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("api server: %w", err)
+	}
+	return nil
+}
+
+// ListenAndRun listens on addr (host:port) and calls Run.
+func (s *Server) ListenAndRun(ctx context.Context, addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("api listen %s: %w", addr, err)
+	}
+	return s.Run(ctx, ln)
+}
+
+// storeCtx bounds a store call made for a request.
+func (s *Server) storeCtx(c echo.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(c.Request().Context(), s.cfg.StoreTimeout)
+}
+
+func jsonEncode(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// writeJSON answers with v as application/json.
+func writeJSON(c echo.Context, status int, v any) error {
+	c.Response().Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	c.Response().WriteHeader(status)
+	return jsonEncode(c.Response(), v)
+}

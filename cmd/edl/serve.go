@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/edl-nomad/edl/api"
+	"github.com/edl-nomad/edl/jobs"
+	"github.com/redis/go-redis/v9"
+)
+
+func init() {
+	register(command{
+		name:    "serve",
+		summary: "run the jobs API (and planner) against an existing Redis",
+		run:     runServe,
+	})
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("serve", "Serves the jobs API on --listen, keeping jobs in the Redis at --redis.\nTenants and their tokens (as SHA-256) come from --tenants. At start it reads\nRedis's persistence settings and warns unless appendonly is yes: a job the API\nanswered 201 for is only as durable as Redis makes it.", stderr)
+	listen := fs.String("listen", "127.0.0.1:8080", "API address (host:port)")
+	redisURL := fs.String("redis", "redis://127.0.0.1:6379", "Redis URL (redis:// or rediss://)")
+	tenantsFile := fs.String("tenants", "", "tenants file (YAML), required: tenants with token_sha256, gpu_quota, weight; admins")
+	storeURL := fs.String("store", "", "checkpoint store URL (file:// or s3://), handed to workers")
+	prefix := fs.String("prefix", "edl:", "Redis key prefix")
+	var level logLevel
+	fs.Var(&level, "log-level", "debug, info, warn or error")
+	logJSON := fs.Bool("log-json", false, "log as JSON lines")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *tenantsFile == "" {
+		return usageErrorf("serve: --tenants is required (see 'edl serve --help')")
+	}
+	tenants, err := jobs.LoadTenants(*tenantsFile)
+	if err != nil {
+		return usageErrorf("serve: --tenants: %v", err)
+	}
+	opts, err := redis.ParseURL(*redisURL)
+	if err != nil {
+		return usageErrorf("serve: --redis %q: %v", *redisURL, err)
+	}
+	_ = storeURL // read by the planner when it places workers
+	log := newLogger(stderr, level.Level, *logJSON)
+	rdb := redis.NewClient(apiRedisOptions(opts))
+	defer rdb.Close()
+	return serveAPI(ctx, apiSetup{Listen: *listen, Redis: rdb, Prefix: *prefix, Tenants: tenants, Logger: log}, nil)
+}
+
+// apiRedisOptions sizes the pool for the API: event streams each hold a
+// connection while they block, so the default (10 per CPU) is too small.
+func apiRedisOptions(o *redis.Options) *redis.Options {
+	if o.PoolSize == 0 {
+		o.PoolSize = 256
+	}
+	return o
+}
+
+// apiSetup is what serveAPI needs; edl dev and edl serve fill it differently.
+type apiSetup struct {
+	Listen   string
+	Listener net.Listener // when set, used instead of Listen
+	Redis    redis.UniversalClient
+	Prefix   string
+	Tenants  *jobs.Tenants
+	Cluster  api.ClusterView // nil: GET /v1/cluster shows no capacity
+	Config   api.Config
+	Logger   *slog.Logger
+}
+
+// plannerHook runs beside the API with the same store until ctx ends (the
+// planner loop); nil runs the API alone.
+type plannerHook func(ctx context.Context, store *jobs.Store) error
+
+// serveAPI checks Redis, builds the store and the API, and serves until ctx
+// ends or withPlanner fails; the first part to stop stops the other.
+func serveAPI(ctx context.Context, s apiSetup, withPlanner plannerHook) error {
+	log := s.Logger
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err := s.Redis.Ping(pctx).Err()
+	cancel()
+	if err != nil {
+		return fmt.Errorf("redis: %w", err)
+	}
+	checkRedisPersistence(ctx, s.Redis, log)
+	store := jobs.NewStore(s.Redis, jobs.StoreConfig{Prefix: s.Prefix})
+	srv := api.New(s.Config, store, s.Tenants, s.Cluster, log)
+	ln := s.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", s.Listen); err != nil {
+			return fmt.Errorf("--listen %s: %w", s.Listen, err)
+		}
+	}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	errc := make(chan error, 2)
+	parts := 1
+	go func() { errc <- srv.Run(ctx, ln) }()
+	if withPlanner != nil {
+		parts++
+		go func() { errc <- withPlanner(ctx, store) }()
+	}
+	first := <-errc
+	stop()
+	for i := 1; i < parts; i++ {
+		if err := <-errc; first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// checkRedisPersistence warns when Redis could lose jobs it acknowledged:
+// appendonly must be yes; appendfsync always loses nothing, everysec up to a
+// second on a power failure, no whatever the OS had not written.
+func checkRedisPersistence(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger) {
+	cfg, err := rdb.ConfigGet(ctx, "append*").Result()
+	if err != nil {
+		log.Warn("cannot read Redis persistence settings (CONFIG GET refused?); make sure appendonly is yes", "err", err)
+		return
+	}
+	aof, fsync := strings.ToLower(cfg["appendonly"]), strings.ToLower(cfg["appendfsync"])
+	switch {
+	case aof != "yes":
+		log.Warn("Redis appendonly is not yes: submitted jobs are lost if Redis restarts; set appendonly yes", "appendonly", aof, "appendfsync", fsync)
+	case fsync == "no":
+		log.Warn("Redis appendfsync is no: acknowledged jobs can be lost on a crash of the machine; use everysec or always", "appendfsync", fsync)
+	case fsync == "everysec":
+		log.Info("Redis persistence: appendonly yes, appendfsync everysec (up to 1 s of writes at risk on power loss)")
+	default:
+		log.Info("Redis persistence", "appendonly", aof, "appendfsync", fsync)
+	}
+}

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edl-nomad/edl/internal/testenv"
+	"github.com/edl-nomad/edl/jobs"
+)
+
+func TestServeFlags(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := runMain([]string{"serve"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--tenants") {
+		t.Errorf("serve without --tenants: exit %d, %q", code, errb.String())
+	}
+	errb.Reset()
+	if code := runMain([]string{"serve", "--tenants", "/nonexistent.yaml"}, &out, &errb); code != 2 {
+		t.Errorf("serve with a missing tenants file: exit %d, %q", code, errb.String())
+	}
+}
+
+func TestServeAPIRunsHookAndStops(t *testing.T) {
+	r := testenv.NewRedisServer(t)
+	tenants, tok, err := jobs.NewDevTenants()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	hookStarted := make(chan *jobs.Store, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- serveAPI(ctx, apiSetup{Listener: ln, Redis: r.Client, Prefix: r.Prefix, Tenants: tenants, Logger: log},
+			func(ctx context.Context, s *jobs.Store) error { hookStarted <- s; <-ctx.Done(); return nil })
+	}()
+	if s := <-hookStarted; s == nil || s.Prefix() != r.Prefix {
+		t.Fatalf("planner hook got store %v", s)
+	}
+	req, _ := http.NewRequest(http.MethodGet, "http://"+ln.Addr().String()+"/v1/tenants/me", nil)
+	req.Header.Set("Authorization", "Bearer "+tok.Default)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("API not serving: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serveAPI did not stop")
+	}
+	// testenv's redis-server runs with appendonly yes, appendfsync no.
+	if !strings.Contains(logs.String(), "appendfsync is no") {
+		t.Errorf("no persistence warning in logs:\n%s", logs.String())
+	}
+}
+
+func TestServeAPIStopsWhenHookFails(t *testing.T) {
+	r := testenv.NewRedisServer(t)
+	tenants, _, _ := jobs.NewDevTenants()
+	boom := errors.New("planner broke")
+	err := serveAPI(context.Background(), apiSetup{Listen: "127.0.0.1:0", Redis: r.Client, Prefix: r.Prefix, Tenants: tenants,
+		Logger: slog.New(slog.DiscardHandler)}, func(context.Context, *jobs.Store) error { return boom })
+	if !errors.Is(err, boom) {
+		t.Fatalf("serveAPI = %v, want the hook's error", err)
+	}
+}

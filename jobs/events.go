@@ -1,0 +1,152 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// streamIDRE is a Redis stream ID as event IDs carry it ("ms-seq").
+var streamIDRE = regexp.MustCompile(`^[0-9]{1,20}-[0-9]{1,20}$`)
+
+// ValidEventID reports whether id can be used as an events cursor.
+func ValidEventID(id string) bool { return streamIDRE.MatchString(id) }
+
+// appendScript adds an event only if the job exists.
+// KEYS: job, events. ARGV: event JSON, maxlen.
+var appendScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', 'e', ARGV[1])
+`)
+
+// AppendEvent adds ev to the job's log (its ID assigned, its time set to now
+// when zero) and returns it as stored. ErrNotFound if there is no such job.
+func (s *Store) AppendEvent(ctx context.Context, id string, ev Event) (Event, error) {
+	if !validID(id) {
+		return Event{}, ErrNotFound
+	}
+	if ev.Time.IsZero() {
+		ev.Time = s.cfg.Now().UTC()
+	}
+	ev.ID = ""
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return Event{}, fmt.Errorf("encode event: %w", err)
+	}
+	sid, err := appendScript.Run(ctx, s.rdb, []string{s.jobKey(id), s.eventsKey(id)}, b, s.cfg.EventsMaxLen).Text()
+	if errors.Is(err, redis.Nil) {
+		return Event{}, ErrNotFound
+	}
+	if err != nil {
+		return Event{}, fmt.Errorf("append event to %s: %w", id, err)
+	}
+	ev.ID = sid
+	return ev, nil
+}
+
+// Events returns up to limit events of the job after afterID ("" = from the
+// start), oldest first.
+func (s *Store) Events(ctx context.Context, id, afterID string, limit int) ([]Event, error) {
+	start := "-"
+	if afterID != "" {
+		if !ValidEventID(afterID) {
+			return nil, Invalid("after", "not an event id")
+		}
+		start = "(" + afterID
+	}
+	if limit <= 0 {
+		limit = 100
+	}
+	msgs, err := s.rdb.XRangeN(ctx, s.eventsKey(id), start, "+", int64(limit)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("events of %s: %w", id, err)
+	}
+	return decodeEvents(msgs)
+}
+
+// WaitEvents is Events that blocks up to block for the first new event, for
+// streaming (SSE). It returns no events and no error when block passes.
+// Each waiting caller holds one Redis connection while it blocks.
+func (s *Store) WaitEvents(ctx context.Context, id, afterID string, limit int, block time.Duration) ([]Event, error) {
+	start := "0-0"
+	if afterID != "" {
+		if !ValidEventID(afterID) {
+			return nil, Invalid("after", "not an event id")
+		}
+		start = afterID
+	}
+	if limit <= 0 {
+		limit = 100
+	}
+	if block <= 0 {
+		block = time.Millisecond // 0 would mean forever to Redis
+	}
+	res, err := s.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{s.eventsKey(id), start}, Count: int64(limit), Block: block}).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("follow events of %s: %w", id, err)
+	}
+	if len(res) == 0 {
+		return nil, nil
+	}
+	return decodeEvents(res[0].Messages)
+}
+
+func decodeEvents(msgs []redis.XMessage) ([]Event, error) {
+	out := make([]Event, 0, len(msgs))
+	for _, m := range msgs {
+		raw, _ := m.Values["e"].(string)
+		var ev Event
+		if err := json.Unmarshal([]byte(raw), &ev); err != nil {
+			return nil, fmt.Errorf("decode event %s: %w", m.ID, err)
+		}
+		ev.ID = m.ID
+		out = append(out, ev)
+	}
+	return out, nil
+}
+
+// Notify wakes subscribers (the planner) about job id.
+func (s *Store) Notify(ctx context.Context, id string) error {
+	return s.rdb.Publish(ctx, s.notifyChannel(), id).Err()
+}
+
+// Subscribe returns job IDs as they are submitted, cancelled or respecified
+// (Create, a move to cancelling, a change of workers or priority, Notify).
+// It is a wake-up signal, not a log: when the reader lags, IDs are dropped,
+// so a reader re-reads the store (ListActive) on each. The channel closes
+// when ctx ends.
+func (s *Store) Subscribe(ctx context.Context) <-chan string {
+	ps := s.rdb.Subscribe(ctx, s.notifyChannel())
+	// Wait for the subscription to be in place so that nothing published
+	// after Subscribe returns is missed; on error go-redis keeps retrying.
+	_, _ = ps.Receive(ctx)
+	out := make(chan string, 64)
+	go func() {
+		defer close(out)
+		defer ps.Close()
+		ch := ps.Channel()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case m, ok := <-ch:
+				if !ok {
+					return
+				}
+				select {
+				case out <- m.Payload:
+				default:
+				}
+			}
+		}
+	}()
+	return out
+}

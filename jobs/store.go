@@ -1,0 +1,451 @@
+package jobs
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// StoreConfig tunes a Store; the zero value is usable.
+type StoreConfig struct {
+	// Prefix starts every key (default "edl:"); tests use their own.
+	Prefix string
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// EventsMaxLen caps each job's event log, oldest trimmed (default 10000).
+	EventsMaxLen int64
+	// IdempotencyTTL is how long an Idempotency-Key is remembered (default 24h).
+	IdempotencyTTL time.Duration
+	// MaxRetries bounds optimistic retries of one Update (default 50).
+	MaxRetries int
+}
+
+func (c StoreConfig) withDefaults() StoreConfig {
+	if c.Prefix == "" {
+		c.Prefix = "edl:"
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.EventsMaxLen <= 0 {
+		c.EventsMaxLen = 10000
+	}
+	if c.IdempotencyTTL <= 0 {
+		c.IdempotencyTTL = 24 * time.Hour
+	}
+	if c.MaxRetries <= 0 {
+		c.MaxRetries = 50
+	}
+	return c
+}
+
+// Store keeps jobs and their event logs in Redis.
+//
+// Keys (prefix p, default "edl:"):
+//
+//	p{<job>}:job          hash: v = version, d = the Job as JSON, t = tenant, s = sequence
+//	p{<job>}:events       stream of events, field e = the Event as JSON
+//	p tenant:<t>:jobs     zset: creation sequence -> job id (listing, newest first)
+//	p active              zset: creation sequence -> job id, non-terminal jobs only
+//	p seq                 counter giving each job its creation sequence
+//	p idem:<t>:<sha256>   "<job id> <spec sha256>", for Idempotency-Key (TTL)
+//	p notify              pub/sub channel: a job id, on submit, cancel or respec
+//
+// Every write is one Lua script: a create, or a compare-and-set on v, so two
+// racing writers never lose an update; the loser re-reads and retries. The
+// scripts touch several of these keys, so the store needs a single Redis (or
+// a cluster where they share a slot), not a sharded cluster.
+type Store struct {
+	rdb redis.UniversalClient
+	cfg StoreConfig
+}
+
+// NewStore returns a store over rdb.
+func NewStore(rdb redis.UniversalClient, cfg StoreConfig) *Store {
+	return &Store{rdb: rdb, cfg: cfg.withDefaults()}
+}
+
+// Prefix is the key prefix in use.
+func (s *Store) Prefix() string { return s.cfg.Prefix }
+
+func (s *Store) jobKey(id string) string    { return s.cfg.Prefix + "{" + id + "}:job" }
+func (s *Store) eventsKey(id string) string { return s.cfg.Prefix + "{" + id + "}:events" }
+func (s *Store) tenantKey(t string) string  { return s.cfg.Prefix + "tenant:" + t + ":jobs" }
+func (s *Store) activeKey() string          { return s.cfg.Prefix + "active" }
+func (s *Store) seqKey() string             { return s.cfg.Prefix + "seq" }
+func (s *Store) notifyChannel() string      { return s.cfg.Prefix + "notify" }
+func (s *Store) idemKey(tenant, key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return s.cfg.Prefix + "idem:" + tenant + ":" + hex.EncodeToString(sum[:])
+}
+
+// Ping checks that Redis answers.
+func (s *Store) Ping(ctx context.Context) error { return s.rdb.Ping(ctx).Err() }
+
+// createScript stores a new job unless the idempotency key already names one.
+// KEYS: job, tenant index, active, events, idem, seq.
+// ARGV: id, job JSON, idem value ("" = no key), idem TTL ms, event JSON,
+// events maxlen, notify channel, tenant.
+// Returns {1, seq} when created, {0, idem value} when the key was seen before.
+var createScript = redis.NewScript(`
+if ARGV[3] ~= '' then
+  local prev = redis.call('GET', KEYS[5])
+  if prev then return {0, prev} end
+end
+local seq = redis.call('INCR', KEYS[6])
+redis.call('HSET', KEYS[1], 'v', 1, 'd', ARGV[2], 's', seq, 't', ARGV[8])
+redis.call('ZADD', KEYS[2], seq, ARGV[1])
+redis.call('ZADD', KEYS[3], seq, ARGV[1])
+redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[6], '*', 'e', ARGV[5])
+if ARGV[3] ~= '' then
+  redis.call('SET', KEYS[5], ARGV[3], 'PX', ARGV[4])
+end
+redis.call('PUBLISH', ARGV[7], ARGV[1])
+return {1, seq}
+`)
+
+// casScript replaces a job if its version is still the one read.
+// KEYS: job, active, events. ARGV: expected version, new version, job JSON,
+// terminal ("1" removes the job from active), job id, events maxlen, notify
+// channel ("" = none), then one event JSON per event to append.
+// Returns -1 if the job is gone, 0 on a version conflict, else {1, ids...}.
+var casScript = redis.NewScript(`
+local v = redis.call('HGET', KEYS[1], 'v')
+if not v then return -1 end
+if v ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'v', ARGV[2], 'd', ARGV[3])
+if ARGV[4] == '1' then redis.call('ZREM', KEYS[2], ARGV[5]) end
+local out = {1}
+for i = 8, #ARGV do
+  out[#out+1] = redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[6], '*', 'e', ARGV[i])
+end
+if ARGV[7] ~= '' then redis.call('PUBLISH', ARGV[7], ARGV[5]) end
+return out
+`)
+
+// Create stores a new pending job for tenant. With an idempotencyKey seen
+// before for this tenant it returns that job and created=false, or
+// ErrIdempotencyMismatch if the spec differs. The spec is defaulted and
+// validated here too (*ValidationError).
+func (s *Store) Create(ctx context.Context, tenant string, spec Spec, idempotencyKey string) (Job, bool, error) {
+	spec = spec.WithDefaults()
+	if err := spec.Validate(); err != nil {
+		return Job{}, false, err
+	}
+	specJSON, err := json.Marshal(spec)
+	if err != nil {
+		return Job{}, false, fmt.Errorf("encode spec: %w", err)
+	}
+	sum := sha256.Sum256(specJSON)
+	specHash := hex.EncodeToString(sum[:])
+	now := s.cfg.Now().UTC()
+	job := Job{
+		ID: newJobID(now), Tenant: tenant, State: Pending, Reason: "waiting for the planner",
+		Spec: spec, CreatedAt: now, UpdatedAt: now, Version: 1,
+	}
+	data, err := json.Marshal(job)
+	if err != nil {
+		return Job{}, false, fmt.Errorf("encode job: %w", err)
+	}
+	ev, err := json.Marshal(Event{Time: now, Type: EventState, Message: "submitted",
+		Data: map[string]any{"to": string(Pending), "tenant": tenant}})
+	if err != nil {
+		return Job{}, false, err
+	}
+	idemVal := ""
+	if idempotencyKey != "" {
+		idemVal = job.ID + " " + specHash
+	}
+	keys := []string{s.jobKey(job.ID), s.tenantKey(tenant), s.activeKey(), s.eventsKey(job.ID),
+		s.idemKey(tenant, idempotencyKey), s.seqKey()}
+	res, err := createScript.Run(ctx, s.rdb, keys, job.ID, data, idemVal,
+		s.cfg.IdempotencyTTL.Milliseconds(), ev, s.cfg.EventsMaxLen, s.notifyChannel(), tenant).Slice()
+	if err != nil {
+		return Job{}, false, fmt.Errorf("create job: %w", err)
+	}
+	if len(res) == 2 && res[0] == int64(1) {
+		return job, true, nil
+	}
+	prev, _ := res[1].(string)
+	var prevID, prevHash string
+	if _, err := fmt.Sscan(prev, &prevID, &prevHash); err != nil {
+		return Job{}, false, fmt.Errorf("idempotency record %q: %w", prev, err)
+	}
+	if prevHash != specHash {
+		return Job{}, false, ErrIdempotencyMismatch
+	}
+	old, err := s.Get(ctx, prevID)
+	if err != nil {
+		return Job{}, false, fmt.Errorf("idempotent replay of %s: %w", prevID, err)
+	}
+	return old, false, nil
+}
+
+// Get returns the job with that ID, or ErrNotFound.
+func (s *Store) Get(ctx context.Context, id string) (Job, error) {
+	job, _, err := s.get(ctx, id)
+	return job, err
+}
+
+// GetJSON returns a job's tenant and the JSON the store holds for it, for
+// callers that pass the job on without looking inside (the API's GET).
+func (s *Store) GetJSON(ctx context.Context, id string) (string, []byte, error) {
+	if !validID(id) {
+		return "", nil, ErrNotFound
+	}
+	vals, err := s.rdb.HMGet(ctx, s.jobKey(id), "t", "d").Result()
+	if err != nil {
+		return "", nil, fmt.Errorf("get job %s: %w", id, err)
+	}
+	t, _ := vals[0].(string)
+	d, _ := vals[1].(string)
+	if t == "" || d == "" {
+		return "", nil, ErrNotFound
+	}
+	return t, []byte(d), nil
+}
+
+func (s *Store) get(ctx context.Context, id string) (Job, string, error) {
+	if !validID(id) {
+		return Job{}, "", ErrNotFound
+	}
+	vals, err := s.rdb.HMGet(ctx, s.jobKey(id), "v", "d").Result()
+	if err != nil {
+		return Job{}, "", fmt.Errorf("get job %s: %w", id, err)
+	}
+	v, _ := vals[0].(string)
+	d, _ := vals[1].(string)
+	if v == "" || d == "" {
+		return Job{}, "", ErrNotFound
+	}
+	var job Job
+	if err := json.Unmarshal([]byte(d), &job); err != nil {
+		return Job{}, "", fmt.Errorf("decode job %s: %w", id, err)
+	}
+	return job, v, nil
+}
+
+// Update applies fn to the job and writes it back if nobody wrote in between,
+// retrying fn on a fresh copy otherwise. fn must not keep the pointer. A state
+// change must be allowed by the table (ErrInvalidTransition) and is logged as
+// a state event in the same write.
+func (s *Store) Update(ctx context.Context, id string, fn func(*Job) error) (Job, error) {
+	job, _, err := s.UpdateWith(ctx, id, func(j *Job) ([]Event, error) { return nil, fn(j) })
+	return job, err
+}
+
+// UpdateWith is Update where fn also returns events to append atomically with
+// the change (a scaling decision with its reason, say). It returns the job
+// written and the events as stored (with their IDs).
+func (s *Store) UpdateWith(ctx context.Context, id string, fn func(*Job) ([]Event, error)) (Job, []Event, error) {
+	for attempt := 0; attempt < s.cfg.MaxRetries; attempt++ {
+		old, version, err := s.get(ctx, id)
+		if err != nil {
+			return Job{}, nil, err
+		}
+		job := cloneJob(old)
+		events, err := fn(&job)
+		if err != nil {
+			return Job{}, nil, err
+		}
+		job.ID, job.Tenant, job.CreatedAt = old.ID, old.Tenant, old.CreatedAt
+		now := s.cfg.Now().UTC()
+		notify := job.Spec.Workers != old.Spec.Workers || job.Spec.Priority != old.Spec.Priority ||
+			job.Workers.Pinned != old.Workers.Pinned
+		if job.State != old.State {
+			if !CanTransition(old.State, job.State) {
+				return Job{}, nil, &TransitionError{From: old.State, To: job.State}
+			}
+			data := map[string]any{"from": string(old.State), "to": string(job.State)}
+			if job.Reason != "" {
+				data["reason"] = job.Reason
+			}
+			events = append([]Event{{Type: EventState, Message: string(old.State) + " -> " + string(job.State), Data: data}}, events...)
+			notify = notify || job.State == Cancelling
+		}
+		job.Version = old.Version + 1
+		job.UpdatedAt = now
+		stored, ok, err := s.cas(ctx, version, job, events, notify)
+		if err != nil {
+			return Job{}, nil, err
+		}
+		if ok {
+			return job, stored, nil
+		}
+		if err := backoff(ctx, attempt); err != nil {
+			return Job{}, nil, err
+		}
+	}
+	return Job{}, nil, fmt.Errorf("update job %s: %w after %d attempts", id, ErrConflict, s.cfg.MaxRetries)
+}
+
+// cas writes job if its stored version is still version.
+func (s *Store) cas(ctx context.Context, version string, job Job, events []Event, notify bool) ([]Event, bool, error) {
+	data, err := json.Marshal(job)
+	if err != nil {
+		return nil, false, fmt.Errorf("encode job %s: %w", job.ID, err)
+	}
+	terminal := "0"
+	if job.State.Terminal() {
+		terminal = "1"
+	}
+	channel := ""
+	if notify {
+		channel = s.notifyChannel()
+	}
+	args := []any{version, strconv.FormatInt(job.Version, 10), data, terminal, job.ID, s.cfg.EventsMaxLen, channel}
+	for i := range events {
+		if events[i].Time.IsZero() {
+			events[i].Time = job.UpdatedAt
+		}
+		ev := events[i]
+		ev.ID = ""
+		b, err := json.Marshal(ev)
+		if err != nil {
+			return nil, false, fmt.Errorf("encode event: %w", err)
+		}
+		args = append(args, b)
+	}
+	res, err := casScript.Run(ctx, s.rdb, []string{s.jobKey(job.ID), s.activeKey(), s.eventsKey(job.ID)}, args...).Result()
+	if err != nil {
+		return nil, false, fmt.Errorf("write job %s: %w", job.ID, err)
+	}
+	switch r := res.(type) {
+	case int64:
+		if r == -1 {
+			return nil, false, ErrNotFound
+		}
+		return nil, false, nil
+	case []any:
+		for i := range events {
+			events[i].ID, _ = r[i+1].(string)
+		}
+		return events, true, nil
+	}
+	return nil, false, fmt.Errorf("write job %s: unexpected reply %v", job.ID, res)
+}
+
+// Transition moves a job to state to with a reason, if the table allows it.
+func (s *Store) Transition(ctx context.Context, id string, to State, reason string) (Job, error) {
+	return s.Update(ctx, id, func(j *Job) error {
+		if !CanTransition(j.State, to) {
+			return &TransitionError{From: j.State, To: to}
+		}
+		j.State, j.Reason = to, reason
+		return nil
+	})
+}
+
+// SetProgress records what the workers report.
+func (s *Store) SetProgress(ctx context.Context, id string, p Progress) error {
+	_, err := s.Update(ctx, id, func(j *Job) error { j.Progress = p; return nil })
+	return err
+}
+
+// SetWorkers records how many workers a job has and how many it should have.
+func (s *Store) SetWorkers(ctx context.Context, id string, current, target int) error {
+	_, err := s.Update(ctx, id, func(j *Job) error {
+		j.Workers.Current, j.Workers.Target = current, target
+		return nil
+	})
+	return err
+}
+
+// SetCheckpoint records a committed checkpoint and logs it as an event.
+func (s *Store) SetCheckpoint(ctx context.Context, id string, ref CheckpointRef) error {
+	_, _, err := s.UpdateWith(ctx, id, func(j *Job) ([]Event, error) {
+		r := ref
+		j.LastCheckpoint = &r
+		return []Event{{Type: EventCheckpoint, Message: fmt.Sprintf("checkpoint at step %d committed", ref.Step),
+			Data: map[string]any{"step": ref.Step, "epoch": ref.Epoch, "url": ref.URL, "size_bytes": ref.SizeBytes}}}, nil
+	})
+	return err
+}
+
+func cloneJob(j Job) Job {
+	c := j
+	c.Spec = j.Spec.Clone()
+	if j.LastCheckpoint != nil {
+		cp := *j.LastCheckpoint
+		c.LastCheckpoint = &cp
+	}
+	return c
+}
+
+// Clone returns a deep copy of the spec.
+func (s Spec) Clone() Spec {
+	c := s
+	if s.GPU != nil {
+		g := *s.GPU
+		c.GPU = &g
+	}
+	if s.Labels != nil {
+		c.Labels = make(map[string]string, len(s.Labels))
+		for k, v := range s.Labels {
+			c.Labels[k] = v
+		}
+	}
+	if s.Trainer.Builtin != nil {
+		b := *s.Trainer.Builtin
+		b.Model.Hidden = append([]int(nil), b.Model.Hidden...)
+		c.Trainer.Builtin = &b
+	}
+	if s.Trainer.Exec != nil {
+		e := *s.Trainer.Exec
+		e.Command = append([]string(nil), e.Command...)
+		if e.Env != nil {
+			e.Env = make(map[string]string, len(s.Trainer.Exec.Env))
+			for k, v := range s.Trainer.Exec.Env {
+				e.Env[k] = v
+			}
+		}
+		c.Trainer.Exec = &e
+	}
+	return c
+}
+
+// newJobID returns "j-" + 8 base-36 digits of milliseconds + 8 hex random
+// digits: short, URL- and DNS-safe, roughly time-ordered.
+func newJobID(now time.Time) string {
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		panic(fmt.Sprintf("crypto/rand: %v", err))
+	}
+	return "j-" + strconv.FormatInt(now.UnixMilli(), 36) + hex.EncodeToString(b)
+}
+
+// validID accepts what newJobID makes (and similar), so that arbitrary path
+// segments never reach a Redis key.
+func validID(id string) bool {
+	if len(id) < 3 || len(id) > 64 {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func backoff(ctx context.Context, attempt int) error {
+	d := time.Duration(attempt+1) * 200 * time.Microsecond
+	if d > 20*time.Millisecond {
+		d = 20 * time.Millisecond
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,254 @@
+package jobs
+
+import (
+	"fmt"
+	"math"
+	"net/url"
+	"regexp"
+	"strings"
+)
+
+// Bounds of a spec; the API documents them and the validator enforces them.
+const (
+	MaxWorkers       = 1024
+	MaxGPUsPerWorker = 16
+	MaxLabels        = 32
+	MaxLabelKeyLen   = 63
+	MaxLabelValueLen = 256
+	MaxNameLen       = 63
+	MaxCallbackLen   = 2048
+	MaxHiddenLayers  = 8
+	MaxLayerWidth    = 8192
+	MaxExecArgs      = 256
+	MaxExecArgLen    = 4096
+	MaxExecEnv       = 128
+	MaxCheckpoints   = 100
+	DefaultKeep      = 3
+)
+
+var (
+	nameRE     = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
+	labelKeyRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._/-]*[A-Za-z0-9])?$`)
+	envNameRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// reservedEnv are set by the worker for exec-mode programs (torchrun's names).
+var reservedEnv = map[string]bool{
+	"RANK": true, "WORLD_SIZE": true, "LOCAL_RANK": true, "LOCAL_WORLD_SIZE": true,
+	"MASTER_ADDR": true, "MASTER_PORT": true,
+}
+
+// WithDefaults returns s with the optional fields that have a default filled:
+// priority guaranteed, batch policy fixed_global, checkpoint keep 3.
+func (s Spec) WithDefaults() Spec {
+	if s.Priority == "" {
+		s.Priority = Guaranteed
+	}
+	if s.Trainer.Builtin != nil && s.Trainer.Builtin.BatchPolicy == "" {
+		b := *s.Trainer.Builtin
+		b.BatchPolicy = FixedGlobal
+		s.Trainer.Builtin = &b
+	}
+	if s.Checkpoint.Keep == 0 {
+		s.Checkpoint.Keep = DefaultKeep
+	}
+	return s
+}
+
+// Validate checks every field and returns a *ValidationError listing all
+// that are wrong, or nil. It does not apply defaults (see WithDefaults).
+func (s Spec) Validate() error {
+	v := &ValidationError{}
+	switch {
+	case s.Name == "":
+		v.add("name", "required")
+	case len(s.Name) > MaxNameLen || !nameRE.MatchString(s.Name):
+		v.add("name", "must be 1-%d lowercase letters, digits or '-', starting and ending with a letter or digit", MaxNameLen)
+	}
+	validateWorkers(v, s.Workers)
+	if s.GPUsPerWorker < 0 || s.GPUsPerWorker > MaxGPUsPerWorker {
+		v.add("gpus_per_worker", "must be between 0 (CPU workers) and %d", MaxGPUsPerWorker)
+	}
+	if s.GPU != nil {
+		if s.GPUsPerWorker == 0 {
+			v.add("gpu", "set only when gpus_per_worker > 0")
+		}
+		if len(s.GPU.Model) > 128 || strings.ContainsFunc(s.GPU.Model, isControl) {
+			v.add("gpu.model", "must be at most 128 printable characters")
+		}
+		if s.GPU.MinMemoryMiB < 0 || s.GPU.MinMemoryMiB > 1<<22 {
+			v.add("gpu.min_memory_mib", "must be between 0 and %d", 1<<22)
+		}
+	}
+	switch s.Priority {
+	case Guaranteed, Opportunistic:
+	default:
+		v.add("priority", "must be %q or %q", Guaranteed, Opportunistic)
+	}
+	validateTrainer(v, s.Trainer)
+	if s.Checkpoint.EverySteps < 0 || s.Checkpoint.EverySteps > 1e9 {
+		v.add("checkpoint.every_steps", "must be between 0 (epoch ends and cancel only) and 1000000000")
+	}
+	if s.Checkpoint.Keep < 1 || s.Checkpoint.Keep > MaxCheckpoints {
+		v.add("checkpoint.keep", "must be between 1 and %d", MaxCheckpoints)
+	}
+	if s.CallbackURL != "" {
+		if reason := checkCallback(s.CallbackURL); reason != "" {
+			v.add("callback_url", "%s", reason)
+		}
+	}
+	validateLabels(v, s.Labels)
+	return v.orNil()
+}
+
+func validateWorkers(v *ValidationError, w WorkerRange) {
+	if w.Min < 1 || w.Min > MaxWorkers {
+		v.add("workers.min", "must be between 1 and %d", MaxWorkers)
+	}
+	if w.Max < 1 || w.Max > MaxWorkers {
+		v.add("workers.max", "must be between 1 and %d", MaxWorkers)
+	} else if w.Max < w.Min {
+		v.add("workers.max", "must be at least workers.min (%d)", w.Min)
+	}
+}
+
+func validateTrainer(v *ValidationError, t Trainer) {
+	switch t.Kind {
+	case TrainerBuiltin:
+		if t.Exec != nil {
+			v.add("trainer.exec", "must be absent when kind is %q", TrainerBuiltin)
+		}
+		if t.Builtin == nil {
+			v.add("trainer.builtin", "required when kind is %q", TrainerBuiltin)
+			return
+		}
+		validateBuiltin(v, *t.Builtin)
+	case TrainerExec:
+		if t.Builtin != nil {
+			v.add("trainer.builtin", "must be absent when kind is %q", TrainerExec)
+		}
+		if t.Exec == nil {
+			v.add("trainer.exec", "required when kind is %q", TrainerExec)
+			return
+		}
+		validateExec(v, *t.Exec)
+	case "":
+		v.add("trainer.kind", "required: %q or %q", TrainerBuiltin, TrainerExec)
+	default:
+		v.add("trainer.kind", "must be %q or %q", TrainerBuiltin, TrainerExec)
+	}
+}
+
+func validateBuiltin(v *ValidationError, b BuiltinTrainer) {
+	const p = "trainer.builtin."
+	if len(b.Model.Hidden) > MaxHiddenLayers {
+		v.add(p+"model.hidden", "at most %d layers", MaxHiddenLayers)
+	}
+	for i, w := range b.Model.Hidden {
+		if w < 1 || w > MaxLayerWidth {
+			v.add(fmt.Sprintf(p+"model.hidden[%d]", i), "must be between 1 and %d", MaxLayerWidth)
+		}
+	}
+	d := b.Dataset
+	if d.Samples < 1 || d.Samples > 1e9 {
+		v.add(p+"dataset.samples", "must be between 1 and 1000000000")
+	}
+	if d.Features < 1 || d.Features > 1<<16 {
+		v.add(p+"dataset.features", "must be between 1 and %d", 1<<16)
+	}
+	if d.Classes < 2 || d.Classes > 1<<16 {
+		v.add(p+"dataset.classes", "must be between 2 and %d", 1<<16)
+	}
+	if d.Partitions < 1 || d.Partitions > 1e6 {
+		v.add(p+"dataset.partitions", "must be between 1 and 1000000")
+	} else if d.Samples >= 1 && d.Partitions > d.Samples {
+		v.add(p+"dataset.partitions", "must not exceed dataset.samples (%d)", d.Samples)
+	}
+	if b.Epochs < 1 || b.Epochs > 1e5 {
+		v.add(p+"epochs", "must be between 1 and 100000")
+	}
+	if b.BatchSize < 1 || b.BatchSize > 1<<20 {
+		v.add(p+"batch_size", "must be between 1 and %d", 1<<20)
+	}
+	if !(b.LearningRate > 0 && b.LearningRate <= 100) || math.IsInf(b.LearningRate, 0) {
+		v.add(p+"learning_rate", "must be greater than 0 and at most 100")
+	}
+	if !(b.Momentum >= 0 && b.Momentum < 1) {
+		v.add(p+"momentum", "must be in [0, 1)")
+	}
+	switch b.BatchPolicy {
+	case "", FixedGlobal, FixedLocal:
+	default:
+		v.add(p+"batch_policy", "must be %q or %q", FixedGlobal, FixedLocal)
+	}
+}
+
+func validateExec(v *ValidationError, e ExecTrainer) {
+	const p = "trainer.exec."
+	if len(e.Command) == 0 || e.Command[0] == "" {
+		v.add(p+"command", "required: the program and its arguments")
+	}
+	if len(e.Command) > MaxExecArgs {
+		v.add(p+"command", "at most %d arguments", MaxExecArgs)
+	}
+	for i, a := range e.Command {
+		if len(a) > MaxExecArgLen || strings.ContainsRune(a, 0) {
+			v.add(fmt.Sprintf(p+"command[%d]", i), "must be at most %d bytes without NUL", MaxExecArgLen)
+		}
+	}
+	if len(e.Image) > 512 || strings.ContainsFunc(e.Image, isSpaceOrControl) {
+		v.add(p+"image", "must be at most 512 characters without spaces")
+	}
+	if len(e.Env) > MaxExecEnv {
+		v.add(p+"env", "at most %d variables", MaxExecEnv)
+	}
+	for _, k := range sortedKeys(e.Env) {
+		switch {
+		case !envNameRE.MatchString(k):
+			v.add(p+"env."+k, "name must match %s", envNameRE)
+		case reservedEnv[k]:
+			v.add(p+"env."+k, "reserved: set by the worker")
+		case len(e.Env[k]) > MaxExecArgLen || strings.ContainsRune(e.Env[k], 0):
+			v.add(p+"env."+k, "value must be at most %d bytes without NUL", MaxExecArgLen)
+		}
+	}
+}
+
+func validateLabels(v *ValidationError, labels map[string]string) {
+	if len(labels) > MaxLabels {
+		v.add("labels", "at most %d labels", MaxLabels)
+	}
+	for _, k := range sortedKeys(labels) {
+		if len(k) > MaxLabelKeyLen || !labelKeyRE.MatchString(k) {
+			v.add("labels."+k, "key must be 1-%d letters, digits, '.', '_', '/' or '-'", MaxLabelKeyLen)
+			continue
+		}
+		if len(labels[k]) > MaxLabelValueLen || strings.ContainsFunc(labels[k], isControl) {
+			v.add("labels."+k, "value must be at most %d printable characters", MaxLabelValueLen)
+		}
+	}
+}
+
+func checkCallback(raw string) string {
+	if len(raw) > MaxCallbackLen {
+		return fmt.Sprintf("at most %d characters", MaxCallbackLen)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "not a URL"
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "scheme must be http or https"
+	}
+	if u.Host == "" {
+		return "must name a host"
+	}
+	if u.User != nil {
+		return "must not carry credentials"
+	}
+	return ""
+}
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+
+func isSpaceOrControl(r rune) bool { return isControl(r) || r == ' ' }
