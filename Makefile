@@ -39,7 +39,7 @@ bench: setup build
 
 ## openapi: regenerate openapi/ from the handlers' swag annotations
 openapi: tools
-	$(TOOLS)/swag init --quiet --generalInfo api/doc.go --dir ./ --output openapi --outputTypes json,yaml --parseInternal
+	$(TOOLS)/swag init -q -g server.go -d ./api,./jobs -o ./openapi --outputTypes json,yaml
 
 ## lint: gofmt must print nothing; go vet must pass
 lint:
