@@ -37,6 +37,8 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// Now is the clock for rate limits (default time.Now).
 	Now func() time.Time
+	// Checkpoints serves the checkpoint routes; nil answers them 503.
+	Checkpoints CheckpointView
 }
 
 // DefaultConfig returns the defaults.
@@ -120,6 +122,8 @@ func (s *Server) routes() {
 	v1.DELETE("/jobs/:id", s.cancelJob, auth...)
 	v1.POST("/jobs/:id/scale", s.scaleJob, auth...)
 	v1.GET("/jobs/:id/events", s.jobEvents, auth...)
+	v1.GET("/jobs/:id/checkpoints", s.listCheckpoints, auth...)
+	v1.GET("/jobs/:id/checkpoints/:step/model", s.checkpointModel, auth...)
 	v1.GET("/cluster", s.clusterStatus, auth...)
 	v1.GET("/tenants/me", s.tenantMe, auth...)
 }

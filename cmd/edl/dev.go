@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/edl-nomad/edl/api"
+	"github.com/edl-nomad/edl/checkpoint"
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/local"
 	"github.com/edl-nomad/edl/local/redisproc"
@@ -106,7 +107,7 @@ func startDev(parent context.Context, c devConfig, log *slog.Logger) (_ *devEnv,
 		return d, fmt.Errorf("dev: %w", err)
 	}
 	log.Info("redis-server started", "addr", d.redis.Addr(), "pid", d.redis.Pid())
-	d.rdb = redis.NewClient(&redis.Options{Addr: d.redis.Addr()})
+	d.rdb = redis.NewClient(apiRedisOptions(&redis.Options{Addr: d.redis.Addr()}))
 	tenants, err := devTenants(c.tenants, dataDir, &d.tokens)
 	if err != nil {
 		return d, err
@@ -115,6 +116,10 @@ func startDev(parent context.Context, c devConfig, log *slog.Logger) (_ *devEnv,
 	storeURL := c.store
 	if storeURL == "" {
 		storeURL = "file://" + filepath.Join(dataDir, "store")
+	}
+	ckStore, err := checkpoint.Open(ctx, storeURL, checkpoint.OptionsFromEnv(os.Getenv))
+	if err != nil {
+		return d, fmt.Errorf("dev: --store: %w", err)
 	}
 	gpus, gerr := local.DiscoverGPUs()
 	switch {
@@ -158,7 +163,7 @@ func startDev(parent context.Context, c devConfig, log *slog.Logger) (_ *devEnv,
 		return d, fmt.Errorf("dev: --listen %s: %w", c.listen, err)
 	}
 	d.apiURL = "http://" + ln.Addr().String()
-	srv := api.New(api.Config{}, d.store, tenants, d.cluster, log)
+	srv := api.New(api.Config{Checkpoints: checkpointView{ckStore}}, d.store, tenants, d.cluster, log)
 	go func() { d.errc <- d.loop.Run(ctx) }()
 	go func() { d.errc <- srv.Run(ctx, ln) }()
 	return d, nil

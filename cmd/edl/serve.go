@@ -6,10 +6,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/edl-nomad/edl/api"
+	"github.com/edl-nomad/edl/checkpoint"
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/redis/go-redis/v9"
 )
@@ -27,7 +29,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	listen := fs.String("listen", "127.0.0.1:8080", "API address (host:port)")
 	redisURL := fs.String("redis", "redis://127.0.0.1:6379", "Redis URL (redis:// or rediss://)")
 	tenantsFile := fs.String("tenants", "", "tenants file (YAML), required: tenants with token_sha256, gpu_quota, weight; admins")
-	storeURL := fs.String("store", "", "checkpoint store URL (file:// or s3://), handed to workers")
+	storeURL := fs.String("store", "", "checkpoint store URL (file:// or s3://; credentials from AWS_* variables), handed to workers and served by the checkpoint routes")
+	workerRedis := fs.String("worker-redis", "", "Redis URL the workers use (default: --redis); must be reachable from Nomad clients")
+	nf := addNomadFlags(fs)
 	prefix := fs.String("prefix", "edl:", "Redis key prefix")
 	var level logLevel
 	fs.Var(&level, "log-level", "debug, info, warn or error")
@@ -46,11 +50,28 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return usageErrorf("serve: --redis %q: %v", *redisURL, err)
 	}
-	_ = storeURL // read by the planner when it places workers
 	log := newLogger(stderr, level.Level, *logJSON)
 	rdb := redis.NewClient(apiRedisOptions(opts))
 	defer rdb.Close()
-	return serveAPI(ctx, apiSetup{Listen: *listen, Redis: rdb, Prefix: *prefix, Tenants: tenants, Logger: log}, nil)
+	setup := apiSetup{Listen: *listen, Redis: rdb, Prefix: *prefix, Tenants: tenants, Logger: log}
+	if *storeURL != "" {
+		st, err := checkpoint.Open(ctx, *storeURL, checkpoint.OptionsFromEnv(os.Getenv))
+		if err != nil {
+			return fmt.Errorf("serve: --store: %w", err)
+		}
+		setup.Config.Checkpoints = checkpointView{st}
+	} else {
+		log.Warn("no --store: workers keep no checkpoints, and a job that loses all its workers starts over")
+	}
+	if *workerRedis == "" {
+		*workerRedis = *redisURL
+	}
+	hook, cluster, err := nf.plannerOnNomad(rdb, *prefix, *workerRedis, *storeURL, tenants, log)
+	if err != nil {
+		return err
+	}
+	setup.Cluster = cluster
+	return serveAPI(ctx, setup, hook)
 }
 
 // apiRedisOptions sizes the pool for the API: event streams each hold a

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/nomadx"
+	"github.com/edl-nomad/edl/planner"
+	"github.com/redis/go-redis/v9"
+)
+
+// nomadFlags are `edl serve`'s flags for the Nomad cluster and the planner.
+type nomadFlags struct {
+	cfg             nomadx.Config
+	driver          string
+	datacenters     string
+	noPlanner       bool
+	plannerInterval time.Duration
+	plannerCooldown time.Duration
+	leaseTTL        time.Duration
+}
+
+func addNomadFlags(fs *flag.FlagSet) *nomadFlags {
+	n := &nomadFlags{cfg: nomadx.DefaultConfig()}
+	c := &n.cfg
+	fs.StringVar(&c.Address, "nomad-addr", c.Address, "Nomad HTTP API address")
+	fs.StringVar(&c.Region, "nomad-region", "", "Nomad region (default: the agent's)")
+	fs.StringVar(&c.Namespace, "nomad-namespace", c.Namespace, "Nomad namespace of edl's jobs")
+	fs.StringVar(&c.Token, "nomad-token", "", "Nomad ACL token (or EDL_NOMAD_TOKEN)")
+	fs.StringVar(&c.TLS.CACert, "nomad-ca-cert", "", "PEM CA certificate of the Nomad agent")
+	fs.StringVar(&c.TLS.ClientCert, "nomad-client-cert", "", "PEM client certificate for mTLS")
+	fs.StringVar(&c.TLS.ClientKey, "nomad-client-key", "", "PEM client key for mTLS")
+	fs.StringVar(&c.TLS.ServerName, "nomad-tls-server-name", "", "name to check in the agent's certificate")
+	fs.BoolVar(&c.TLS.Insecure, "nomad-tls-skip-verify", false, "do not verify the agent's certificate (testing only)")
+	fs.StringVar(&c.JobPrefix, "nomad-job-prefix", c.JobPrefix, "prefix of the Nomad job ID made from an edl job ID")
+	fs.StringVar(&n.datacenters, "nomad-datacenters", strings.Join(c.Datacenters, ","), "comma-separated datacenters workers may run in")
+	fs.StringVar(&c.NodePool, "nomad-node-pool", "", "Nomad node pool (default: Nomad's)")
+	fs.StringVar(&n.driver, "driver", string(c.Driver), "task driver of workers: exec, raw_exec or docker")
+	fs.StringVar(&c.Image, "docker-image", "", "worker image for --driver docker")
+	fs.StringVar(&c.Command, "worker-command", c.Command, "the edl binary on Nomad clients (exec/raw_exec)")
+	fs.IntVar(&c.CPUMHz, "worker-cpu", c.CPUMHz, "CPU MHz per worker task")
+	fs.IntVar(&c.MemoryMiB, "worker-memory", c.MemoryMiB, "memory MiB per worker task")
+	fs.DurationVar(&c.KillTimeout, "worker-kill-timeout", c.KillTimeout, "SIGTERM to SIGKILL: time for a graceful leave")
+	fs.BoolVar(&n.noPlanner, "no-planner", false, "serve the API only (another replica plans)")
+	fs.DurationVar(&n.plannerInterval, "planner-interval", 2*time.Second, "planner round interval when nothing happens")
+	fs.DurationVar(&n.plannerCooldown, "planner-cooldown", planner.DefaultConfig().Cooldown, "how long after a resize the planner leaves a job's size alone")
+	fs.DurationVar(&n.leaseTTL, "planner-lease", 5*time.Second, "planner lease: a stand-by replica takes over within about this long")
+	return n
+}
+
+// plannerOnNomad returns the hook that runs the planner loop against Nomad,
+// or nil with --no-planner. redisURL and storeURL go to the workers.
+func (n *nomadFlags) plannerOnNomad(rdb redis.UniversalClient, prefix, redisURL, storeURL string, tenants *jobs.Tenants, log *slog.Logger) (plannerHook, *nomadx.Cluster, error) {
+	c := n.cfg
+	c.Driver = nomadx.Driver(n.driver)
+	c.Datacenters = nil
+	for _, dc := range strings.Split(n.datacenters, ",") {
+		if dc = strings.TrimSpace(dc); dc != "" {
+			c.Datacenters = append(c.Datacenters, dc)
+		}
+	}
+	c.RedisURL, c.StoreURL = redisURL, storeURL
+	if err := c.Validate(); err != nil {
+		return nil, nil, usageErrorf("serve: %v", err)
+	}
+	cluster, err := nomadx.New(c, log)
+	if err != nil {
+		return nil, nil, fmt.Errorf("serve: nomad: %w", err)
+	}
+	if n.noPlanner {
+		return nil, cluster, nil
+	}
+	lc := planner.DefaultLoopConfig()
+	lc.Interval, lc.LeaseTTL, lc.Prefix = n.plannerInterval, n.leaseTTL, prefix
+	lc.Policy.Cooldown = n.plannerCooldown
+	host, _ := os.Hostname()
+	lc.Holder = host + "-" + strconv.Itoa(os.Getpid())
+	lc.Tenants = tenantShares(tenants)
+	return func(ctx context.Context, store *jobs.Store) error {
+		loop, err := planner.NewLoop(lc, store, cluster, rdb, log)
+		if err != nil {
+			return err
+		}
+		return loop.Run(ctx)
+	}, cluster, nil
+}
