@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"math/rand/v2"
 	"syscall"
 	"testing"
@@ -41,6 +42,15 @@ func TestRandomScaleAndKillEvents(t *testing.T) {
 			t.Logf("event %d: start %s", i, id)
 		case ev == 1:
 			id := pick()
+			// A SIGTERM in the first milliseconds of a process, before the Go
+			// runtime has run TestMain and installed the handler, kills it
+			// (any program's fate); wait until the worker has said it exists.
+			cc := c.coord()
+			c.waitFor(id+" registered", 30*time.Second, func() bool {
+				ms, err := cc.Members(context.Background())
+				_, ok := ms[id]
+				return err == nil && ok
+			})
 			c.signal(id, syscall.SIGTERM)
 			delete(alive, id)
 			t.Logf("event %d: SIGTERM %s", i, id)
