@@ -65,6 +65,9 @@ func (l *Loop) Round(ctx context.Context) error {
 			}
 			delete(l.managed, id)
 			delete(l.track, id)
+			if j, err := l.store.Get(ctx, id); err == nil && j.State.Terminal() {
+				l.callback(ctx, j)
+			}
 		}
 	}
 	plan := Decide(snap, now)
@@ -194,5 +197,24 @@ func (l *Loop) cancel(ctx context.Context, j jobs.Job, live []jobs.Worker) error
 	delete(l.managed, j.ID)
 	delete(l.track, j.ID)
 	l.log.Info("cancelled", "job", j.ID)
+	if cur, err := l.store.Get(ctx, j.ID); err == nil {
+		l.callback(ctx, cur)
+	}
 	return nil
+}
+
+// callback calls the job's callback_url, if any, in the background, and
+// records the outcome as a job event.
+func (l *Loop) callback(ctx context.Context, j jobs.Job) {
+	if j.Spec.CallbackURL == "" || l.callbacks == nil {
+		return
+	}
+	go func() {
+		err := l.callbacks.Notify(ctx, j)
+		ev := jobs.Event{Time: l.cfg.Now(), Type: jobs.EventState, Message: "callback delivered to " + j.Spec.CallbackURL}
+		if err != nil {
+			ev.Type, ev.Message = jobs.EventError, err.Error()
+		}
+		_, _ = l.store.AppendEvent(context.WithoutCancel(ctx), j.ID, ev)
+	}()
 }

@@ -64,8 +64,9 @@ type Loop struct {
 	managed map[string]bool
 	last    time.Time
 	// Rounds counts completed rounds (for tests and metrics).
-	rounds int64
-	wake   chan struct{}
+	rounds    int64
+	wake      chan struct{}
+	callbacks *Callbacks
 }
 
 type tracked struct {
@@ -103,7 +104,8 @@ func NewLoop(cfg LoopConfig, store JobStore, cluster Cluster, rdb redis.Universa
 		lease: NewLease(rdb, cfg.Prefix, cfg.Holder, cfg.LeaseTTL),
 		log:   logger.With("component", "planner"),
 		track: map[string]*tracked{}, managed: map[string]bool{},
-		wake: make(chan struct{}, 1),
+		wake:      make(chan struct{}, 1),
+		callbacks: NewCallbacks(logger),
 	}, nil
 }
 

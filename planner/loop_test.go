@@ -2,7 +2,10 @@ package planner
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"sort"
 	"sync"
@@ -258,5 +261,53 @@ func TestOnlyOnePlannerHoldsTheLease(t *testing.T) {
 	}
 	if f, _ := a.TryAcquire(ctx); f == 0 {
 		t.Fatalf("a could not take a released lease")
+	}
+}
+
+func TestFinishedJobCallsItsCallbackWithRetries(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	calls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if calls == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable) // first try fails: retried
+			return
+		}
+		var j jobs.Job
+		json.NewDecoder(r.Body).Decode(&j)
+		got = append(got, j.ID+"="+string(j.State))
+	}))
+	defer srv.Close()
+	cl := newFakeCluster(4)
+	l, store := newTestLoop(t, cl)
+	l.callbacks.Backoff = 10 * time.Millisecond
+	ctx := context.Background()
+	spec := exampleSpec(t, 1, 2)
+	spec.CallbackURL = srv.URL + "/done"
+	a, _, err := store.Create(ctx, "t1", spec, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Round(ctx)
+	store.Transition(ctx, a.ID, jobs.Running, "")
+	store.Transition(ctx, a.ID, jobs.Succeeded, "")
+	l.Round(ctx)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || got[0] != a.ID+"=succeeded" || calls != 2 {
+		t.Fatalf("callbacks = %v after %d calls; want [%s=succeeded] on the 2nd try", got, calls, a.ID)
 	}
 }
