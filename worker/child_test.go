@@ -68,6 +68,8 @@ func runChild() int {
 	cfg.RingTimeout = 3 * time.Second
 	cfg.JoinTimeout = 20 * time.Second
 	cfg.DebugSamples = true
+	cfg.DirectHandOver = env("FULL") == ""
+	cfg.SaveFile = env("SAVE")
 	if d, err := strconv.Atoi(env("DELAY_MS")); err == nil {
 		cfg.StepDelay = time.Duration(d) * time.Millisecond
 	}

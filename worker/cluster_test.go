@@ -19,6 +19,7 @@ import (
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/worker/coord"
 	"github.com/edl-nomad/edl/worker/datapipe"
+	"github.com/edl-nomad/edl/worker/trainer"
 )
 
 // cluster runs worker processes of one job against a real Redis.
@@ -30,6 +31,8 @@ type cluster struct {
 	delay time.Duration
 	store string // checkpoint store URL, "" for none
 	jobs  bool   // workers read the spec from, and report to, the job store
+	full  bool   // every switch broadcasts the state to everyone (no direct hand-over)
+	save  string // rank 0 writes the final training state here
 
 	mu    sync.Mutex
 	procs map[string]*proc
@@ -101,6 +104,12 @@ func (c *cluster) start() string {
 		"EDL_WORKER_DELAY_MS="+strconv.Itoa(int(c.delay.Milliseconds())), "EDL_WORKER_STORE="+c.store)
 	if c.jobs {
 		cmd.Env = append(cmd.Env, "EDL_WORKER_JOBSTORE=1")
+	}
+	if c.save != "" {
+		cmd.Env = append(cmd.Env, "EDL_WORKER_SAVE="+c.save)
+	}
+	if c.full {
+		cmd.Env = append(cmd.Env, "EDL_WORKER_FULL=1")
 	}
 	p := &proc{cmd: cmd, out: &bytes.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
@@ -250,6 +259,59 @@ func (c *cluster) checkExactlyOnce() {
 	}
 	if missed != 0 || repeated != 0 {
 		c.t.Errorf("exactly once violated: %d samples missed, %d repeated over %d steps", missed, repeated, len(recs))
+		c.t.Logf("per partition: %s", sampleGaps(recs, b.Dataset, b.Epochs))
 	}
 	c.t.Logf("exactly once: %d applied steps, %d epochs x %d samples checked", len(recs), b.Epochs, b.Dataset.Samples)
+}
+
+// sampleGaps lists, for diagnosis, the epoch/partition ranges of the debug
+// records that are not contiguous from 0 (a gap or an overlap), with the steps.
+func sampleGaps(recs map[int64]string, ds jobs.SyntheticDataset, epochs int) string {
+	data, err := trainer.NewDataset(ds)
+	if err != nil {
+		return err.Error()
+	}
+	type use struct {
+		step, s, e int64
+	}
+	type key struct{ epoch, part int }
+	uses := map[key][]use{}
+	for step, payload := range recs {
+		ep, rest, _ := strings.Cut(payload, "|")
+		epoch, _ := strconv.Atoi(ep)
+		for _, seg := range strings.Split(rest, ",") {
+			var p int
+			var s, e int64
+			if _, err := fmt.Sscanf(seg, "%d:%d:%d", &p, &s, &e); err == nil {
+				uses[key{epoch, p}] = append(uses[key{epoch, p}], use{step, s, e})
+			}
+		}
+	}
+	var out []string
+	for e := range epochs {
+		for p := range data.NumPartitions() {
+			if _, ok := uses[key{e, p}]; !ok {
+				out = append(out, fmt.Sprintf("epoch %d part %d: unused", e, p))
+			}
+		}
+	}
+	for k, us := range uses {
+		sort.Slice(us, func(i, j int) bool { return us[i].s < us[j].s })
+		var pos int64
+		bad := false
+		for _, u := range us {
+			if u.s != pos {
+				bad = true
+			}
+			pos = u.e
+		}
+		if _, n := data.Partition(k.part); pos != n {
+			bad = true
+		}
+		if bad {
+			out = append(out, fmt.Sprintf("epoch %d part %d: %v", k.epoch, k.part, us))
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, "; ")
 }

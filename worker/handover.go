@@ -16,14 +16,26 @@ import (
 func handOverRing(gen int64) int64 { return 2 * gen }
 func mainRing(gen int64) int64     { return 2*gen + 1 }
 
+// pendingState is a joiner's state on its way from the root: the joiner
+// takes part in its first step's all-reduce with nothing (no samples, a
+// zero gradient) while the state arrives, and loads it before it applies
+// that step, so the existing members never wait for the transfer.
+type pendingState struct {
+	gen   int64
+	done  chan struct{}
+	st    progressState
+	model []byte
+	err   error
+}
+
 // handOver gives the joiners of a generation that admits workers without a
 // failure the root's state directly, over a ring of the root and the
-// joiners alone, while the other members go straight to the main ring
-// (where they wait for the joiners in the first step). Members that are
-// neither root nor joiner do nothing. Afterwards every member holds the
-// same state, so the main ring's check finds nothing to send.
+// joiners alone, while the other members go straight to the main ring and
+// keep their state. Only the hand-over ring is built here; the transfer
+// runs in the background (root: a snapshot taken now; joiner: w.pending).
+// Members that are neither root nor joiner do nothing.
 func (w *Worker) handOver(ctx context.Context, g *coord.Generation) error {
-	if !w.cfg.DirectHandOver || len(g.Joiners) == 0 || g.Sync || g.Root < 0 {
+	if !w.cfg.DirectHandOver || len(g.Joiners) == 0 || g.Sync || g.Root < 0 || g.Restore {
 		return nil
 	}
 	ids := append([]string{g.Members[g.Root]}, g.Joiners...)
@@ -46,28 +58,61 @@ func (w *Worker) handOver(ctx context.Context, g *coord.Generation) error {
 	if err != nil {
 		return fmt.Errorf("build hand-over ring: %w", err)
 	}
-	defer ring.Close()
+	// The transfer outlives join: it is bounded by the ring timeout, not ctx.
 	if rank == 0 {
 		payload := w.model.AppendState(encodeHeader(w.st, 8*w.model.NumParams()+1024), w.opt)
-		if _, err := ring.Broadcast(ctx, 0, payload); err != nil {
-			return fmt.Errorf("send state: %w", err)
-		}
-		w.log.Info("handed state over", "gen", g.Number, "to", g.Joiners, "bytes", len(payload), "took", time.Since(start).Round(time.Millisecond))
+		go func() {
+			defer ring.Close()
+			if _, err := ring.Broadcast(context.Background(), 0, payload); err != nil {
+				w.log.Warn("state hand-over failed", "gen", g.Number, "to", g.Joiners, "err", err)
+				return
+			}
+			w.log.Info("handed state over", "gen", g.Number, "to", g.Joiners, "bytes", len(payload), "took", time.Since(start).Round(time.Millisecond))
+		}()
 		return nil
 	}
-	payload, err := ring.Broadcast(ctx, 0, nil)
-	if err != nil {
-		return fmt.Errorf("receive state: %w", err)
+	p := &pendingState{gen: g.Number, done: make(chan struct{})}
+	w.pending = p
+	w.synced = false // whatever it held from an earlier membership is stale
+	go func() {
+		defer close(p.done)
+		defer ring.Close()
+		payload, err := ring.Broadcast(context.Background(), 0, nil)
+		if err != nil {
+			p.err = fmt.Errorf("receive state: %w", err)
+			return
+		}
+		p.st, p.model, p.err = decodeState(payload)
+		w.log.Info("state received", "gen", g.Number, "step", p.st.Applied, "bytes", len(payload), "took", time.Since(start).Round(time.Millisecond))
+	}()
+	return nil
+}
+
+// takePending waits for the state being handed over and loads it.
+func (w *Worker) takePending(ctx context.Context) error {
+	p := w.pending
+	if p == nil {
+		return nil
 	}
-	st, model, err := decodeState(payload)
-	if err != nil {
-		return err
+	w.pending = nil
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	if err := w.model.UnmarshalState(model, w.opt); err != nil {
+	if p.err != nil {
+		return p.err
+	}
+	if err := w.model.UnmarshalState(p.model, w.opt); err != nil {
 		return fmt.Errorf("load state: %w", err)
 	}
-	w.st, w.synced = st, true
+	w.st, w.synced, w.handedGen = p.st, true, p.gen
 	w.cur = cursor{part: -1}
-	w.log.Info("took state over", "gen", g.Number, "step", st.Applied, "bytes", len(payload), "took", time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// dropPending forgets a hand-over in progress (a full broadcast or a
+// failure replaces it); the transfer ends by itself.
+func (w *Worker) dropPending() {
+	w.pending = nil
 }

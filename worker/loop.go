@@ -85,6 +85,7 @@ func (w *Worker) join(ctx context.Context, g *coord.Generation) error {
 	if !w.synced {
 		timeout = w.cfg.JoinTimeout
 	}
+	w.dropPending()
 	jctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go w.cancelOnNewer(jctx, cancel, g.Number)
@@ -115,9 +116,13 @@ func (w *Worker) join(ctx context.Context, g *coord.Generation) error {
 			}
 			w.synced = true
 		}
-	case w.sameState(jctx, ring, len(g.Members), rank):
+	case w.sameState(jctx, ring, g, rank):
 		// Nobody new and nobody behind: keep state and cursors; the root
-		// still hands back the partitions of those who left.
+		// still hands back the partitions of those who left. "No more
+		// partitions" is not kept: a leave or a failure may just have put
+		// partitions back in the queue, and a member that believed the
+		// queue empty would never claim them (samples missed).
+		w.cur.noMore = false
 		if rank == g.Root {
 			rec := datapipe.Reconciliation{Gen: g.Number, Applied: w.st.Applied, Epoch: w.st.Epoch,
 				MetaEpoch: w.st.MetaEpoch, Members: g.Members, Meta: w.st.Meta, Debug: w.st.Debug}
@@ -133,6 +138,7 @@ func (w *Worker) join(ctx context.Context, g *coord.Generation) error {
 			"kept_state", true, "took", time.Since(start).Round(time.Millisecond))
 		return nil
 	case rank == g.Root:
+		w.dropPending()
 		if !w.synced {
 			return errors.New("named root without training state")
 		}
@@ -152,6 +158,7 @@ func (w *Worker) join(ctx context.Context, g *coord.Generation) error {
 		w.log.Info("sent state", "gen", g.Number, "step", w.st.Applied, "bytes", len(payload), "returned_partitions", returned,
 			"ring", ringAt.Round(time.Millisecond), "took", time.Since(start).Round(time.Millisecond))
 	default:
+		w.dropPending() // the full broadcast replaces a direct hand-over
 		payload, err := ring.Broadcast(jctx, g.Root, nil)
 		if err != nil {
 			return fmt.Errorf("receive state: %w", err)
@@ -198,6 +205,7 @@ func (w *Worker) cancelOnNewer(ctx context.Context, cancel context.CancelFunc, g
 // reportFailure tells the leader this worker's ring of g broke and what it
 // applied last; it retries while Redis is away.
 func (w *Worker) reportFailure(ctx context.Context, g *coord.Generation) {
+	w.dropPending()
 	if w.ring != nil {
 		_ = w.ring.Close()
 		w.ring = nil
@@ -313,21 +321,44 @@ func (w *Worker) restore() error {
 // training state at the same applied step (a switch without failure and
 // without newcomers), so the state broadcast can be skipped. A member that
 // cannot tell says no.
-func (w *Worker) sameState(ctx context.Context, ring *collective.Ring, world, rank int) bool {
+//
+// A joiner whose state is on its way from the root (direct hand-over) says
+// "pending" and counts as up to date: it loads the state before it applies
+// its first step. Any other joiner counts as having no state, even one that
+// was a member before (it may hold an old state of the same step).
+func (w *Worker) sameState(ctx context.Context, ring *collective.Ring, g *coord.Generation, rank int) bool {
+	const have, pending = 1, 2
+	flag := float32(0)
+	switch {
+	case w.pending != nil && w.pending.gen == g.Number:
+		flag = pending
+	case w.synced && !slices.Contains(g.Joiners, w.cfg.Worker) && w.st.Applied+2 < maxExact:
+		flag = have
+	}
+	world := len(g.Members)
 	if world == 1 {
-		return w.synced
+		return flag == have
 	}
 	v := make([]float32, 2*world)
-	if w.synced && w.st.Applied+2 < maxExact {
-		v[2*rank], v[2*rank+1] = float32(w.st.Applied+2), 1
+	v[2*rank+1] = flag
+	if flag == have {
+		v[2*rank] = float32(w.st.Applied + 2)
 	}
 	if err := ring.AllReduce(ctx, v); err != nil {
 		return false // the broadcast that follows fails the same way on everyone
 	}
+	step := float32(-1)
 	for r := range world {
-		if v[2*r+1] != 1 || v[2*r] != v[0] {
+		switch v[2*r+1] {
+		case pending:
+		case have:
+			if step >= 0 && v[2*r] != step {
+				return false
+			}
+			step = v[2*r]
+		default:
 			return false
 		}
 	}
-	return true
+	return step >= 0
 }

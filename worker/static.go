@@ -88,10 +88,11 @@ func RunStatic(ctx context.Context, cfg StaticConfig, tr *collective.Transport) 
 			if total == 0 {
 				break
 			}
-			k := plan.scale / float32(total)
+			k := 1 / float32(total)
 			for i := range grad {
 				grad[i] *= k
 			}
+			opt.LR = plan.lr
 			opt.Step(model.Params(), grad)
 			if cfg.StepLog != nil {
 				fmt.Fprintf(cfg.StepLog, "%d %d %d %d %d %.6f\n", time.Now().UnixNano(), step, 1, cfg.World, epoch, float64(meta[metaLoss])/float64(total))

@@ -16,19 +16,24 @@ import (
 // batchPlan is this rank's share of a step under the job's batch policy.
 type batchPlan struct {
 	local int     // samples this rank takes per step
-	scale float32 // multiplies the averaged gradient (linear LR scaling)
+	lr    float32 // the SGD learning rate for steps of this world size
 }
 
+// planBatch: fixed_global splits the global batch over the world and keeps
+// the learning rate; fixed_local keeps batch/initial per rank and scales the
+// learning rate linearly with the world (lr * world/initial). The rate, not
+// the gradient, is scaled: with momentum the two differ after a resize (the
+// velocity carries gradients of the old scale).
 func planBatch(bt *jobs.BuiltinTrainer, initial, world, rank int) batchPlan {
 	initial = max(initial, 1)
 	if bt.BatchPolicy == jobs.FixedLocal {
-		return batchPlan{local: max(1, bt.BatchSize/initial), scale: float32(world) / float32(initial)}
+		return batchPlan{local: max(1, bt.BatchSize/initial), lr: float32(bt.LearningRate) * float32(world) / float32(initial)}
 	}
 	local := bt.BatchSize / world
 	if rank < bt.BatchSize%world {
 		local++
 	}
-	return batchPlan{local: max(1, local), scale: 1}
+	return batchPlan{local: max(1, local), lr: float32(bt.LearningRate)}
 }
 
 // train runs g's step loop until something ends it.
@@ -49,11 +54,16 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 	grad, meta := w.buf[:np], w.buf[np:]
 	for {
 		clear(w.buf)
-		blocked, stale := w.ensurePartition(ctx, g)
+		// A joiner whose state is still on its way takes part with nothing.
+		pending := w.pending != nil
+		var blocked, stale bool
+		if !pending {
+			blocked, stale = w.ensurePartition(ctx, g)
+		}
 		my := slot{Part: -1, Leaving: w.leaveReq.Load()}
 		var loss float64
 		n := 0
-		if w.cur.part >= 0 {
+		if w.cur.part >= 0 && !pending {
 			w.ids = w.data.PartitionSamples(w.st.Epoch, w.cur.part, w.cur.off, plan.local, w.ids)
 			n = len(w.ids)
 			w.data.Batch(w.ids, w.x[:n*feat], w.labels[:n])
@@ -79,6 +89,13 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 		if err := w.ring.AllReduce(ctx, w.buf); err != nil {
 			w.log.Warn("all-reduce failed; step discarded", "gen", g.Number, "step", w.st.Applied+1, "err", err)
 			return outFailed, nil
+		}
+		if pending {
+			if err := w.takePending(ctx); err != nil {
+				// The others applied this step; this worker cannot: break the ring.
+				w.log.Warn("state hand-over failed after the first step", "gen", g.Number, "err", err)
+				return outFailed, nil
+			}
 		}
 		total := count(meta, metaCount)
 		switches, stops, blocks := count(meta, metaSwitch), count(meta, metaStop), count(meta, metaBlocked)
@@ -136,10 +153,11 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 
 // apply takes the summed gradient as one applied step.
 func (w *Worker) apply(g *coord.Generation, rank, world int, plan batchPlan, grad, meta []float32, total int) {
-	k := plan.scale / float32(total)
+	k := 1 / float32(total)
 	for i := range grad {
 		grad[i] *= k
 	}
+	w.opt.LR = plan.lr
 	w.opt.Step(w.model.Params(), grad)
 	w.st.Applied++
 	w.st.MetaEpoch = w.st.Epoch

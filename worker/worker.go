@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -57,8 +59,12 @@ type Worker struct {
 
 	st     progressState
 	synced bool // st and the model hold training state
-	ring   *collective.Ring
-	cur    cursor
+	// handedGen is the generation whose direct hand-over gave this worker
+	// its state (0: none); pending is a hand-over still in flight.
+	handedGen int64
+	pending   *pendingState
+	ring      *collective.Ring
+	cur       cursor
 
 	leaveReq  atomic.Bool
 	stopReq   atomic.Bool
@@ -203,7 +209,7 @@ func (w *Worker) prepare(ctx context.Context) error {
 	if err := w.register(ctx, coord.Ready); err != nil {
 		return err
 	}
-	w.log.Info("ready", "addr", w.deps.Transport.Addr(), "params", w.model.NumParams())
+	w.log.Info("ready", "addr", w.addr(), "listen", w.deps.Transport.Addr(), "params", w.model.NumParams())
 	return nil
 }
 
@@ -221,8 +227,36 @@ func (w *Worker) warmUp() {
 }
 
 func (w *Worker) register(ctx context.Context, s coord.MemberState) error {
-	m := coord.Member{Addr: w.deps.Transport.Addr(), State: s, Since: w.deps.Now()}
+	m := coord.Member{Addr: w.addr(), State: s, Since: w.deps.Now()}
 	return retry(ctx, w.log, "register", func() error { return w.co.SetMember(ctx, m) })
+}
+
+// addr is the ring address peers dial: Config.Advertise, else the listener's.
+func (w *Worker) addr() string {
+	if w.cfg.Advertise != "" {
+		return w.cfg.Advertise
+	}
+	return w.deps.Transport.Addr()
+}
+
+// AdvertiseAddr resolves an --advertise value against the listener's
+// address: "host:port" is used as is, a bare "host" gets the listener's
+// port (useful with --listen 0.0.0.0:0), "" means the listener's address.
+func AdvertiseAddr(advertise, listenAddr string) (string, error) {
+	if advertise == "" {
+		return listenAddr, nil
+	}
+	if _, _, err := net.SplitHostPort(advertise); err == nil {
+		return advertise, nil
+	}
+	_, port, err := net.SplitHostPort(listenAddr)
+	if err != nil {
+		return "", fmt.Errorf("advertise %q: listener address %q: %w", advertise, listenAddr, err)
+	}
+	if strings.ContainsAny(advertise, "[]") {
+		return "", fmt.Errorf("advertise %q: want host or host:port", advertise)
+	}
+	return net.JoinHostPort(advertise, port), nil
 }
 
 // poll notices, off the step loop, that this worker was marked leaving or

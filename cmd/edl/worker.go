@@ -29,14 +29,15 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	job := fs.String("job", "", "job id (required)")
 	redisURL := fs.String("redis", "redis://127.0.0.1:6379", "Redis URL (coordination and the job store)")
 	store := fs.String("store", "", "object store URL for checkpoints: file://DIR or s3://BUCKET/PREFIX (AWS_* variables for S3); empty: no checkpoints")
-	listen := fs.String("listen", "127.0.0.1:0", "ring listener address; its port must be reachable by the other workers at this address")
+	listen := fs.String("listen", "127.0.0.1:0", "ring listener address; its port must be reachable by the other workers at this address (or at --advertise)")
+	advertise := fs.String("advertise", "", "ring address the other workers dial, host:port or host (the listener's port), when --listen binds 0.0.0.0; default: the listener's address")
 	id := fs.String("worker-id", "", "unique worker id (default: host-pid)")
 	prefix := fs.String("prefix", "edl:", "Redis key prefix")
 	lease := fs.Duration("lease", 2*time.Second, "heartbeat and leader lease")
 	heartbeat := fs.Duration("heartbeat", 400*time.Millisecond, "heartbeat interval (at most half the lease)")
 	ringTimeout := fs.Duration("ring-timeout", 5*time.Second, "a stalled ring operation fails after this")
 	window := fs.Duration("report-window", 500*time.Millisecond, "how long the leader waits for survivors' reports after a failure")
-	direct := fs.Bool("direct-handover", false, "joiners take the root's state over a ring of root and joiners only (experimental: faster scale-out; the randomized test found missed samples with it)")
+	direct := fs.Bool("direct-handover", true, "joiners take the root's state from the root alone while the others keep training; false: broadcast the state round the whole new ring at every admission (the old, slower path)")
 	debugSamples := fs.Bool("debug-samples", false, "record which samples every applied step used (in Redis)")
 	specFile := fs.String("spec", "", "take the job spec from this JSON file instead of the job store (tests, benchmarks)")
 	threads := fs.Int("threads", 1, "goroutines per gradient")
@@ -77,6 +78,10 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("worker: listen on %s: %w", *listen, err)
 	}
 	defer tr.Close()
+	addr, err := worker.AdvertiseAddr(*advertise, tr.Addr())
+	if err != nil {
+		return usageErrorf("worker: --advertise: %v", err)
+	}
 	var steps io.Writer
 	if *stepLog != "" {
 		f, err := os.OpenFile(*stepLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -107,7 +112,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	cfg.RingTimeout, cfg.ReportWindow = *ringTimeout, *window
 	cfg.DebugSamples, cfg.Threads, cfg.MinStart = *debugSamples, *threads, *minStart
 	cfg.RestoreFile, cfg.SaveFile = *restore, *save
-	cfg.DirectHandOver = *direct
+	cfg.DirectHandOver, cfg.Advertise = *direct, addr
 	deps := worker.Deps{Redis: rdb, Transport: tr, Spec: spec, Log: log, StepLog: steps}
 	if *store != "" {
 		st, err := checkpoint.Open(ctx, *store, checkpoint.OptionsFromEnv(os.Getenv))
