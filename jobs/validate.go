@@ -132,6 +132,9 @@ func validateTrainer(v *ValidationError, t Trainer) {
 			return
 		}
 		validateExec(v, *t.Exec)
+		// Refuse rather than accept a job no worker can run: the API must not
+		// acknowledge work that would only fail later.
+		v.add("trainer.kind", "%q is not run by this release's workers yet (the exec block is still checked); use %q", TrainerExec, TrainerBuiltin)
 	case "":
 		v.add("trainer.kind", "required: %q or %q", TrainerBuiltin, TrainerExec)
 	default:
