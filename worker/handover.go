@@ -58,11 +58,19 @@ func (w *Worker) handOver(ctx context.Context, g *coord.Generation) error {
 	if err != nil {
 		return fmt.Errorf("build hand-over ring: %w", err)
 	}
+	w.sw.mark("handover_ring")
 	// The transfer outlives join: it is bounded by the ring timeout, not ctx.
 	if rank == 0 {
-		payload := w.model.AppendState(encodeHeader(w.st, 8*w.model.NumParams()+1024), w.opt)
+		// The snapshot is taken off the step loop: the first step's
+		// gradient only reads the parameters, and apply waits for it
+		// (waitSnapshot) before the update changes them.
+		hdr := encodeHeader(w.st, 8*w.model.NumParams()+1024)
+		snap := make(chan struct{})
+		w.snap = snap
 		go func() {
 			defer ring.Close()
+			payload := w.model.AppendState(hdr, w.opt)
+			close(snap)
 			if _, err := ring.Broadcast(context.Background(), 0, payload); err != nil {
 				w.log.Warn("state hand-over failed", "gen", g.Number, "to", g.Joiners, "err", err)
 				return
@@ -86,6 +94,15 @@ func (w *Worker) handOver(ctx context.Context, g *coord.Generation) error {
 		w.log.Info("state received", "gen", g.Number, "step", p.st.Applied, "bytes", len(payload), "took", time.Since(start).Round(time.Millisecond))
 	}()
 	return nil
+}
+
+// waitSnapshot waits until the root's hand-over snapshot is taken; the
+// parameters and velocity must not change before.
+func (w *Worker) waitSnapshot() {
+	if w.snap != nil {
+		<-w.snap
+		w.snap = nil
+	}
 }
 
 // takePending waits for the state being handed over and loads it.

@@ -80,7 +80,11 @@ func (w *Worker) join(ctx context.Context, g *coord.Generation) error {
 		_ = w.ring.Close()
 		w.ring = nil
 	}
+	w.waitSnapshot() // the state below may be replaced
+	w.sw.mark("close")
 	rank := g.Rank(w.cfg.Worker)
+	prev := w.trainedIn
+	w.trainedIn = nil
 	timeout := w.cfg.RingTimeout
 	if !w.synced {
 		timeout = w.cfg.JoinTimeout
@@ -94,6 +98,7 @@ func (w *Worker) join(ctx context.Context, g *coord.Generation) error {
 		// The full broadcast below still brings every member up to date.
 		w.log.Warn("direct state hand-over failed", "gen", g.Number, "err", err)
 	}
+	w.sw.mark("handover")
 	ring, err := w.deps.Transport.NewRing(jctx, collective.RingConfig{
 		Generation: mainRing(g.Number), Rank: rank, Peers: g.Addrs, Timeout: timeout,
 	})
@@ -101,6 +106,7 @@ func (w *Worker) join(ctx context.Context, g *coord.Generation) error {
 		return fmt.Errorf("build ring: %w", err)
 	}
 	w.ring = ring
+	w.sw.mark("ring")
 	ringAt := time.Since(start)
 	if g.Restore || (g.Root < 0 && w.ck != nil) {
 		return w.joinRestore(jctx, ring, g, rank, start)
@@ -123,14 +129,19 @@ func (w *Worker) join(ctx context.Context, g *coord.Generation) error {
 		// partitions back in the queue, and a member that believed the
 		// queue empty would never claim them (samples missed).
 		w.cur.noMore = false
-		if rank == g.Root {
+		w.sw.mark("same_state")
+		if rank == g.Root && !pureJoin(prev, g) {
 			rec := datapipe.Reconciliation{Gen: g.Number, Applied: w.st.Applied, Epoch: w.st.Epoch,
 				MetaEpoch: w.st.MetaEpoch, Members: g.Members, Meta: w.st.Meta, Debug: w.st.Debug}
 			if err := retry(jctx, w.log, "reconcile", func() error { _, err := w.pipe.Reconcile(jctx, rec); return err }); err != nil {
 				return err
 			}
+			w.sw.mark("reconcile")
 		}
-		_ = w.register(ctx, coord.Active)
+		if w.state != coord.Active {
+			_ = w.register(ctx, coord.Active)
+		}
+		w.sw.mark("register")
 		if slices.Contains(g.Joiners, w.cfg.Worker) {
 			w.joinedEvent(g, rank)
 		}
@@ -178,6 +189,23 @@ func (w *Worker) join(ctx context.Context, g *coord.Generation) error {
 	w.log.Info("joined", "gen", g.Number, "rank", rank, "world", len(g.Members), "step", w.st.Applied,
 		"epoch", w.st.Epoch, "ring", ringAt.Round(time.Millisecond), "took", time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// pureJoin reports whether g only adds workers to prev, the generation
+// just before it in which this worker trained. With every member at the
+// same step (sameState), reconcile has nothing to do then: nobody applied
+// a step past L, and prev's start (or an earlier one) already returned the
+// partitions of everyone not in prev; so the root skips that round trip.
+func pureJoin(prev, g *coord.Generation) bool {
+	if prev == nil || prev.Number+1 != g.Number || len(g.Joiners) == 0 {
+		return false
+	}
+	for _, id := range prev.Members {
+		if g.Rank(id) < 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func (w *Worker) joinedEvent(g *coord.Generation, rank int) {

@@ -41,8 +41,10 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 	rank, world := g.Rank(w.cfg.Worker), len(g.Members)
 	np := w.model.NumParams()
 	plan := planBatch(w.bt, w.spec.Workers.Min, world, rank)
+	w.trainedIn = g
 	if need := np + metaLen(world); cap(w.buf) < need {
-		w.buf = make([]float32, need)
+		// Room for a few more ranks: a join does not reallocate 4 MB.
+		w.buf = make([]float32, need, np+metaLen(world+8))
 	} else {
 		w.buf = w.buf[:need]
 	}
@@ -60,6 +62,7 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 		if !pending {
 			blocked, stale = w.ensurePartition(ctx, g)
 		}
+		w.sw.mark("claim")
 		my := slot{Part: -1, Leaving: w.leaveReq.Load()}
 		var loss float64
 		n := 0
@@ -71,6 +74,7 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 			end := w.cur.off + int64(n)
 			my = slot{Part: w.cur.part, Start: w.cur.off, End: end, Leaving: my.Leaving, Fin: end >= w.cur.size}
 		}
+		w.sw.mark("gradient")
 		if w.cfg.StepDelay > 0 {
 			time.Sleep(w.cfg.StepDelay)
 		}
@@ -90,6 +94,7 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 			w.log.Warn("all-reduce failed; step discarded", "gen", g.Number, "step", w.st.Applied+1, "err", err)
 			return outFailed, nil
 		}
+		w.sw.mark("allreduce")
 		if pending {
 			if err := w.takePending(ctx); err != nil {
 				// The others applied this step; this worker cannot: break the ring.
@@ -101,6 +106,7 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 		switches, stops, blocks := count(meta, metaSwitch), count(meta, metaStop), count(meta, metaBlocked)
 		if total > 0 {
 			w.apply(g, rank, world, plan, grad, meta, total)
+			w.sw.end(w.log, g.Number)
 			if rank == 0 && w.ck.due(w.st.Applied) {
 				w.ck.take(ctx, g.Number, world, false)
 			}
@@ -121,7 +127,9 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 			return outStop, nil
 		}
 		if switches > 0 {
+			w.sw.begin()
 			next, done := w.nextGen(ctx, g.Number)
+			w.sw.mark("gen_read")
 			if done {
 				return outDone, nil
 			}
@@ -153,6 +161,7 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 
 // apply takes the summed gradient as one applied step.
 func (w *Worker) apply(g *coord.Generation, rank, world int, plan batchPlan, grad, meta []float32, total int) {
+	w.waitSnapshot()
 	k := 1 / float32(total)
 	for i := range grad {
 		grad[i] *= k

@@ -74,6 +74,14 @@ type Worker struct {
 	x         []float32
 	labels    []int32
 	lastSteps time.Time
+	sw        switchTrace
+	// snap is closed once the root's hand-over snapshot of the parameters
+	// and velocity is taken; they must not change before (waitSnapshot).
+	snap chan struct{}
+	// state is the member state this worker last wrote; trainedIn is the
+	// generation it last trained in (nil: none).
+	state     coord.MemberState
+	trainedIn *coord.Generation
 }
 
 // cursor is where a worker is in its current partition.
@@ -228,7 +236,11 @@ func (w *Worker) warmUp() {
 
 func (w *Worker) register(ctx context.Context, s coord.MemberState) error {
 	m := coord.Member{Addr: w.addr(), State: s, Since: w.deps.Now()}
-	return retry(ctx, w.log, "register", func() error { return w.co.SetMember(ctx, m) })
+	err := retry(ctx, w.log, "register", func() error { return w.co.SetMember(ctx, m) })
+	if err == nil {
+		w.state = s
+	}
+	return err
 }
 
 // addr is the ring address peers dial: Config.Advertise, else the listener's.
