@@ -101,13 +101,14 @@ func (s *Server) createJob(c echo.Context) error {
 	}
 	ctx, cancel := s.storeCtx(c)
 	defer cancel()
-	job, created, err := s.store.Create(ctx, tenantOf(c).Name, spec, key)
+	job, raw, created, err := s.store.CreateJSON(ctx, tenantOf(c).Name, spec, key)
 	if err != nil {
 		return err
 	}
 	c.Response().Header().Set(echo.HeaderLocation, "/v1/jobs/"+job.ID)
 	if created {
-		return writeJSON(c, http.StatusCreated, job)
+		// The JSON just stored, as GET returns it: no second encoding.
+		return c.JSONBlob(http.StatusCreated, append(raw, '\n'))
 	}
 	return writeJSON(c, http.StatusOK, job)
 }

@@ -135,16 +135,28 @@ return out
 // ErrIdempotencyMismatch if the spec differs. The spec is defaulted and
 // validated here too (*ValidationError).
 func (s *Store) Create(ctx context.Context, tenant string, spec Spec, idempotencyKey string) (Job, bool, error) {
+	job, _, created, err := s.CreateJSON(ctx, tenant, spec, idempotencyKey)
+	return job, created, err
+}
+
+// CreateJSON is Create that also returns the JSON stored for a new job (as
+// GetJSON would return it), for callers that send it on without encoding
+// the job again; it is nil when an idempotent replay returns an older job.
+func (s *Store) CreateJSON(ctx context.Context, tenant string, spec Spec, idempotencyKey string) (Job, []byte, bool, error) {
 	spec = spec.WithDefaults()
 	if err := spec.Validate(); err != nil {
-		return Job{}, false, err
+		return Job{}, nil, false, err
 	}
-	specJSON, err := json.Marshal(spec)
-	if err != nil {
-		return Job{}, false, fmt.Errorf("encode spec: %w", err)
+	// The spec's hash only serves to compare replays of one key.
+	specHash := ""
+	if idempotencyKey != "" {
+		specJSON, err := json.Marshal(spec)
+		if err != nil {
+			return Job{}, nil, false, fmt.Errorf("encode spec: %w", err)
+		}
+		sum := sha256.Sum256(specJSON)
+		specHash = hex.EncodeToString(sum[:])
 	}
-	sum := sha256.Sum256(specJSON)
-	specHash := hex.EncodeToString(sum[:])
 	now := s.cfg.Now().UTC()
 	job := Job{
 		ID: newJobID(now), Tenant: tenant, State: Pending, Reason: "waiting for the planner",
@@ -152,12 +164,12 @@ func (s *Store) Create(ctx context.Context, tenant string, spec Spec, idempotenc
 	}
 	data, err := json.Marshal(job)
 	if err != nil {
-		return Job{}, false, fmt.Errorf("encode job: %w", err)
+		return Job{}, nil, false, fmt.Errorf("encode job: %w", err)
 	}
 	ev, err := json.Marshal(Event{Time: now, Type: EventState, Message: "submitted",
 		Data: map[string]any{"to": string(Pending), "tenant": tenant}})
 	if err != nil {
-		return Job{}, false, err
+		return Job{}, nil, false, err
 	}
 	idemVal := ""
 	if idempotencyKey != "" {
@@ -168,24 +180,24 @@ func (s *Store) Create(ctx context.Context, tenant string, spec Spec, idempotenc
 	res, err := createScript.Run(ctx, s.rdb, keys, job.ID, data, idemVal,
 		s.cfg.IdempotencyTTL.Milliseconds(), ev, s.cfg.EventsMaxLen, s.notifyChannel(), tenant).Slice()
 	if err != nil {
-		return Job{}, false, fmt.Errorf("create job: %w", err)
+		return Job{}, nil, false, fmt.Errorf("create job: %w", err)
 	}
 	if len(res) == 2 && res[0] == int64(1) {
-		return job, true, nil
+		return job, data, true, nil
 	}
 	prev, _ := res[1].(string)
 	var prevID, prevHash string
 	if _, err := fmt.Sscan(prev, &prevID, &prevHash); err != nil {
-		return Job{}, false, fmt.Errorf("idempotency record %q: %w", prev, err)
+		return Job{}, nil, false, fmt.Errorf("idempotency record %q: %w", prev, err)
 	}
 	if prevHash != specHash {
-		return Job{}, false, ErrIdempotencyMismatch
+		return Job{}, nil, false, ErrIdempotencyMismatch
 	}
 	old, err := s.Get(ctx, prevID)
 	if err != nil {
-		return Job{}, false, fmt.Errorf("idempotent replay of %s: %w", prevID, err)
+		return Job{}, nil, false, fmt.Errorf("idempotent replay of %s: %w", prevID, err)
 	}
-	return old, false, nil
+	return old, nil, false, nil
 }
 
 // Get returns the job with that ID, or ErrNotFound.

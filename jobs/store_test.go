@@ -275,3 +275,24 @@ func TestSubscribe(t *testing.T) {
 	for range ch {
 	}
 }
+
+// CreateJSON returns the very JSON GetJSON serves for a new job, and none
+// for an idempotent replay (whose job is an older one).
+func TestCreateJSONMatchesGetJSON(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	for _, key := range []string{"", "k1"} {
+		j, raw, created, err := s.CreateJSON(ctx, "team-a", spec("a", map[string]string{"x": "<&>"}), key)
+		if err != nil || !created {
+			t.Fatalf("CreateJSON(key %q): %v created=%v", key, err, created)
+		}
+		tenant, stored, err := s.GetJSON(ctx, j.ID)
+		if err != nil || tenant != "team-a" || string(stored) != string(raw) {
+			t.Errorf("key %q: GetJSON = %q %s %v, CreateJSON gave %s", key, tenant, stored, err, raw)
+		}
+	}
+	j, raw, created, err := s.CreateJSON(ctx, "team-a", spec("a", map[string]string{"x": "<&>"}), "k1")
+	if err != nil || created || raw != nil || j.ID == "" {
+		t.Errorf("replay: %v created=%v raw=%s", err, created, raw)
+	}
+}

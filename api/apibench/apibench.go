@@ -1,21 +1,19 @@
 // Package apibench measures the jobs API end to end: it serves the real API
-// over a real Redis on a loopback port and drives it with concurrent HTTP
-// clients (submit, get, list), reporting throughput and latency percentiles.
+// over a real Redis on a loopback port and drives it with keep-alive HTTP/1.1
+// connections, closed loop (a fixed number of clients) and open loop (a
+// fixed arrival rate, latency from each request's due time), reporting
+// throughput, latency percentiles and CPU per request.
 //
 // It owns no data semantics; the caller provides the Redis (edl bench api
 // starts its own redis-server) and prints the Result.
 package apibench
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,13 +28,22 @@ import (
 type Config struct {
 	Redis    redis.UniversalClient
 	Prefix   string        // key prefix (default "edl-bench:")
-	Clients  int           // concurrent HTTP clients (default 64)
+	Clients  int           // concurrent closed-loop HTTP clients (default 64)
 	Duration time.Duration // per phase (default 3s)
 	Spec     []byte        // the job submitted (JSON)
-	Logger   *slog.Logger
+	// SubmitRate and GetRate are the open-loop arrival rates per second
+	// (0 skips that open-loop phase).
+	SubmitRate, GetRate float64
+	// OpenWorkers caps the requests in flight in an open-loop phase
+	// (default 256); requests beyond it wait, their wait counted.
+	OpenWorkers int
+	Logger      *slog.Logger
 }
 
-// Result is what `edl bench api --json` prints.
+// Result is what `edl bench api --json` prints. The closed-loop figures
+// come from Clients clients each sending its next request on the answer to
+// the last; the open-loop ones (fields *_open_*) from requests sent at a
+// fixed arrival rate, latency counted from each one's due time.
 type Result struct {
 	Clients     int     `json:"clients"`
 	PhaseS      float64 `json:"phase_s"`
@@ -50,6 +57,22 @@ type Result struct {
 	ListPerS    float64 `json:"list_per_s"`
 	ListP99Ms   float64 `json:"list_p99_ms"`
 	ListLimit   int     `json:"list_limit"`
+
+	SubmitOpenRate  float64 `json:"submit_open_rate"`
+	SubmitsOpen     int     `json:"submits_open"`
+	SubmitOpenPerS  float64 `json:"submit_open_per_s"`
+	SubmitOpenP50Ms float64 `json:"submit_open_p50_ms"`
+	SubmitOpenP99Ms float64 `json:"submit_open_p99_ms"`
+	GetOpenRate     float64 `json:"get_open_rate"`
+	GetOpenPerS     float64 `json:"get_open_per_s"`
+	GetOpenP50Ms    float64 `json:"get_open_p50_ms"`
+	GetOpenP99Ms    float64 `json:"get_open_p99_ms"`
+	OpenWorkers     int     `json:"open_workers"`
+	// CPU microseconds of this process (API server and load generator,
+	// not Redis) per closed-loop request: steadier than rates on a
+	// machine shared with other work.
+	SubmitCPUUs float64 `json:"submit_cpu_us"`
+	GetCPUUs    float64 `json:"get_cpu_us"`
 	Errors      int64   `json:"errors"`
 }
 
@@ -58,7 +81,8 @@ const (
 	listLimit  = 50
 )
 
-// Run serves the API on a loopback port and measures three phases in turn.
+// Run serves the API on a loopback port and measures its phases in turn:
+// closed-loop submit, get and list, then open-loop submit and get.
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.Clients <= 0 {
 		cfg.Clients = 64
@@ -68,6 +92,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	if cfg.Prefix == "" {
 		cfg.Prefix = "edl-bench:"
+	}
+	if cfg.OpenWorkers <= 0 {
+		cfg.OpenWorkers = 256
 	}
 	if _, err := jobs.DecodeSpec(cfg.Spec); err != nil {
 		return Result{}, fmt.Errorf("bench spec: %w", err)
@@ -87,97 +114,62 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	go func() { done <- srv.Run(sctx, ln) }()
 	defer func() { stop(); <-done }()
 
-	base := "http://" + ln.Addr().String()
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		MaxIdleConns: cfg.Clients * 2, MaxIdleConnsPerHost: cfg.Clients * 2, IdleConnTimeout: time.Minute}}
-	defer client.CloseIdleConnections()
+	addr := ln.Addr().String()
 	var errs atomic.Int64
-	call := func(method, url string, body []byte) (string, bool) {
-		req, _ := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+benchToken)
-		if body != nil {
-			req.Header.Set("Content-Type", "application/json")
+	// call sends a pre-rendered request on w's connection (dialled on first
+	// use) and returns the Location of a successful answer.
+	call := func(w *worker, req []byte) (string, bool) {
+		if w.c.addr == "" {
+			w.c.addr, w.c.timeout = addr, 10*time.Second
 		}
-		resp, err := client.Do(req)
-		if err != nil {
+		status, loc, err := w.c.do(req)
+		if err != nil || status >= 300 {
 			errs.Add(1)
 			return "", false
 		}
-		defer resp.Body.Close()
-		_, _ = io.Copy(io.Discard, resp.Body)
-		if resp.StatusCode >= 300 {
-			errs.Add(1)
-			return "", false
-		}
-		if method == http.MethodPost {
-			return strings.TrimPrefix(resp.Header.Get("Location"), "/v1/jobs/"), true
-		}
-		return "", true
+		return loc, true
 	}
 
 	var mu sync.Mutex
 	var ids []string
-	res := Result{Clients: cfg.Clients, PhaseS: cfg.Duration.Seconds(), ListLimit: listLimit}
-	n, rate, lat := phase(ctx, cfg.Clients, cfg.Duration, func(int, *rand.Rand) {
-		if id, ok := call(http.MethodPost, base+"/v1/jobs", cfg.Spec); ok {
+	submitReq := request(http.MethodPost, addr, "/v1/jobs", benchToken, cfg.Spec)
+	submit := func(w *worker) {
+		if loc, ok := call(w, submitReq); ok {
 			mu.Lock()
-			ids = append(ids, id)
+			ids = append(ids, strings.TrimPrefix(loc, "/v1/jobs/"))
 			mu.Unlock()
 		}
-	})
+	}
+	var getReqs [][]byte // fixed once the submits are done
+	get := func(w *worker) { call(w, getReqs[w.r.IntN(len(getReqs))]) }
+	res := Result{Clients: cfg.Clients, PhaseS: cfg.Duration.Seconds(), ListLimit: listLimit,
+		SubmitOpenRate: cfg.SubmitRate, GetOpenRate: cfg.GetRate, OpenWorkers: cfg.OpenWorkers}
+
+	cpu0 := cpuTime()
+	n, rate, lat := phase(ctx, cfg.Clients, cfg.Duration, submit)
+	res.SubmitCPUUs = cpuPerOp(cpu0, n)
 	res.Submits, res.SubmitPerS, res.SubmitP50Ms, res.SubmitP99Ms = n, rate, pct(lat, 0.50), pct(lat, 0.99)
+	if cfg.SubmitRate > 0 && ctx.Err() == nil {
+		n, rate, lat = openPhase(ctx, cfg.SubmitRate, cfg.OpenWorkers, cfg.Duration, submit)
+		res.SubmitsOpen, res.SubmitOpenPerS, res.SubmitOpenP50Ms, res.SubmitOpenP99Ms = n, rate, pct(lat, 0.50), pct(lat, 0.99)
+	}
 	if len(ids) == 0 {
 		return res, fmt.Errorf("no submit succeeded (%d errors)", errs.Load())
 	}
-	_, rate, lat = phase(ctx, cfg.Clients, cfg.Duration, func(_ int, r *rand.Rand) {
-		call(http.MethodGet, base+"/v1/jobs/"+ids[r.IntN(len(ids))], nil)
-	})
+	for _, id := range ids {
+		getReqs = append(getReqs, request(http.MethodGet, addr, "/v1/jobs/"+id, benchToken, nil))
+	}
+	cpu0 = cpuTime()
+	n, rate, lat = phase(ctx, cfg.Clients, cfg.Duration, get)
+	res.GetCPUUs = cpuPerOp(cpu0, n)
 	res.GetPerS, res.GetP50Ms, res.GetP99Ms = rate, pct(lat, 0.50), pct(lat, 0.99)
-	_, rate, lat = phase(ctx, cfg.Clients, cfg.Duration, func(int, *rand.Rand) {
-		call(http.MethodGet, fmt.Sprintf("%s/v1/jobs?limit=%d", base, listLimit), nil)
-	})
+	if cfg.GetRate > 0 && ctx.Err() == nil {
+		_, rate, lat = openPhase(ctx, cfg.GetRate, cfg.OpenWorkers, cfg.Duration, get)
+		res.GetOpenPerS, res.GetOpenP50Ms, res.GetOpenP99Ms = rate, pct(lat, 0.50), pct(lat, 0.99)
+	}
+	listReq := request(http.MethodGet, addr, fmt.Sprintf("/v1/jobs?limit=%d", listLimit), benchToken, nil)
+	_, rate, lat = phase(ctx, cfg.Clients, cfg.Duration, func(w *worker) { call(w, listReq) })
 	res.ListPerS, res.ListP99Ms = rate, pct(lat, 0.99)
 	res.Errors = errs.Load()
 	return res, ctx.Err()
-}
-
-// phase runs op from clients goroutines for d and returns the number of
-// operations, their rate and their latencies (sorted).
-func phase(ctx context.Context, clients int, d time.Duration, op func(int, *rand.Rand)) (int, float64, []time.Duration) {
-	lats := make([][]time.Duration, clients)
-	start := time.Now()
-	deadline := start.Add(d)
-	var wg sync.WaitGroup
-	for c := 0; c < clients; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(c), 1))
-			for ctx.Err() == nil {
-				t0 := time.Now()
-				if t0.After(deadline) {
-					return
-				}
-				op(c, r)
-				lats[c] = append(lats[c], time.Since(t0))
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	var all []time.Duration
-	for _, l := range lats {
-		all = append(all, l...)
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
-	return len(all), float64(len(all)) / elapsed.Seconds(), all
-}
-
-// pct is the q-quantile of sorted latencies, in milliseconds.
-func pct(sorted []time.Duration, q float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(q * float64(len(sorted)-1))
-	return float64(sorted[i].Microseconds()) / 1000
 }

@@ -41,8 +41,7 @@ func envName(flagName string) string {
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
-			fs.Usage()
-			return flag.ErrHelp
+			return flag.ErrHelp // the flag package has printed the usage
 		}
 		return usageErrorf("%s: %v (see 'edl %s --help')", fs.Name(), err, strings.TrimPrefix(fs.Name(), "edl "))
 	}
