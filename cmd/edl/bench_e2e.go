@@ -99,40 +99,49 @@ func e2eOnce(ctx context.Context, d *devEnv, i int) (submit, join, gone float64,
 		return 0, 0, 0, err
 	}
 	id := created.ID
-	if _, err := pollJob(ctx, d, id, 60*time.Second, func(j jobs.Job) bool { return j.Progress.Step >= 1 }); err != nil {
+	// The leader moves the job to running when it applies the first step;
+	// that state event's time is the first step (progress lags 250 ms).
+	running, err := waitEvent(ctx, d, id, func(e jobs.Event) bool {
+		return e.Type == jobs.EventState && e.Data["to"] == string(jobs.Running)
+	})
+	if err != nil {
 		return 0, 0, 0, fmt.Errorf("first step: %w", err)
 	}
-	submit = ms(time.Since(t0))
+	submit = ms(running.Sub(t0))
 	// Raise the job's max to 2: the planner (woken by the change) hands it
 	// a spare slot, +1 worker, which must start, prepare and join.
 	if err := d.api(ctx, "PATCH", "/v1/jobs/"+id, map[string]any{"spec": map[string]any{"workers": map[string]int{"max": 2}}}, nil); err != nil {
 		return 0, 0, 0, err
 	}
-	if _, err := pollJob(ctx, d, id, 60*time.Second, func(j jobs.Job) bool { return j.Progress.WorldSize == 2 }); err != nil {
-		return 0, 0, 0, fmt.Errorf("join: %w", err)
-	}
-	joinedAt := time.Now()
-	evs, err := d.store.Events(ctx, id, "", 1000)
-	if err != nil {
-		return 0, 0, 0, err
-	}
-	var decided time.Time
-	for _, e := range evs {
-		if e.Type == jobs.EventScale {
-			if to, ok := e.Data["to"].(float64); ok && to == 2 {
+	// The new worker's "joined generation" event is stamped when it is
+	// admitted, at a step boundary, and its first step follows at once;
+	// progress (reported every 250 ms) would only add reporting delay.
+	var decided, joinedAt time.Time
+	deadline := time.Now().Add(60 * time.Second)
+	for joinedAt.IsZero() {
+		evs, err := d.store.Events(ctx, id, "", 1000)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		for _, e := range evs {
+			switch {
+			case e.Type == jobs.EventScale && e.Data["to"] == float64(2):
 				decided = e.Time
+			case e.Type == jobs.EventWorker && e.Data["world"] == float64(2) && !decided.IsZero() && joinedAt.IsZero():
+				joinedAt = e.Time
 			}
 		}
-	}
-	if decided.IsZero() {
-		return 0, 0, 0, fmt.Errorf("no scale event to 2 workers in the job's events")
+		if time.Now().After(deadline) {
+			return 0, 0, 0, fmt.Errorf("join: no scale to 2 and join events after 60s")
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 	join = ms(joinedAt.Sub(decided))
 	t1 := time.Now()
 	if err := d.api(ctx, "DELETE", "/v1/jobs/"+id, nil, nil); err != nil {
 		return 0, 0, 0, err
 	}
-	deadline := time.Now().Add(60 * time.Second)
+	deadline = time.Now().Add(60 * time.Second)
 	for {
 		j, err := d.store.Get(ctx, id)
 		if err != nil {
@@ -162,26 +171,26 @@ func e2eOnce(ctx context.Context, d *devEnv, i int) (submit, join, gone float64,
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// pollJob reads the job from the store every 2 ms until cond holds.
-func pollJob(ctx context.Context, d *devEnv, id string, timeout time.Duration, cond func(jobs.Job) bool) (jobs.Job, error) {
-	deadline := time.Now().Add(timeout)
+// waitEvent polls the job's events every 2 ms until one matches, and
+// returns its time.
+func waitEvent(ctx context.Context, d *devEnv, id string, match func(jobs.Event) bool) (time.Time, error) {
+	deadline := time.Now().Add(60 * time.Second)
 	for {
-		j, err := d.store.Get(ctx, id)
+		evs, err := d.store.Events(ctx, id, "", 1000)
 		if err != nil {
-			return j, err
+			return time.Time{}, err
 		}
-		if cond(j) {
-			return j, nil
-		}
-		if j.State.Terminal() {
-			return j, fmt.Errorf("job %s ended %s (%s)", id, j.State, j.Reason)
+		for _, e := range evs {
+			if match(e) {
+				return e.Time, nil
+			}
 		}
 		if time.Now().After(deadline) {
-			return j, fmt.Errorf("job %s: condition not met after %s (state %s, step %d, world %d)", id, timeout, j.State, j.Progress.Step, j.Progress.WorldSize)
+			return time.Time{}, fmt.Errorf("job %s: no such event after 60s", id)
 		}
 		select {
 		case <-ctx.Done():
-			return j, ctx.Err()
+			return time.Time{}, ctx.Err()
 		case <-time.After(2 * time.Millisecond):
 		}
 	}
