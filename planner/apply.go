@@ -77,6 +77,7 @@ func (l *Loop) Round(ctx context.Context) error {
 			continue
 		}
 		errs = append(errs, l.apply(ctx, j, t, liveByJob[j.ID], now))
+		errs = append(errs, l.stragglers(ctx, j, liveByJob[j.ID], now))
 	}
 	l.rounds++
 	return errors.Join(errs...)

@@ -28,11 +28,24 @@ type LoopConfig struct {
 	Tenants func() []TenantShare
 	// Now reads the clock; default time.Now.
 	Now func() time.Time
+	// Speeds reads the workers' step times for straggler replacement; nil
+	// disables it.
+	Speeds WorkerSpeeds
+	// StragglerFactor: a worker slower than this times the median of its
+	// job's workers is slow (default 1.5; must be > 1).
+	StragglerFactor float64
+	// StragglerRounds is how many consecutive rounds a worker must be slow
+	// before it is replaced (default 3).
+	StragglerRounds int
+	// StragglerCooldown is the least time between two replacements in one
+	// job (default 2 min).
+	StragglerCooldown time.Duration
 }
 
 // DefaultLoopConfig is what `edl serve` runs with.
 func DefaultLoopConfig() LoopConfig {
-	return LoopConfig{Interval: 2 * time.Second, LeaseTTL: 5 * time.Second, Prefix: "edl:", Policy: DefaultConfig(), Now: time.Now}
+	return LoopConfig{Interval: 2 * time.Second, LeaseTTL: 5 * time.Second, Prefix: "edl:", Policy: DefaultConfig(), Now: time.Now,
+		StragglerFactor: 1.5, StragglerRounds: 3, StragglerCooldown: 2 * time.Minute}
 }
 
 // Validate names the field at fault.
@@ -44,6 +57,12 @@ func (c LoopConfig) Validate() error {
 		return fmt.Errorf("planner loop: lease_ttl %s: must be positive", c.LeaseTTL)
 	case c.Holder == "":
 		return errors.New("planner loop: holder is empty")
+	case c.StragglerFactor <= 1:
+		return fmt.Errorf("planner loop: straggler_factor %g: must be > 1", c.StragglerFactor)
+	case c.StragglerRounds < 1:
+		return fmt.Errorf("planner loop: straggler_rounds %d: must be at least 1", c.StragglerRounds)
+	case c.StragglerCooldown < 0:
+		return fmt.Errorf("planner loop: straggler_cooldown %s: must not be negative", c.StragglerCooldown)
 	}
 	return c.Policy.Validate()
 }
@@ -73,6 +92,10 @@ type tracked struct {
 	attained   float64
 	throughput map[int]float64
 	lastResize time.Time
+	// slow counts, per worker, the consecutive rounds it was a straggler;
+	// lastReplace is when the last straggler was replaced.
+	slow        map[string]int
+	lastReplace time.Time
 }
 
 // NewLoop wires a loop; rdb holds the lease.
@@ -92,6 +115,15 @@ func NewLoop(cfg LoopConfig, store JobStore, cluster Cluster, rdb redis.Universa
 	}
 	if cfg.Now == nil {
 		cfg.Now = d.Now
+	}
+	if cfg.StragglerFactor == 0 {
+		cfg.StragglerFactor = d.StragglerFactor
+	}
+	if cfg.StragglerRounds == 0 {
+		cfg.StragglerRounds = d.StragglerRounds
+	}
+	if cfg.StragglerCooldown == 0 {
+		cfg.StragglerCooldown = d.StragglerCooldown
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err

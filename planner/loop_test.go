@@ -27,10 +27,15 @@ type fakeCluster struct {
 	scales    []string
 	teardowns []string
 	failScale error
+	// stops records StopWorker calls as "job/worker"; a stopped worker is
+	// replaced at once by one with a new ID (repl counts per index).
+	stops    []string
+	repl     map[string]map[int]int
+	failStop error
 }
 
 func newFakeCluster(slots int) *fakeCluster {
-	return &fakeCluster{slots: slots, counts: map[string]int{}}
+	return &fakeCluster{slots: slots, counts: map[string]int{}, repl: map[string]map[int]int{}}
 }
 
 func (f *fakeCluster) Capacity(ctx context.Context) (jobs.Capacity, error) {
@@ -48,9 +53,18 @@ func (f *fakeCluster) Workers(ctx context.Context, jobID string) ([]jobs.Worker,
 	defer f.mu.Unlock()
 	var ws []jobs.Worker
 	for i := 0; i < f.counts[jobID]; i++ {
-		ws = append(ws, jobs.Worker{ID: fmt.Sprintf("%s-%d", jobID, i), JobID: jobID, Index: i, Node: "n1", State: jobs.WorkerRunning})
+		ws = append(ws, jobs.Worker{ID: f.workerIDLocked(jobID, i), JobID: jobID, Index: i, Node: "n1", State: jobs.WorkerRunning})
 	}
 	return ws, nil
+}
+
+// workerIDLocked is the ID of the worker at index i: "job-i", then
+// "job-i.rN" after its N-th replacement.
+func (f *fakeCluster) workerIDLocked(jobID string, i int) string {
+	if n := f.repl[jobID][i]; n > 0 {
+		return fmt.Sprintf("%s-%d.r%d", jobID, i, n)
+	}
+	return fmt.Sprintf("%s-%d", jobID, i)
 }
 
 func (f *fakeCluster) Scale(ctx context.Context, job jobs.Job, count int, reason string) error {
@@ -67,7 +81,28 @@ func (f *fakeCluster) Scale(ctx context.Context, job jobs.Job, count int, reason
 }
 
 func (f *fakeCluster) StopWorker(ctx context.Context, jobID, workerID, reason string) error {
-	return nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failStop != nil {
+		return f.failStop
+	}
+	for i := 0; i < f.counts[jobID]; i++ {
+		if f.workerIDLocked(jobID, i) == workerID {
+			f.stops = append(f.stops, jobID+"/"+workerID)
+			if f.repl[jobID] == nil {
+				f.repl[jobID] = map[int]int{}
+			}
+			f.repl[jobID][i]++
+			return nil
+		}
+	}
+	return fmt.Errorf("stop worker %s of %s: unknown worker", workerID, jobID)
+}
+
+func (f *fakeCluster) stopped() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.stops...)
 }
 
 func (f *fakeCluster) Teardown(ctx context.Context, jobID string) error {

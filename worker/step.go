@@ -66,6 +66,7 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 		my := slot{Part: -1, Leaving: w.leaveReq.Load()}
 		var loss float64
 		n := 0
+		computeStart := time.Now()
 		if w.cur.part >= 0 && !pending {
 			w.ids = w.data.PartitionSamples(w.st.Epoch, w.cur.part, w.cur.off, plan.local, w.ids)
 			n = len(w.ids)
@@ -77,6 +78,10 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 		w.sw.mark("gradient")
 		if w.cfg.StepDelay > 0 {
 			time.Sleep(w.cfg.StepDelay)
+		}
+		if n > 0 {
+			// Compute only (StepDelay counts: it stands for a slow device).
+			w.speed.observe(time.Since(computeStart))
 		}
 		meta[metaLoss] = float32(loss)
 		meta[metaCount] = float32(n)

@@ -50,6 +50,7 @@ type Worker struct {
 	pipe   *datapipe.Pipe
 	com    *committer
 	rep    *reporter
+	speed  speedMeter    // per-step compute time, for the planner's straggler check
 	ck     *checkpointer // nil without a store
 	mc     trainer.ModelConfig
 
@@ -149,6 +150,19 @@ func (w *Worker) Run(ctx context.Context) error {
 	go func() { _ = w.co.RunHeartbeat(bg) }()
 	go w.com.run(bg)
 	go w.rep.run(bg)
+	sw := &speedWriter{rdb: w.deps.Redis, key: w.co.Keys().Speed(), worker: w.cfg.Worker, meter: &w.speed,
+		every: speedEvery, ttl: speedTTL, log: w.log}
+	sctx, scancel := context.WithCancel(bg)
+	sdone := make(chan struct{})
+	go func() { defer close(sdone); sw.run(sctx) }()
+	defer func() {
+		// Stop writing first, then drop this worker's field: it is gone.
+		scancel()
+		<-sdone
+		cctx, ccancel := context.WithTimeout(context.Background(), time.Second)
+		defer ccancel()
+		_ = sw.clear(cctx)
+	}()
 	if w.ck != nil {
 		go func() { _ = w.ck.up.Run(bg) }()
 	}

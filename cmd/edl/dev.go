@@ -37,6 +37,8 @@ type devConfig struct {
 	slots                           int
 	grace, cooldown, interval       time.Duration
 	workerLogLevel                  string
+	stragglerFactor                 float64
+	stragglerRounds                 int
 }
 
 func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -51,6 +53,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.DurationVar(&c.cooldown, "planner-cooldown", 10*time.Second, "how long after a resize the planner leaves a job's size alone")
 	fs.DurationVar(&c.interval, "planner-interval", time.Second, "planner round interval when nothing happens")
 	fs.StringVar(&c.workerLogLevel, "worker-log-level", "info", "log level of the worker processes")
+	addStragglerFlags(fs, &c.stragglerFactor, &c.stragglerRounds)
 	var level logLevel
 	fs.Var(&level, "log-level", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
@@ -61,6 +64,9 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if c.grace <= 0 {
 		return usageErrorf("dev: --grace %s: must be positive", c.grace)
+	}
+	if err := checkStragglerFlags("dev", c.stragglerFactor, c.stragglerRounds); err != nil {
+		return err
 	}
 	log := newLogger(stderr, level.Level, false)
 	d, err := startDev(ctx, c, log)
@@ -155,6 +161,10 @@ func startDev(parent context.Context, c devConfig, log *slog.Logger) (_ *devEnv,
 	lc.Holder = "dev-" + strconv.Itoa(os.Getpid())
 	lc.Policy.Cooldown = c.cooldown
 	lc.Tenants = tenantShares(tenants)
+	lc.Speeds = stragglerSpeeds(c.stragglerFactor, d.rdb, "edl:") // the workers' default prefix
+	if c.stragglerFactor > 0 {
+		lc.StragglerFactor, lc.StragglerRounds = c.stragglerFactor, c.stragglerRounds
+	}
 	if d.loop, err = planner.NewLoop(lc, d.store, d.cluster, d.rdb, log); err != nil {
 		return d, fmt.Errorf("dev: %w", err)
 	}

@@ -25,6 +25,8 @@ type nomadFlags struct {
 	plannerInterval time.Duration
 	plannerCooldown time.Duration
 	leaseTTL        time.Duration
+	stragglerFactor float64
+	stragglerRounds int
 }
 
 func addNomadFlags(fs *flag.FlagSet) *nomadFlags {
@@ -52,6 +54,7 @@ func addNomadFlags(fs *flag.FlagSet) *nomadFlags {
 	fs.DurationVar(&n.plannerInterval, "planner-interval", 2*time.Second, "planner round interval when nothing happens")
 	fs.DurationVar(&n.plannerCooldown, "planner-cooldown", planner.DefaultConfig().Cooldown, "how long after a resize the planner leaves a job's size alone")
 	fs.DurationVar(&n.leaseTTL, "planner-lease", 5*time.Second, "planner lease: a stand-by replica takes over within about this long")
+	addStragglerFlags(fs, &n.stragglerFactor, &n.stragglerRounds)
 	return n
 }
 
@@ -77,12 +80,19 @@ func (n *nomadFlags) plannerOnNomad(rdb redis.UniversalClient, prefix, redisURL,
 	if n.noPlanner {
 		return nil, cluster, nil
 	}
+	if err := checkStragglerFlags("serve", n.stragglerFactor, n.stragglerRounds); err != nil {
+		return nil, nil, err
+	}
 	lc := planner.DefaultLoopConfig()
 	lc.Interval, lc.LeaseTTL, lc.Prefix = n.plannerInterval, n.leaseTTL, prefix
 	lc.Policy.Cooldown = n.plannerCooldown
 	host, _ := os.Hostname()
 	lc.Holder = host + "-" + strconv.Itoa(os.Getpid())
 	lc.Tenants = tenantShares(tenants)
+	lc.Speeds = stragglerSpeeds(n.stragglerFactor, rdb, prefix)
+	if n.stragglerFactor > 0 {
+		lc.StragglerFactor, lc.StragglerRounds = n.stragglerFactor, n.stragglerRounds
+	}
 	return func(ctx context.Context, store *jobs.Store) error {
 		loop, err := planner.NewLoop(lc, store, cluster, rdb, log)
 		if err != nil {

@@ -31,7 +31,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	store := fs.String("store", "", "object store URL for checkpoints: file://DIR or s3://BUCKET/PREFIX (AWS_* variables for S3); empty: no checkpoints")
 	listen := fs.String("listen", "127.0.0.1:0", "ring listener address; its port must be reachable by the other workers at this address (or at --advertise)")
 	advertise := fs.String("advertise", "", "ring address the other workers dial, host:port or host (the listener's port), when --listen binds 0.0.0.0; default: the listener's address")
-	id := fs.String("worker-id", "", "unique worker id (default: host-pid)")
+	id := fs.String("worker-id", "", "unique worker id (default: $NOMAD_ALLOC_ID on Nomad, else host-pid)")
 	prefix := fs.String("prefix", "edl:", "Redis key prefix")
 	lease := fs.Duration("lease", 2*time.Second, "heartbeat and leader lease")
 	heartbeat := fs.Duration("heartbeat", 400*time.Millisecond, "heartbeat interval (at most half the lease)")
@@ -56,6 +56,9 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if *job == "" {
 		return usageErrorf("worker: --job is required")
+	}
+	if *id == "" {
+		*id = os.Getenv("NOMAD_ALLOC_ID") // the planner maps it to the allocation
 	}
 	if *id == "" {
 		host, _ := os.Hostname()

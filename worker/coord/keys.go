@@ -60,6 +60,11 @@ func (k Keys) EpochInit(epoch int) string { return k.base + "epoch:" + strconv.I
 // Debug is the hash step -> samples consumed by that applied step (debug mode).
 func (k Keys) Debug() string { return k.base + "debug" }
 
+// Speed is the hash worker -> EWMA of its per-step compute time in
+// milliseconds (a decimal string); the planner reads it to spot stragglers.
+// Workers refresh its TTL as they write.
+func (k Keys) Speed() string { return k.base + "speed" }
+
 // Stop, when set, asks every worker to stop training at the next step
 // boundary (a cancel that does not go through the job store).
 func (k Keys) Stop() string { return k.base + "stop" }
