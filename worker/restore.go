@@ -90,7 +90,7 @@ func (w *Worker) restoreState(ctx context.Context, g *coord.Generation) error {
 		}
 	}
 	err := retry(ctx, w.log, "restore data pipeline", func() error {
-		return w.pipe.Restore(ctx, w.bt.Epochs, pipe, w.st.Applied)
+		return w.pipe.Restore(ctx, g.Number, w.bt.Epochs, pipe, w.st.Applied)
 	})
 	if err != nil {
 		return errors.Join(errors.New("restore data pipeline"), err)

@@ -322,6 +322,9 @@ func retry(ctx context.Context, log *slog.Logger, what string, f func() error) e
 		if err == nil {
 			return nil
 		}
+		if errors.Is(err, datapipe.ErrStaleGeneration) {
+			return fmt.Errorf("%s: %w", what, err) // waiting will not make it current
+		}
 		log.Debug(what+" failed, retrying", "err", err)
 		select {
 		case <-ctx.Done():

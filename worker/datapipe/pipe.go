@@ -134,14 +134,16 @@ type Reconciliation struct {
 }
 
 // Reconcile makes the partition records agree with the root's state; it
-// returns how many partitions went back to a queue.
+// returns how many partitions went back to a queue. It fails with
+// ErrStaleGeneration, writing nothing, when a generation newer than r.Gen
+// exists.
 func (p *Pipe) Reconcile(ctx context.Context, r Reconciliation) (int, error) {
 	k := p.keys
 	keys := []string{}
 	for _, e := range []int{r.Epoch - 1, r.Epoch, r.Epoch + 1} {
 		keys = append(keys, k.Parts(e), k.Todo(e))
 	}
-	keys = append(keys, k.Parts(r.MetaEpoch), k.CommitFence(), k.Debug())
+	keys = append(keys, k.Parts(r.MetaEpoch), k.CommitFence(), k.Debug(), k.GenNum())
 	args := []any{r.Gen, r.Applied, strings.Join(r.Members, ","), r.Debug}
 	for _, c := range r.Meta {
 		if c.Part >= 0 {
@@ -149,8 +151,11 @@ func (p *Pipe) Reconcile(ctx context.Context, r Reconciliation) (int, error) {
 		}
 	}
 	n, err := reconcileScript.Run(ctx, p.rdb, keys, args...).Int()
-	if err != nil {
+	switch {
+	case err != nil:
 		return 0, fmt.Errorf("reconcile partitions for generation %d at step %d: %w", r.Gen, r.Applied, err)
+	case n == -2:
+		return 0, fmt.Errorf("reconcile partitions for generation %d at step %d: %w", r.Gen, r.Applied, ErrStaleGeneration)
 	}
 	return n, nil
 }

@@ -99,11 +99,18 @@ return n`)
 // record of step L's consumption is applied where a member died before
 // committing it, partitions held by workers outside the generation go back
 // to their queue, later commits from older generations are fenced off, and
-// debug records after L are dropped.
-// KEYS: parts/todo pairs for three epochs, then meta parts, commitfence, debug.
+// debug records after L are dropped. It refuses (-2, nothing written) when a
+// newer generation than the caller's exists (a root whose join failed late,
+// after the leader had moved on): that generation's members may have applied
+// and committed steps after L; a stale reconcile would roll their cursors
+// back and drop their debug records while they go on from the cursors they
+// hold, so those steps' samples would be used with no record of it.
+// KEYS: parts/todo pairs for three epochs, then meta parts, commitfence,
+// debug, gennum.
 // ARGV: gen, L, members (comma list), debug payload for L (empty for none),
 // then worker, part, end, fin per consumption slot.
 var reconcileScript = redis.NewScript(luaRecord + `
+if tonumber(redis.call('GET', KEYS[10]) or '0') > tonumber(ARGV[1]) then return -2 end
 local L = tonumber(ARGV[2])
 local members = {}
 for m in string.gmatch(ARGV[3], '[^,]+') do members[m] = true end
