@@ -177,14 +177,20 @@ type DevTokens struct {
 // quota) and an admin "admin", each with a fresh random token.
 func NewDevTenants() (*Tenants, DevTokens, error) {
 	tok := DevTokens{Default: NewToken(), Admin: NewToken()}
-	t, err := NewTenants(
-		Tenant{Name: "default", TokenSHA256: HashToken(tok.Default), RatePerS: 500, Burst: 1000},
-		Tenant{Name: "admin", TokenSHA256: HashToken(tok.Admin), Admin: true, RatePerS: 500, Burst: 1000},
-	)
+	t, err := DevTenants(tok)
 	if err != nil {
 		return nil, DevTokens{}, err
 	}
 	return t, tok, nil
+}
+
+// DevTenants is the single-machine set-up for tokens made earlier (read
+// back from <data-dir>/tokens.json, so scripts keep working across runs).
+func DevTenants(tok DevTokens) (*Tenants, error) {
+	return NewTenants(
+		Tenant{Name: "default", TokenSHA256: HashToken(tok.Default), RatePerS: 500, Burst: 1000},
+		Tenant{Name: "admin", TokenSHA256: HashToken(tok.Admin), Admin: true, RatePerS: 500, Burst: 1000},
+	)
 }
 
 // NewToken returns a random bearer token (32 bytes, hex, "edl_" prefixed).

@@ -174,12 +174,9 @@ func (w *Worker) join(ctx context.Context, g *coord.Generation) error {
 		if err != nil {
 			return fmt.Errorf("receive state: %w", err)
 		}
-		st, model, err := decodeState(payload)
+		st, err := w.loadState(payload)
 		if err != nil {
 			return err
-		}
-		if err := w.model.UnmarshalState(model, w.opt); err != nil {
-			return fmt.Errorf("load state: %w", err)
 		}
 		w.st, w.synced = st, true
 	}
@@ -333,12 +330,9 @@ func (w *Worker) restore() error {
 	if err != nil {
 		return fmt.Errorf("restore state: %w", err)
 	}
-	st, model, err := decodeState(b)
+	st, err := w.loadState(b)
 	if err != nil {
-		return err
-	}
-	if err := w.model.UnmarshalState(model, w.opt); err != nil {
-		return fmt.Errorf("restore state: %w", err)
+		return fmt.Errorf("restore state from %s: %w", w.cfg.RestoreFile, err)
 	}
 	st.Meta, st.Debug = nil, ""
 	w.st = st

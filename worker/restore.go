@@ -35,12 +35,9 @@ func (w *Worker) joinRestore(ctx context.Context, ring *collective.Ring, g *coor
 		if err != nil {
 			return fmt.Errorf("receive state: %w", err)
 		}
-		st, model, err := decodeState(payload)
+		st, err := w.loadState(payload)
 		if err != nil {
 			return err
-		}
-		if err := w.model.UnmarshalState(model, w.opt); err != nil {
-			return fmt.Errorf("load state: %w", err)
 		}
 		w.st = st
 	}

@@ -219,10 +219,7 @@ func devTenants(path, dataDir string, tok *jobs.DevTokens) (*jobs.Tenants, error
 	}
 	tokPath := filepath.Join(dataDir, "tokens.json")
 	if b, err := os.ReadFile(tokPath); err == nil && json.Unmarshal(b, tok) == nil && tok.Default != "" && tok.Admin != "" {
-		return jobs.NewTenants(
-			jobs.Tenant{Name: "default", TokenSHA256: jobs.HashToken(tok.Default), RatePerS: 500, Burst: 1000},
-			jobs.Tenant{Name: "admin", TokenSHA256: jobs.HashToken(tok.Admin), Admin: true, RatePerS: 500, Burst: 1000},
-		)
+		return jobs.DevTenants(*tok)
 	}
 	t, fresh, err := jobs.NewDevTenants()
 	if err != nil {

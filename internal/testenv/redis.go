@@ -1,30 +1,26 @@
 package testenv
 
 import (
-	"bytes"
 	"context"
-	"fmt"
+	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 
+	"github.com/edl-nomad/edl/local/redisproc"
 	"github.com/redis/go-redis/v9"
 )
 
-// RedisServer is a real redis-server child process on a loopback port.
+// RedisServer is a real redis-server child process on a loopback port
+// (local/redisproc), which a test may kill or restart on the same port.
 type RedisServer struct {
 	Addr string // host:port
 	dir  string
-	port int
-	bin  string
+	opts redisproc.Options
 	mu   sync.Mutex
-	cmd  *exec.Cmd
-	log  *bytes.Buffer
+	proc *redisproc.Proc
 }
 
 // URL is the redis:// URL of the server.
@@ -37,49 +33,22 @@ func StartRedisServer(dir string) (*RedisServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := FreePort()
+	p, err := redisproc.Start(context.Background(), dir, redisproc.Options{Binary: bin, AppendFsync: "no"})
 	if err != nil {
 		return nil, err
 	}
-	s := &RedisServer{Addr: fmt.Sprintf("127.0.0.1:%d", port), dir: dir, port: port, bin: bin}
-	if err := s.start(); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-func (s *RedisServer) start() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.log = &bytes.Buffer{}
-	cmd := exec.Command(s.bin,
-		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--dir", s.dir, "--save", "", "--appendonly", "yes", "--appendfsync", "no",
-		"--protected-mode", "yes", "--daemonize", "no", "--loglevel", "warning")
-	cmd.Stdout, cmd.Stderr = s.log, s.log
-	if err := startChild(cmd); err != nil {
-		return fmt.Errorf("start %s: %w", s.bin, err)
-	}
-	s.cmd = cmd
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
-	defer c.Close()
-	err := waitFor(10*time.Second, func() error {
-		return c.Ping(context.Background()).Err()
-	})
-	if err != nil {
-		stopChild(cmd, time.Second)
-		return fmt.Errorf("redis-server on %s: %w; its output: %s", s.Addr, err, s.log.String())
-	}
-	return nil
+	_, ps, _ := net.SplitHostPort(p.Addr())
+	port, _ := strconv.Atoi(ps)
+	return &RedisServer{Addr: p.Addr(), dir: dir, opts: redisproc.Options{Binary: bin, Port: port, AppendFsync: "no"}, proc: p}, nil
 }
 
 // Stop shuts the server down (SIGTERM, then SIGKILL).
 func (s *RedisServer) Stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd != nil {
-		stopChild(s.cmd, 5*time.Second)
-		s.cmd = nil
+	if s.proc != nil {
+		s.proc.Stop()
+		s.proc = nil
 	}
 }
 
@@ -87,17 +56,23 @@ func (s *RedisServer) Stop() {
 func (s *RedisServer) Kill() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd != nil && s.cmd.Process != nil {
-		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-		_ = s.cmd.Wait()
-		s.cmd = nil
+	if s.proc != nil {
+		s.proc.Kill()
+		s.proc = nil
 	}
 }
 
 // Restart stops the server and starts it again on the same port and data.
 func (s *RedisServer) Restart() error {
 	s.Stop()
-	return s.start()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, err := redisproc.Start(context.Background(), s.dir, s.opts)
+	if err != nil {
+		return err
+	}
+	s.proc = p
+	return nil
 }
 
 // Redis is what a test gets: a server, a key prefix of its own and a client.
@@ -141,8 +116,7 @@ func NewRedis(t testing.TB) *Redis {
 // kill or restart it) and stops it when the test ends.
 func NewRedisServer(t testing.TB) *Redis {
 	t.Helper()
-	dir := t.TempDir()
-	srv, err := StartRedisServer(filepath.Clean(dir))
+	srv, err := StartRedisServer(filepath.Clean(t.TempDir()))
 	if err != nil {
 		Unavailable(t, "redis: %v", err)
 	}

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 )
 
 // Unavailable fails the test under CI=true and skips it elsewhere, with why.
@@ -119,17 +118,4 @@ func Main(m interface{ Run() int }) {
 	}
 	shared.mu.Unlock()
 	os.Exit(code)
-}
-
-// waitFor polls ready until it succeeds or timeout passes.
-func waitFor(timeout time.Duration, ready func() error) error {
-	deadline := time.Now().Add(timeout)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = ready(); err == nil {
-			return nil
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return fmt.Errorf("not ready after %s: %w", timeout, err)
 }

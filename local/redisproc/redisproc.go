@@ -121,6 +121,15 @@ func (p *Proc) Pid() int { return p.cmd.Process.Pid }
 // Done is closed when the child has exited.
 func (p *Proc) Done() <-chan struct{} { return p.done }
 
+// Kill stops the server at once with SIGKILL, losing what is not yet in
+// its append-only file.
+func (p *Proc) Kill() {
+	p.once.Do(func() {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	})
+}
+
 // Stop asks the server to shut down (SIGTERM) and kills it after 5 s.
 func (p *Proc) Stop() {
 	p.once.Do(func() {

@@ -17,10 +17,7 @@ func readPhilly(t *testing.T, n int) []TraceJob {
 	t.Helper()
 	f, err := os.Open(phillyTrace)
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("trace: %v", err)
-		}
-		t.Fatalf("trace missing: %v", err)
+		t.Fatalf("trace: %v", err)
 	}
 	defer f.Close()
 	tr, err := ReadTrace(f)
