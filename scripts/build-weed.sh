@@ -21,5 +21,7 @@ work="$(mktemp -d)"
 trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
 cp -r "$dir/." "$work/"
 chmod -R u+w "$work"
-(cd "$work" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -o "$BIN_DIR/weed.tmp" ./weed)
-mv "$BIN_DIR/weed.tmp" "$BIN_DIR/weed"
+# A private temporary name: two builds running at once must not take each other's file.
+tmp="$BIN_DIR/.weed.$$.tmp"
+(cd "$work" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -o "$tmp" ./weed)
+mv -f "$tmp" "$BIN_DIR/weed"
