@@ -240,12 +240,9 @@ func (w *Worker) reportFailure(ctx context.Context, g *coord.Generation) {
 		applied = w.st.Applied
 	}
 	w.log.Info("reporting broken ring", "gen", g.Number, "applied", applied)
-	_ = retry(ctx, w.log, "report", func() error {
-		if cur, err := w.co.ReadGen(ctx); err == nil && cur != nil && cur.Number > g.Number {
-			return nil // already replaced
-		}
-		return w.co.Report(ctx, g.Number, applied)
-	})
+	// A newer generation makes the report moot: the script refuses it
+	// (coord.ErrStaleReport), and retry gives up at once.
+	_ = retry(ctx, w.log, "report", func() error { return w.co.Report(ctx, g.Number, applied) })
 }
 
 // leave is the graceful exit: the last cursor committed, the partition
