@@ -93,7 +93,7 @@ func TestDecide(t *testing.T) {
 				Reports: map[string]Report{"c": {Worker: "c", Gen: 3, Applied: 5}}},
 			now: t0.Add(time.Second), members: []string{"a", "c"}, root: 0, applied: -1},
 		{name: "graceful leave is no loss",
-			snap: Snapshot{Gen: g3, Members: m(Active, "a", "c"), Alive: alive("a", "c")},
+			snap:    Snapshot{Gen: g3, Members: m(Active, "a", "c"), Alive: alive("a", "c")},
 			members: []string{"a", "c"}, root: 0, applied: -1},
 	}
 	for _, tc := range tests {
