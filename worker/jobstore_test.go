@@ -76,3 +76,46 @@ func TestJobStoreCancellingStopsWorkers(t *testing.T) {
 		t.Fatalf("job trained to the end (%+v) despite the cancel", j.Progress)
 	}
 }
+
+// TestJobStoreShortJobsFinish: one-epoch jobs of 2,000 samples end while
+// the reporter's first Running write may still be in flight; each must end
+// succeeded (issue 15, defect 1: 3 of 4 stayed starting for ever).
+func TestJobStoreShortJobsFinish(t *testing.T) {
+	r := testenv.NewRedis(t)
+	st := jobs.NewStore(r.Client, jobs.StoreConfig{Prefix: r.Prefix})
+	ctx := context.Background()
+	type run struct {
+		c  *cluster
+		id string
+	}
+	var runs []run
+	for range 4 {
+		spec := testSpec(1, 1)
+		spec.Trainer.Builtin.Dataset.Samples = 2000
+		spec.Trainer.Builtin.Dataset.Partitions = 20
+		j, _, err := st.Create(ctx, "tenant", spec, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Transition(ctx, j.ID, jobs.Starting, "placed"); err != nil {
+			t.Fatal(err)
+		}
+		c := newCluster(t, r, j.Spec, 0)
+		c.job, c.jobs = j.ID, true
+		c.runningDelay = 300 * time.Millisecond // Redis slow on that write: the job ends meanwhile
+		runs = append(runs, run{c, c.start()})
+	}
+	for _, rn := range runs {
+		if err := rn.c.wait(rn.id, 60*time.Second); err != nil {
+			t.Errorf("worker of %s: %v", rn.c.job, err)
+		}
+		j, err := st.Get(ctx, rn.c.job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.State != jobs.Succeeded || j.Progress.Samples != 2000 {
+			t.Errorf("job %s: %s with %d samples, want succeeded with 2000", j.ID, j.State, j.Progress.Samples)
+		}
+		rn.c.checkExactlyOnce()
+	}
+}
