@@ -73,6 +73,12 @@ func runChild() int {
 	if d, err := strconv.Atoi(env("DELAY_MS")); err == nil {
 		cfg.StepDelay = time.Duration(d) * time.Millisecond
 	}
+	if v := env("COMPRESSION"); v != "" {
+		if cfg.Compression, err = collective.ParseCompression(v); err != nil {
+			log.Error("bad compression", "err", err)
+			return 2
+		}
+	}
 	deps := Deps{Redis: rdb, Transport: tr, Spec: &spec, Log: log}
 	if env("JOBSTORE") != "" {
 		store := jobs.NewStore(rdb, jobs.StoreConfig{Prefix: cfg.Prefix})

@@ -35,6 +35,7 @@ type cluster struct {
 	save  string // rank 0 writes the final training state here
 	// runningDelay slows the workers' job store writes to running.
 	runningDelay time.Duration
+	env          []string // more EDL_WORKER_* settings for every worker
 
 	mu    sync.Mutex
 	procs map[string]*proc
@@ -107,6 +108,7 @@ func (c *cluster) start() string {
 	if c.jobs {
 		cmd.Env = append(cmd.Env, "EDL_WORKER_JOBSTORE=1")
 	}
+	cmd.Env = append(cmd.Env, c.env...)
 	if c.runningDelay > 0 {
 		cmd.Env = append(cmd.Env, "EDL_WORKER_RUNNING_DELAY_MS="+strconv.Itoa(int(c.runningDelay.Milliseconds())))
 	}

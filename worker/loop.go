@@ -101,6 +101,7 @@ func (w *Worker) join(ctx context.Context, g *coord.Generation) error {
 	w.sw.mark("handover")
 	ring, err := w.deps.Transport.NewRing(jctx, collective.RingConfig{
 		Generation: mainRing(g.Number), Rank: rank, Peers: g.Addrs, Timeout: timeout,
+		Compression: w.cfg.Compression,
 	})
 	if err != nil {
 		return fmt.Errorf("build ring: %w", err)
@@ -363,7 +364,7 @@ func (w *Worker) sameState(ctx context.Context, ring *collective.Ring, g *coord.
 	if flag == have {
 		v[2*rank] = float32(w.st.Applied + 2)
 	}
-	if err := ring.AllReduce(ctx, v); err != nil {
+	if err := ring.AllReduceExactTail(ctx, v, len(v)); err != nil { // steps above 2048: never fp16
 		return false // the broadcast that follows fails the same way on everyone
 	}
 	step := float32(-1)
