@@ -2,11 +2,14 @@ package worker
 
 import (
 	"context"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/worker/coord"
 )
 
 // jobCluster creates a job in the real job store, moves it to starting as
@@ -118,4 +121,66 @@ func TestJobStoreShortJobsFinish(t *testing.T) {
 		}
 		rn.c.checkExactlyOnce()
 	}
+}
+
+// TestWorkerDeathIsAJobEvent: a SIGKILLed worker shows in the job's events
+// as lost, with its id and the cause; a graceful leave is a "left" event
+// and no loss (issue 15, defect 12).
+func TestWorkerDeathIsAJobEvent(t *testing.T) {
+	c, st := jobCluster(t, 3)
+	for range 4 {
+		c.start()
+	}
+	c.waitWorld(4, 30*time.Second)
+	c.waitSteps(10, 30*time.Second)
+	var victim, leaver string
+	for _, id := range c.gen().Members {
+		switch {
+		case id == c.leaderID():
+		case victim == "":
+			victim = id
+		case leaver == "":
+			leaver = id
+		}
+	}
+	c.signal(victim, syscall.SIGKILL)
+	c.waitWorld(3, 30*time.Second)
+	c.waitSteps(5, 30*time.Second)
+	c.signal(leaver, syscall.SIGTERM)
+	if err := c.wait(leaver, 30*time.Second); err != nil {
+		t.Fatalf("graceful leave of %s: %v", leaver, err)
+	}
+	c.finish(90 * time.Second)
+	evs, err := st.Events(context.Background(), c.job, "", 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := map[string][]string{}
+	left := map[string]bool{}
+	for _, e := range evs {
+		if e.Type != jobs.EventWorker {
+			continue
+		}
+		w, _ := e.Data["worker"].(string)
+		if e.Data["lost"] == true {
+			cause, _ := e.Data["cause"].(string)
+			lost[w] = append(lost[w], cause)
+			if !strings.Contains(e.Message, w) || !strings.Contains(e.Message, "lost") {
+				t.Errorf("lost event message %q does not name %s", e.Message, w)
+			}
+		}
+		if e.Message == "worker "+w+" left" {
+			left[w] = true
+		}
+	}
+	if len(lost[victim]) != 1 || (lost[victim][0] != string(coord.LostHeartbeat) && lost[victim][0] != string(coord.LostNoReport)) {
+		t.Errorf("lost events of the killed %s: %v, want one with a cause", victim, lost[victim])
+	}
+	if len(lost) != 1 {
+		t.Errorf("lost events %v, want only the killed %s", lost, victim)
+	}
+	if !left[leaver] {
+		t.Errorf("no left event for %s, which left gracefully", leaver)
+	}
+	c.checkExactlyOnce()
 }
