@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/cenkalti/backoff/v5"
 )
 
 // ErrBusy is Begin's answer while the previous checkpoint is still
@@ -224,35 +226,40 @@ func (u *Uploader) Run(ctx context.Context) error {
 
 func (u *Uploader) upload(ctx context.Context, s *Snapshot) Result {
 	res := Result{Step: s.meta.Step}
-	wait := u.cfg.Backoff
-	for attempt := 1; ; attempt++ {
+	attempt := 0
+	var last error
+	// The wait doubles from Backoff to MaxBackoff, without jitter: one
+	// uploader per job, nothing to spread out.
+	b := &backoff.ExponentialBackOff{InitialInterval: u.cfg.Backoff, Multiplier: 2, MaxInterval: u.cfg.MaxBackoff}
+	m, err := backoff.Retry(ctx, func() (*Manifest, error) {
+		attempt++
 		shards := make([]ShardSource, 0, len(s.names))
 		for _, n := range s.names {
 			shards = append(shards, ShardSource{Name: n, Size: int64(len(s.data[n])), Body: bytes.NewReader(s.data[n])})
 		}
 		m, err := u.cat.Write(ctx, s.meta, shards)
-		if err == nil {
-			res.Manifest = m
-			u.emit(Event{Kind: EventCommitted, Step: s.meta.Step, Attempt: attempt, Manifest: m, Took: time.Since(s.submitted)})
-			if !u.cfg.NoPrune {
-				if _, perr := u.cat.Prune(ctx); perr != nil {
-					u.emit(Event{Kind: EventPruneErr, Step: s.meta.Step, Err: perr})
-				}
-			}
-			return res
+		last = err
+		return m, err
+	}, backoff.WithBackOff(b), backoff.WithMaxTries(uint(u.cfg.MaxAttempts)), backoff.WithMaxElapsedTime(0),
+		backoff.WithNotify(func(err error, _ time.Duration) {
+			u.emit(Event{Kind: EventRetry, Step: s.meta.Step, Attempt: attempt, Err: err})
+		}))
+	if err != nil {
+		if last == nil || ctx.Err() != nil && !errors.Is(last, ctx.Err()) {
+			last = fmt.Errorf("%w (last error: %v)", err, last)
 		}
-		if ctx.Err() != nil || attempt >= u.cfg.MaxAttempts {
-			res.Err = fmt.Errorf("checkpoint step %d: gave up after %d attempts: %w", s.meta.Step, attempt, err)
-			u.emit(Event{Kind: EventFailed, Step: s.meta.Step, Attempt: attempt, Err: err, Took: time.Since(s.submitted)})
-			return res
-		}
-		u.emit(Event{Kind: EventRetry, Step: s.meta.Step, Attempt: attempt, Err: err})
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, u.cfg.MaxBackoff)
+		res.Err = fmt.Errorf("checkpoint step %d: gave up after %d attempts: %w", s.meta.Step, attempt, last)
+		u.emit(Event{Kind: EventFailed, Step: s.meta.Step, Attempt: attempt, Err: last, Took: time.Since(s.submitted)})
+		return res
 	}
+	res.Manifest = m
+	u.emit(Event{Kind: EventCommitted, Step: s.meta.Step, Attempt: attempt, Manifest: m, Took: time.Since(s.submitted)})
+	if !u.cfg.NoPrune {
+		if _, perr := u.cat.Prune(ctx); perr != nil {
+			u.emit(Event{Kind: EventPruneErr, Step: s.meta.Step, Err: perr})
+		}
+	}
+	return res
 }
 
 func (u *Uploader) finish(r Result) {

@@ -105,6 +105,19 @@ func snapshot(t *testing.T, u *checkpoint.Uploader, step int64, params []float32
 	return nil
 }
 
+// hangGuard ends a little before the test binary's deadline, so that a
+// wait that never ends fails with a message instead of a panic. It is no
+// bound on how long anything may take.
+func hangGuard(t *testing.T) context.Context {
+	ctx := context.Background()
+	cancel := context.CancelFunc(func() {})
+	if d, ok := t.Deadline(); ok {
+		ctx, cancel = context.WithDeadline(ctx, d.Add(-5*time.Second))
+	}
+	t.Cleanup(cancel)
+	return ctx
+}
+
 func wait(t *testing.T, u *checkpoint.Uploader) checkpoint.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -248,20 +261,30 @@ func TestStoreKilledMidUpload(t *testing.T) {
 	for i := range params {
 		params[i] = float32(i)
 	}
-	start := time.Now()
-	if err := snapshot(t, u, 100, params); err != nil {
-		t.Fatal(err)
-	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("taking the snapshot blocked for %s", d)
+	// The params upload is held at the gate (after the kill) until the
+	// snapshot call has returned: the caller must not wait for its upload.
+	gate := make(chan struct{})
+	fs.mu.Lock()
+	fs.gate = gate
+	fs.mu.Unlock()
+	snapped := make(chan error, 1)
+	go func() { snapped <- snapshot(t, u, 100, params) }()
+	select {
+	case err := <-snapped:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-hangGuard(t).Done():
+		t.Fatal("taking the snapshot waited for its upload (held at the gate)")
 	}
 	<-killed
+	close(gate)
 	r := wait(t, u)
 	if r.Err == nil {
 		t.Fatalf("upload to a killed server succeeded: %+v", r)
 	}
 	fs.mu.Lock()
-	fs.onPut = nil
+	fs.onPut, fs.gate = nil, nil
 	fs.mu.Unlock()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)

@@ -2,8 +2,11 @@ package local
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,7 +17,9 @@ import (
 
 // fakeWorker behaves like `edl worker` towards its cluster: it runs until
 // SIGTERM and exits 0, or exits with the code written to its control file.
+// Once its SIGTERM trap is in place it creates ready.<index> (waitTrapped).
 const fakeWorker = `trap 'exit 0' TERM
+: > "$CTL/ready.$EDL_WORKER_INDEX"
 while true; do
   if [ -f "$CTL/$EDL_WORKER_INDEX" ]; then c=$(cat "$CTL/$EDL_WORKER_INDEX"); rm -f "$CTL/$EDL_WORKER_INDEX"; exit $c; fi
   sleep 0.02
@@ -68,6 +73,40 @@ func waitWorkers(t *testing.T, c *Cluster, jobID string, want func([]jobs.Worker
 	}
 }
 
+// waitTrapped waits until the fake workers of the given indexes have
+// installed their SIGTERM trap (each says so with a file).
+func waitTrapped(t *testing.T, ctl string, indexes ...int) {
+	t.Helper()
+	guard := hangGuard(t)
+	for _, i := range indexes {
+		f := filepath.Join(ctl, "ready."+strconv.Itoa(i))
+		for {
+			if _, err := os.Stat(f); err == nil {
+				break
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				t.Fatal(err)
+			}
+			select {
+			case <-guard.Done():
+				t.Fatalf("fake worker %d never installed its trap", i)
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// hangGuard ends a little before the test binary's deadline, so that a
+// wait that never ends fails with a message; it bounds nothing else.
+func hangGuard(t *testing.T) context.Context {
+	ctx := context.Background()
+	cancel := context.CancelFunc(func() {})
+	if d, ok := t.Deadline(); ok {
+		ctx, cancel = context.WithDeadline(ctx, d.Add(-5*time.Second))
+	}
+	t.Cleanup(cancel)
+	return ctx
+}
+
 func liveIndexes(ws []jobs.Worker) string {
 	var s []string
 	for _, w := range ws {
@@ -79,13 +118,13 @@ func liveIndexes(ws []jobs.Worker) string {
 }
 
 func TestScaleOutAndInStopsHighestIndexes(t *testing.T) {
-	c, _ := newTestCluster(t, 8)
+	c, ctl := newTestCluster(t, 8)
 	ctx := context.Background()
 	if err := c.Scale(ctx, job("a"), 3, "test"); err != nil {
 		t.Fatal(err)
 	}
 	waitWorkers(t, c, "a", func(ws []jobs.Worker) bool { return liveIndexes(ws) == "0,1,2" })
-	time.Sleep(300 * time.Millisecond) // let the shells install their SIGTERM trap
+	waitTrapped(t, ctl, 0, 1, 2) // a SIGTERM before the trap would kill the shell: exit code -1
 	if err := c.Scale(ctx, job("a"), 1, "test"); err != nil {
 		t.Fatal(err)
 	}

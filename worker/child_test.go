@@ -73,9 +73,20 @@ func runChild() int {
 	if d, err := strconv.Atoi(env("DELAY_MS")); err == nil {
 		cfg.StepDelay = time.Duration(d) * time.Millisecond
 	}
+	if v := env("COMPRESSION"); v != "" {
+		if cfg.Compression, err = collective.ParseCompression(v); err != nil {
+			log.Error("bad compression", "err", err)
+			return 2
+		}
+	}
 	deps := Deps{Redis: rdb, Transport: tr, Spec: &spec, Log: log}
 	if env("JOBSTORE") != "" {
-		deps.Spec, deps.Jobs = nil, jobs.NewStore(rdb, jobs.StoreConfig{Prefix: cfg.Prefix})
+		store := jobs.NewStore(rdb, jobs.StoreConfig{Prefix: cfg.Prefix})
+		deps.Spec, deps.Jobs = nil, store
+		if d, err := strconv.Atoi(env("RUNNING_DELAY_MS")); err == nil {
+			// A slow store: the Running write takes this long.
+			deps.Jobs = &slowRunning{Store: store, delay: time.Duration(d) * time.Millisecond, entered: make(chan struct{})}
+		}
 		cfg.ProgressEvery = 50 * time.Millisecond
 	}
 	if u := env("STORE"); u != "" {

@@ -33,6 +33,9 @@ type cluster struct {
 	jobs  bool   // workers read the spec from, and report to, the job store
 	full  bool   // every switch broadcasts the state to everyone (no direct hand-over)
 	save  string // rank 0 writes the final training state here
+	// runningDelay slows the workers' job store writes to running.
+	runningDelay time.Duration
+	env          []string // more EDL_WORKER_* settings for every worker
 
 	mu    sync.Mutex
 	procs map[string]*proc
@@ -104,6 +107,10 @@ func (c *cluster) start() string {
 		"EDL_WORKER_DELAY_MS="+strconv.Itoa(int(c.delay.Milliseconds())), "EDL_WORKER_STORE="+c.store)
 	if c.jobs {
 		cmd.Env = append(cmd.Env, "EDL_WORKER_JOBSTORE=1")
+	}
+	cmd.Env = append(cmd.Env, c.env...)
+	if c.runningDelay > 0 {
+		cmd.Env = append(cmd.Env, "EDL_WORKER_RUNNING_DELAY_MS="+strconv.Itoa(int(c.runningDelay.Milliseconds())))
 	}
 	if c.save != "" {
 		cmd.Env = append(cmd.Env, "EDL_WORKER_SAVE="+c.save)

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/edl-nomad/edl/worker/datapipe"
 )
 
@@ -27,11 +28,16 @@ type committer struct {
 	kick    chan struct{}
 
 	seenGen atomic.Int64 // newest generation number Redis reported
+
+	// life ends when run's context does: sendNow gives up then.
+	life context.Context
+	end  context.CancelFunc
 }
 
 func newCommitter(pipe *datapipe.Pipe, log *slog.Logger) *committer {
 	c := &committer{pipe: pipe, log: log, kick: make(chan struct{}, 1)}
 	c.idle = sync.NewCond(&c.mu)
+	c.life, c.end = context.WithCancel(context.Background())
 	return c
 }
 
@@ -63,19 +69,23 @@ func (c *committer) kickRun() {
 	}
 }
 
+// sendNow lands cm before anything queued after it, retrying until it
+// lands, is refused, or the committer's life ends.
 func (c *committer) sendNow(cm datapipe.Commit) {
-	for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
-		_, err := c.pipe.Commit(context.Background(), cm, nil)
-		if err == nil || errors.Is(err, datapipe.ErrFenced) || errors.Is(err, datapipe.ErrNotOwner) {
-			return
+	_, _ = backoff.Retry(c.life, func() (struct{}, error) {
+		_, err := c.pipe.Commit(c.life, cm, nil)
+		if errors.Is(err, datapipe.ErrFenced) || errors.Is(err, datapipe.ErrNotOwner) {
+			return struct{}{}, nil // refused for good: nothing to send
 		}
-		time.Sleep(backoff)
-	}
+		return struct{}{}, err
+	}, backoff.WithBackOff(newBackOff()), backoff.WithMaxElapsedTime(0))
 }
 
-// run sends queued work until ctx ends, retrying with backoff.
+// run sends queued work until ctx ends, retrying with backoff. It is not
+// a plain retry: what failed is merged with what was queued meanwhile.
 func (c *committer) run(ctx context.Context) {
-	backoff := 10 * time.Millisecond
+	context.AfterFunc(ctx, c.end)
+	b := newBackOff()
 	for {
 		c.mu.Lock()
 		cm, debug := c.pending, c.debug
@@ -100,7 +110,7 @@ func (c *committer) run(ctx context.Context) {
 		gen, err := c.pipe.Commit(ctx, send, debug)
 		switch {
 		case err == nil:
-			backoff = 10 * time.Millisecond
+			b.Reset()
 			if gen > c.seenGen.Load() {
 				c.seenGen.Store(gen)
 			}
@@ -110,7 +120,8 @@ func (c *committer) run(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			c.log.Warn("commit failed, retrying", "err", err, "backoff", backoff)
+			wait := b.NextBackOff()
+			c.log.Warn("commit failed, retrying", "err", err, "backoff", wait)
 			c.mu.Lock()
 			if c.pending == nil || (cm != nil && c.pending.Epoch == cm.Epoch && c.pending.Step < cm.Step) {
 				c.pending = cm
@@ -120,9 +131,8 @@ func (c *committer) run(ctx context.Context) {
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(backoff):
+			case <-time.After(wait):
 			}
-			backoff = min(2*backoff, time.Second)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/worker/collective"
 )
 
 // JobSource is the part of the job store a worker needs. Calls happen off
@@ -63,6 +64,10 @@ type Config struct {
 	DirectHandOver bool
 	// StepDelay slows every step down (tests use it to widen windows).
 	StepDelay time.Duration
+	// Compression puts the gradient on the wire as fp16 when
+	// collective.CompressionFP16 (every member of a job must agree). The
+	// per-step metadata travels as float32 whatever this says.
+	Compression collective.Compression
 }
 
 // DefaultConfig fills in the defaults for job and worker.
@@ -93,6 +98,8 @@ func (c Config) Validate() error {
 		return errors.New("worker config: report window: must be positive")
 	case c.Threads < 0:
 		return errors.New("worker config: threads: must be >= 0")
+	case c.Compression > collective.CompressionFP16:
+		return fmt.Errorf("worker config: compression: unknown %s (want none or fp16)", c.Compression)
 	}
 	return nil
 }

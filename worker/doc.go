@@ -8,8 +8,11 @@
 // Each step's all-reduce carries, after the gradient, a small block of
 // metadata (loss, sample count, votes to switch generation or stop, and each
 // rank's data consumption and leave flag), so every member reaches the same
-// decision at the same step boundary without asking Redis. See
-// docs/worker-protocol.md for the whole protocol.
+// decision at the same step boundary without asking Redis. The block
+// always travels as float32 (collective's AllReduceExactTail), even when
+// the gradient is compressed to fp16. See docs/worker-protocol.md for the
+// whole protocol, and worker/datapipe's doc for why each sample is used
+// exactly once.
 //
 // It does not schedule (the planner does), does not decide generations
 // (coord.Decide does, run by the leader) and does not do the math (trainer,

@@ -2,11 +2,14 @@ package worker
 
 import (
 	"context"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/worker/coord"
 )
 
 // jobCluster creates a job in the real job store, moves it to starting as
@@ -75,4 +78,109 @@ func TestJobStoreCancellingStopsWorkers(t *testing.T) {
 	if j.Progress.Epoch >= 50 {
 		t.Fatalf("job trained to the end (%+v) despite the cancel", j.Progress)
 	}
+}
+
+// TestJobStoreShortJobsFinish: one-epoch jobs of 2,000 samples end while
+// the reporter's first Running write may still be in flight; each must end
+// succeeded (issue 15, defect 1: 3 of 4 stayed starting for ever).
+func TestJobStoreShortJobsFinish(t *testing.T) {
+	r := testenv.NewRedis(t)
+	st := jobs.NewStore(r.Client, jobs.StoreConfig{Prefix: r.Prefix})
+	ctx := context.Background()
+	type run struct {
+		c  *cluster
+		id string
+	}
+	var runs []run
+	for range 4 {
+		spec := testSpec(1, 1)
+		spec.Trainer.Builtin.Dataset.Samples = 2000
+		spec.Trainer.Builtin.Dataset.Partitions = 20
+		j, _, err := st.Create(ctx, "tenant", spec, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Transition(ctx, j.ID, jobs.Starting, "placed"); err != nil {
+			t.Fatal(err)
+		}
+		c := newCluster(t, r, j.Spec, 0)
+		c.job, c.jobs = j.ID, true
+		c.runningDelay = 300 * time.Millisecond // Redis slow on that write: the job ends meanwhile
+		runs = append(runs, run{c, c.start()})
+	}
+	for _, rn := range runs {
+		if err := rn.c.wait(rn.id, 60*time.Second); err != nil {
+			t.Errorf("worker of %s: %v", rn.c.job, err)
+		}
+		j, err := st.Get(ctx, rn.c.job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.State != jobs.Succeeded || j.Progress.Samples != 2000 {
+			t.Errorf("job %s: %s with %d samples, want succeeded with 2000", j.ID, j.State, j.Progress.Samples)
+		}
+		rn.c.checkExactlyOnce()
+	}
+}
+
+// TestWorkerDeathIsAJobEvent: a SIGKILLed worker shows in the job's events
+// as lost, with its id and the cause; a graceful leave is a "left" event
+// and no loss (issue 15, defect 12).
+func TestWorkerDeathIsAJobEvent(t *testing.T) {
+	c, st := jobCluster(t, 3)
+	for range 4 {
+		c.start()
+	}
+	c.waitWorld(4, 30*time.Second)
+	c.waitSteps(10, 30*time.Second)
+	var victim, leaver string
+	for _, id := range c.gen().Members {
+		switch {
+		case id == c.leaderID():
+		case victim == "":
+			victim = id
+		case leaver == "":
+			leaver = id
+		}
+	}
+	c.signal(victim, syscall.SIGKILL)
+	c.waitWorld(3, 30*time.Second)
+	c.waitSteps(5, 30*time.Second)
+	c.signal(leaver, syscall.SIGTERM)
+	if err := c.wait(leaver, 30*time.Second); err != nil {
+		t.Fatalf("graceful leave of %s: %v", leaver, err)
+	}
+	c.finish(90 * time.Second)
+	evs, err := st.Events(context.Background(), c.job, "", 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := map[string][]string{}
+	left := map[string]bool{}
+	for _, e := range evs {
+		if e.Type != jobs.EventWorker {
+			continue
+		}
+		w, _ := e.Data["worker"].(string)
+		if e.Data["lost"] == true {
+			cause, _ := e.Data["cause"].(string)
+			lost[w] = append(lost[w], cause)
+			if !strings.Contains(e.Message, w) || !strings.Contains(e.Message, "lost") {
+				t.Errorf("lost event message %q does not name %s", e.Message, w)
+			}
+		}
+		if e.Message == "worker "+w+" left" {
+			left[w] = true
+		}
+	}
+	if len(lost[victim]) != 1 || (lost[victim][0] != string(coord.LostHeartbeat) && lost[victim][0] != string(coord.LostNoReport)) {
+		t.Errorf("lost events of the killed %s: %v, want one with a cause", victim, lost[victim])
+	}
+	if len(lost) != 1 {
+		t.Errorf("lost events %v, want only the killed %s", lost, victim)
+	}
+	if !left[leaver] {
+		t.Errorf("no left event for %s, which left gracefully", leaver)
+	}
+	c.checkExactlyOnce()
 }

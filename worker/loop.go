@@ -101,6 +101,7 @@ func (w *Worker) join(ctx context.Context, g *coord.Generation) error {
 	w.sw.mark("handover")
 	ring, err := w.deps.Transport.NewRing(jctx, collective.RingConfig{
 		Generation: mainRing(g.Number), Rank: rank, Peers: g.Addrs, Timeout: timeout,
+		Compression: w.cfg.Compression,
 	})
 	if err != nil {
 		return fmt.Errorf("build ring: %w", err)
@@ -240,12 +241,9 @@ func (w *Worker) reportFailure(ctx context.Context, g *coord.Generation) {
 		applied = w.st.Applied
 	}
 	w.log.Info("reporting broken ring", "gen", g.Number, "applied", applied)
-	_ = retry(ctx, w.log, "report", func() error {
-		if cur, err := w.co.ReadGen(ctx); err == nil && cur != nil && cur.Number > g.Number {
-			return nil // already replaced
-		}
-		return w.co.Report(ctx, g.Number, applied)
-	})
+	// A newer generation makes the report moot: the script refuses it
+	// (coord.ErrStaleReport), and retry gives up at once.
+	_ = retry(ctx, w.log, "report", func() error { return w.co.Report(ctx, g.Number, applied) })
 }
 
 // leave is the graceful exit: the last cursor committed, the partition
@@ -366,7 +364,7 @@ func (w *Worker) sameState(ctx context.Context, ring *collective.Ring, g *coord.
 	if flag == have {
 		v[2*rank] = float32(w.st.Applied + 2)
 	}
-	if err := ring.AllReduce(ctx, v); err != nil {
+	if err := ring.AllReduceExactTail(ctx, v, len(v)); err != nil { // steps above 2048: never fp16
 		return false // the broadcast that follows fails the same way on everyone
 	}
 	step := float32(-1)

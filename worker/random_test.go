@@ -3,6 +3,9 @@ package worker
 import (
 	"context"
 	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -16,8 +19,7 @@ func TestRandomScaleAndKillEvents(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long multi-process test")
 	}
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	r := testenv.NewRedis(t)
 	c := newCluster(t, r, testSpec(14, 2), 3*time.Millisecond)
@@ -31,6 +33,7 @@ func TestRandomScaleAndKillEvents(t *testing.T) {
 		for id := range alive {
 			ids = append(ids, id)
 		}
+		slices.Sort(ids) // map order is random: a seed must replay the same choice
 		return ids[rng.IntN(len(ids))]
 	}
 	for i := range 20 {
@@ -64,4 +67,24 @@ func TestRandomScaleAndKillEvents(t *testing.T) {
 	c.waitSteps(8, 30*time.Second)
 	c.finish(90 * time.Second)
 	c.checkExactlyOnce()
+}
+
+// testSeed is EDL_TEST_SEED when set (to replay a failure), else a fresh
+// seed; either way a failing test says how to replay it.
+func testSeed(t *testing.T) uint64 {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("EDL_TEST_SEED"); v != "" {
+		var err error
+		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
+			t.Fatalf("EDL_TEST_SEED=%q: want an unsigned integer: %v", v, err)
+		}
+	}
+	t.Logf("seed %d", seed)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("replay: EDL_TEST_SEED=%d go test ./worker -run '^%s$'", seed, t.Name())
+		}
+	})
+	return seed
 }

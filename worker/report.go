@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -11,18 +12,31 @@ import (
 
 // reporter writes progress and events to the job store off the step loop:
 // the newest progress at most every `every`, events in order.
+//
+// Every write goes through send, one flush at a time. The job's state
+// moves starting -> running with the first progress and running ->
+// succeeded (or cancelled) at the end; the store refuses starting ->
+// succeeded, so the final transition must not overtake the Running write
+// of a flush still in flight (it once did: the job stayed starting for
+// ever). transition therefore takes send too, and makes the Running
+// write itself when no flush has landed one yet.
 type reporter struct {
 	jobs  JobSource
 	job   string
 	every time.Duration
 	log   *slog.Logger
 
-	mu      sync.Mutex
-	prog    *jobs.Progress
-	events  []jobs.Event
-	ckpt    *jobs.CheckpointRef
-	running bool // the job was moved to running
-	kick    chan struct{}
+	mu     sync.Mutex // guards the queue below
+	prog   *jobs.Progress
+	events []jobs.Event
+	ckpt   *jobs.CheckpointRef
+	kick   chan struct{}
+
+	send sync.Mutex // held for a whole flush or transition
+	// running: the job was moved to running, or the store said it is past
+	// starting already (another rank 0 moved it). Guarded by send; set
+	// only once the write landed, so a failed one is tried again.
+	running bool
 }
 
 func newReporter(js JobSource, job string, every time.Duration, log *slog.Logger) *reporter {
@@ -45,10 +59,7 @@ func (r *reporter) event(typ jobs.EventType, msg string, data map[string]any) {
 	r.mu.Lock()
 	r.events = append(r.events, jobs.Event{Type: typ, Message: msg, Data: data})
 	r.mu.Unlock()
-	select {
-	case r.kick <- struct{}{}:
-	default:
-	}
+	r.wake()
 }
 
 // checkpoint records a committed checkpoint on the job (and, through the
@@ -60,6 +71,10 @@ func (r *reporter) checkpoint(ref jobs.CheckpointRef) {
 	r.mu.Lock()
 	r.ckpt = &ref
 	r.mu.Unlock()
+	r.wake()
+}
+
+func (r *reporter) wake() {
 	select {
 	case r.kick <- struct{}{}:
 	default:
@@ -83,17 +98,20 @@ func (r *reporter) run(ctx context.Context) {
 	}
 }
 
-// flush sends what is queued now.
+// flush sends what is queued now; it returns once it has landed (or failed).
 func (r *reporter) flush(ctx context.Context) {
 	if r.jobs == nil {
 		return
 	}
+	r.send.Lock()
+	defer r.send.Unlock()
+	r.flushLocked(ctx)
+}
+
+func (r *reporter) flushLocked(ctx context.Context) {
 	r.mu.Lock()
-	p, evs, running, ck := r.prog, r.events, r.running, r.ckpt
+	p, evs, ck := r.prog, r.events, r.ckpt
 	r.prog, r.events, r.ckpt = nil, nil, nil
-	if p != nil && p.Step >= 0 {
-		r.running = true
-	}
 	r.mu.Unlock()
 	for _, e := range evs {
 		if _, err := r.jobs.AppendEvent(ctx, r.job, e); err != nil {
@@ -108,8 +126,8 @@ func (r *reporter) flush(ctx context.Context) {
 	if p == nil {
 		return
 	}
-	if !running {
-		if _, err := r.jobs.Transition(ctx, r.job, jobs.Running, "training"); err != nil {
+	if p.Step >= 0 && !r.running {
+		if err := r.markRunning(ctx); err != nil {
 			r.log.Debug("move job to running", "err", err)
 		}
 	}
@@ -118,13 +136,38 @@ func (r *reporter) flush(ctx context.Context) {
 	}
 }
 
-// transition moves the job to a final state, synchronously.
+// markRunning moves the job to running once. A refused transition means
+// the job is past starting already (running, or cancelling): nothing to do.
+func (r *reporter) markRunning(ctx context.Context) error {
+	_, err := r.jobs.Transition(ctx, r.job, jobs.Running, "training")
+	if err == nil || errors.Is(err, jobs.ErrInvalidTransition) {
+		r.running = true
+		return nil
+	}
+	return err
+}
+
+// transition moves the job to a final state, synchronously, after every
+// queued write and any flush in flight. It retries while the store is
+// away, until ctx ends: a lost final transition leaves the job unfinished.
 func (r *reporter) transition(ctx context.Context, to jobs.State, reason string) {
 	if r.jobs == nil {
 		return
 	}
-	r.flush(ctx)
-	if _, err := r.jobs.Transition(ctx, r.job, to, reason); err != nil {
+	r.send.Lock()
+	defer r.send.Unlock()
+	r.flushLocked(ctx)
+	err := retry(ctx, r.log, "job state change to "+string(to), func() error {
+		if to == jobs.Succeeded && !r.running {
+			// Only running may succeed; no progress write has moved it yet.
+			if err := r.markRunning(ctx); err != nil {
+				return err
+			}
+		}
+		_, err := r.jobs.Transition(ctx, r.job, to, reason)
+		return err
+	})
+	if err != nil {
 		r.log.Warn("job state change failed", "to", to, "err", err)
 	}
 }

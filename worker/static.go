@@ -81,7 +81,7 @@ func RunStatic(ctx context.Context, cfg StaticConfig, tr *collective.Transport) 
 				off += int64(n)
 			}
 			meta[metaLoss], meta[metaCount] = float32(loss), float32(n)
-			if err := ring.AllReduce(ctx, buf); err != nil {
+			if err := ring.AllReduceExactTail(ctx, buf, len(meta)); err != nil {
 				return fmt.Errorf("static step %d: %w", step, err)
 			}
 			total := count(meta, metaCount)

@@ -95,7 +95,7 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 			meta[metaBlocked] = 1
 		}
 		putSlot(meta, rank, my)
-		if err := w.ring.AllReduce(ctx, w.buf); err != nil {
+		if err := w.ring.AllReduceExactTail(ctx, w.buf, len(meta)); err != nil { // the metadata never in fp16
 			w.log.Warn("all-reduce failed; step discarded", "gen", g.Number, "step", w.st.Applied+1, "err", err)
 			return outFailed, nil
 		}

@@ -220,7 +220,8 @@ func (w *Worker) prepare(ctx context.Context) error {
 		// every ready worker up to the API's hard limit.
 		maxW = 1024
 	}
-	w.leader = coord.NewLeader(w.co, coord.LeaderOptions{MinStart: minStart, MaxWorkers: maxW, Window: w.cfg.ReportWindow}, w.deps.Now)
+	w.leader = coord.NewLeader(w.co, coord.LeaderOptions{MinStart: minStart, MaxWorkers: maxW, Window: w.cfg.ReportWindow,
+		OnFormed: w.lostEvents}, w.deps.Now)
 	w.watch = w.co.Watch(context.WithoutCancel(ctx), 100*time.Millisecond)
 	w.rep = newReporter(w.deps.Jobs, w.cfg.Job, w.cfg.ProgressEvery, w.log)
 	if w.deps.Store != nil {
@@ -310,27 +311,5 @@ func (w *Worker) poll(ctx context.Context) {
 				w.stopReq.Store(true)
 			}
 		}
-	}
-}
-
-// retry runs f until it succeeds or ctx ends, backing off: Redis may be
-// briefly away.
-func retry(ctx context.Context, log *slog.Logger, what string, f func() error) error {
-	backoff := 10 * time.Millisecond
-	for {
-		err := f()
-		if err == nil {
-			return nil
-		}
-		if errors.Is(err, datapipe.ErrStaleGeneration) {
-			return fmt.Errorf("%s: %w", what, err) // waiting will not make it current
-		}
-		log.Debug(what+" failed, retrying", "err", err)
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s: %w (last error: %v)", what, ctx.Err(), err)
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, time.Second)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 )
@@ -163,20 +164,27 @@ func (s *Server) waitReady(ctx context.Context, exited <-chan struct{}) error {
 	}
 	const bucket = "edl-ready-probe"
 	var last error
-	for {
+	_, err = backoff.Retry(ctx, func() (struct{}, error) {
 		last = probe(ctx, c, bucket)
-		if last == nil {
-			return nil
-		}
 		select {
 		case <-exited:
-			return fmt.Errorf("exited during start (last probe: %v)", last)
-		case <-ctx.Done():
-			return fmt.Errorf("not ready: %v", last)
-		case <-time.After(200 * time.Millisecond):
+			if last != nil {
+				return struct{}{}, backoff.Permanent(errExited)
+			}
+		default:
 		}
+		return struct{}{}, last
+	}, backoff.WithBackOff(backoff.NewConstantBackOff(200*time.Millisecond)), backoff.WithMaxElapsedTime(0))
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errExited):
+		return fmt.Errorf("exited during start (last probe: %v)", last)
 	}
+	return fmt.Errorf("not ready: %v", last)
 }
+
+var errExited = errors.New("exited during start")
 
 func probe(ctx context.Context, c *minio.Client, bucket string) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)

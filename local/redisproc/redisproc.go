@@ -3,6 +3,7 @@ package redisproc
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -90,24 +92,22 @@ func Start(ctx context.Context, dir string, opts Options) (*Proc, error) {
 func (p *Proc) waitReady(ctx context.Context, timeout time.Duration) error {
 	c := redis.NewClient(&redis.Options{Addr: p.addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	defer c.Close()
-	deadline := time.Now().Add(timeout)
-	for {
+	_, err := backoff.Retry(ctx, func() (struct{}, error) {
 		err := c.Ping(ctx).Err()
-		if err == nil {
-			return nil
-		}
 		select {
 		case <-p.done:
-			return fmt.Errorf("exited before answering PING")
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(15 * time.Millisecond):
+			return struct{}{}, backoff.Permanent(errExited)
+		default:
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no PING answer after %s: %w", timeout, err)
-		}
+		return struct{}{}, err
+	}, backoff.WithBackOff(backoff.NewConstantBackOff(15*time.Millisecond)), backoff.WithMaxElapsedTime(timeout))
+	if err != nil && ctx.Err() == nil && !errors.Is(err, errExited) {
+		return fmt.Errorf("no PING answer after %s: %w", timeout, err)
 	}
+	return err
 }
+
+var errExited = errors.New("exited before answering PING")
 
 // Addr is host:port.
 func (p *Proc) Addr() string { return p.addr }

@@ -2,6 +2,7 @@ package collective
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -38,15 +39,31 @@ func (p *plan) seg(s int) int { return ((p.rank-s)%p.world + p.world) % p.world 
 // AllReduce replaces buf, on every member, with the element-wise sum of all
 // members' buf. All members pass the same length (any, including 0).
 func (r *Ring) AllReduce(ctx context.Context, buf []float32) error {
-	return r.allReduce(ctx, "allreduce", opAllReduce, buf, false)
+	return r.allReduce(ctx, "allreduce", opAllReduce, buf, 0, false)
 }
 
 // AllReduceMean is AllReduce divided by the number of members.
 func (r *Ring) AllReduceMean(ctx context.Context, buf []float32) error {
-	return r.allReduce(ctx, "allreduce-mean", opAllReduceMean, buf, true)
+	return r.allReduce(ctx, "allreduce-mean", opAllReduceMean, buf, 0, true)
 }
 
-func (r *Ring) allReduce(ctx context.Context, name string, op byte, buf []float32, mean bool) error {
+// MaxExactTail bounds AllReduceExactTail's exact part.
+const MaxExactTail = 1 << 24
+
+// AllReduceExactTail is AllReduce whose last exact values always travel as
+// float32, whatever the ring's Compression: with fp16 on the wire an
+// integer above 2048 is not kept, so counts, offsets and flags that ride
+// along with a gradient go there (sums of integers below 2^24 stay exact).
+// The head is reduced first, as AllReduce would, then the tail; all
+// members pass the same length and the same exact (checked).
+func (r *Ring) AllReduceExactTail(ctx context.Context, buf []float32, exact int) error {
+	if exact < 0 || exact > len(buf) || exact > MaxExactTail {
+		return fmt.Errorf("collective: allreduce-exact-tail: exact %d out of range [0,%d]", exact, min(len(buf), MaxExactTail))
+	}
+	return r.allReduce(ctx, "allreduce-exact-tail", opAllReduceExactTail, buf, exact, false)
+}
+
+func (r *Ring) allReduce(ctx context.Context, name string, op byte, buf []float32, exact int, mean bool) error {
 	end, err := r.begin(ctx)
 	if err != nil {
 		return err
@@ -55,11 +72,25 @@ func (r *Ring) allReduce(ctx context.Context, name string, op byte, buf []float3
 	if r.world == 1 {
 		return nil
 	}
-	if err := r.exchangeHeader(name, op, uint64(len(buf))); err != nil {
+	// The header's length says both parts: members that split differently
+	// fail with ErrMismatch instead of summing offsets into gradients.
+	if err := r.exchangeHeader(name, op, uint64(exact)<<40|uint64(len(buf))); err != nil {
 		return r.result(err)
 	}
+	if r.compression != CompressionFP16 {
+		return r.result(r.reduce(name, buf, mean, false)) // all exact: one pass
+	}
+	head := len(buf) - exact
+	if err := r.reduce(name, buf[:head], mean, true); err != nil {
+		return r.result(err)
+	}
+	return r.result(r.reduce(name, buf[head:], mean, false))
+}
+
+// reduce runs one pipelined ring all-reduce of buf, in halves when half.
+func (r *Ring) reduce(name string, buf []float32, mean, half bool) error {
 	if len(buf) == 0 {
-		return r.result(nil)
+		return nil
 	}
 	maxSeg := (len(buf) + r.world - 1) / r.world
 	p := &r.plan
@@ -74,7 +105,7 @@ func (r *Ring) allReduce(ctx context.Context, name string, op byte, buf []float3
 		p.scale = 1 / float32(r.world)
 	}
 	need := min(maxSeg, r.chunk) + 1
-	if p.half = r.compression == CompressionFP16; p.half {
+	if p.half = half; p.half {
 		if cap(r.recvHalf) < need {
 			r.recvHalf, r.sendHalf = make([]uint16, need), make([]uint16, need)
 		}
@@ -97,7 +128,7 @@ func (r *Ring) allReduce(ctx context.Context, name string, op byte, buf []float3
 		rerr = serr
 	}
 	p.buf = nil
-	return r.result(rerr)
+	return rerr
 }
 
 // receive runs in the caller's goroutine: it reads every piece from the

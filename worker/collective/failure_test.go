@@ -3,6 +3,7 @@ package collective_test
 import (
 	"context"
 	"errors"
+	"net"
 	"testing"
 	"time"
 
@@ -137,7 +138,6 @@ func TestStalledPeerFailsEveryoneWithinTimeout(t *testing.T) {
 	const world, stalled = 5, 2
 	const timeout = 300 * time.Millisecond
 	rings := buildRing(t, listenN(t, world, testJob), 1, timeout)
-	start := time.Now()
 	errs := parallel(world, func(rank int) error {
 		if rank == stalled {
 			return nil
@@ -145,7 +145,6 @@ func TestStalledPeerFailsEveryoneWithinTimeout(t *testing.T) {
 		buf := make([]float32, 1<<16)
 		return rings[rank].AllReduce(context.Background(), buf)
 	})
-	elapsed := time.Since(start)
 	for rank, err := range errs {
 		if rank == stalled {
 			continue
@@ -159,9 +158,12 @@ func TestStalledPeerFailsEveryoneWithinTimeout(t *testing.T) {
 	if pe.Rank != stalled || pe.Generation != 1 || pe.Op != "allreduce" {
 		t.Fatalf("successor of the stalled member: got %+v, want rank %d generation 1 op allreduce", pe, stalled)
 	}
-	// A generous bound: what matters is that nobody hangs.
-	if elapsed > 10*timeout {
-		t.Fatalf("survivors took %s to fail, timeout %s", elapsed, timeout)
+	// That nobody hangs is shown by the call returning at all; that the
+	// deadline (not some other error) ended it, by the error: the stalled
+	// member's successor waited for data that never came.
+	var ne net.Error
+	if !errors.As(errs[stalled+1], &ne) || !ne.Timeout() {
+		t.Fatalf("successor of the stalled member: %v, want a timeout", errs[stalled+1])
 	}
 	if err := rings[0].AllReduce(context.Background(), []float32{1}); !isPeerErr(err) {
 		t.Fatalf("operation on a failed ring: want the PeerError again, got %v", err)
@@ -235,12 +237,8 @@ func TestTransportCloseEndsNewRing(t *testing.T) {
 	}()
 	time.Sleep(50 * time.Millisecond)
 	ts[0].Close()
-	select {
-	case err := <-done:
-		if !errors.Is(err, collective.ErrClosed) {
-			t.Fatalf("want ErrClosed, got %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("NewRing still waiting after its transport closed")
+	// Had it waited out its minute instead, the error would be a timeout.
+	if err := <-done; !errors.Is(err, collective.ErrClosed) {
+		t.Fatalf("want ErrClosed, got %v", err)
 	}
 }

@@ -12,7 +12,7 @@ import (
 // and checking the one from its predecessor, so members that call different
 // operations fail with ErrMismatch instead of exchanging garbage.
 //
-//	header: op:u8 compression:u8 pad:6 seq:u64 arg:u64 (AllReduce: length; Broadcast: root)
+//	header: op:u8 compression:u8 pad:6 seq:u64 arg:u64 (AllReduce: exact tail<<40 | length; Broadcast: root)
 const hdrLen = 24
 
 const (
@@ -20,6 +20,7 @@ const (
 	opAllReduceMean
 	opBroadcast
 	opBarrier
+	opAllReduceExactTail
 )
 
 // bcastChunk is the piece Broadcast forwards at a time; maxBroadcast bounds

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/cenkalti/backoff/v5"
 )
 
 // DefaultTimeout is RingConfig.Timeout when it is zero.
@@ -195,43 +197,45 @@ func (t *Transport) dial(ctx context.Context, addr string, h hello) (net.Conn, e
 		return nil, err
 	}
 	var d net.Dialer
-	for {
+	var refused error
+	c, err := backoff.Retry(ctx, func() (net.Conn, error) {
 		c, err := d.DialContext(ctx, "tcp", addr)
-		if err != nil {
-			if errors.Is(err, syscall.ECONNREFUSED) && ctx.Err() == nil {
-				select {
-				case <-time.After(20 * time.Millisecond):
-					continue
-				case <-ctx.Done():
-				}
-			}
-			return nil, err
+		if err != nil && !errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, backoff.Permanent(err)
 		}
-		stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
-		st, newest, err := func() (status, int64, error) {
-			if _, err := c.Write(msg); err != nil {
-				return 0, 0, err
-			}
-			return readReply(c)
-		}()
-		if !stop() {
-			err = errors.Join(err, context.Cause(ctx))
+		refused = err
+		return c, err
+	}, backoff.WithBackOff(backoff.NewConstantBackOff(20*time.Millisecond)), backoff.WithMaxElapsedTime(0))
+	if err != nil {
+		if refused != nil && !errors.Is(err, refused) {
+			err = fmt.Errorf("%w (last: %w)", err, refused)
 		}
-		switch {
-		case err != nil:
-		case st == statusStale:
-			err = fmt.Errorf("%w: %w: peer is at generation %d", ErrRefused, ErrStaleGeneration, newest)
-		case st != statusOK:
-			err = fmt.Errorf("%w: %s (their newest generation %d)", ErrRefused, st, newest)
-		}
-		if err != nil {
-			_ = c.Close()
-			return nil, err
-		}
-		_ = c.SetDeadline(time.Time{})
-		tuneConn(c)
-		return c, nil
+		return nil, err
 	}
+	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
+	st, newest, err := func() (status, int64, error) {
+		if _, err := c.Write(msg); err != nil {
+			return 0, 0, err
+		}
+		return readReply(c)
+	}()
+	if !stop() {
+		err = errors.Join(err, context.Cause(ctx))
+	}
+	switch {
+	case err != nil:
+	case st == statusStale:
+		err = fmt.Errorf("%w: %w: peer is at generation %d", ErrRefused, ErrStaleGeneration, newest)
+	case st != statusOK:
+		err = fmt.Errorf("%w: %s (their newest generation %d)", ErrRefused, st, newest)
+	}
+	if err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	_ = c.SetDeadline(time.Time{})
+	tuneConn(c)
+	return c, nil
 }
 
 // Size is the number of members.

@@ -27,6 +27,39 @@ const NoState int64 = -2
 type Decision struct {
 	Next    *Generation
 	Recheck time.Duration // 0: only on the next event
+	// Lost are the members of the current generation that Next drops
+	// without their having left gracefully, with the cause, in rank order.
+	Lost []Loss
+}
+
+// LossCause is why a member was dropped without leaving.
+type LossCause string
+
+const (
+	// LostHeartbeat: its heartbeat lease lapsed (the process died, froze
+	// or lost Redis).
+	LostHeartbeat LossCause = "heartbeat_lapsed"
+	// LostNoReport: its peers' ring broke and it filed no failure report
+	// in the report window while its heartbeat went on (a frozen step
+	// loop, or a worker cut off from its peers but not from Redis).
+	LostNoReport LossCause = "ring_broken_no_report"
+)
+
+// Describe says a cause in words, for a job event.
+func (c LossCause) Describe() string {
+	switch c {
+	case LostHeartbeat:
+		return "its heartbeat lease lapsed"
+	case LostNoReport:
+		return "the ring broke and it sent no failure report in time"
+	}
+	return string(c)
+}
+
+// Loss is one member dropped from a generation without a graceful leave.
+type Loss struct {
+	Worker string
+	Cause  LossCause
 }
 
 // Decide picks the next generation, if any, from a snapshot. It does no I/O.
@@ -34,7 +67,39 @@ type Decision struct {
 // a broken ring, once every member has reported or is dead (or window has
 // passed), form one of the survivors whose root is the one that applied the
 // most steps; drop members that left gracefully; admit ready newcomers.
+//
+// A member missing from the members hash left gracefully (it deleted its
+// record); any other member that the next generation leaves out is listed
+// in Decision.Lost.
 func Decide(s Snapshot, now time.Time, window time.Duration) Decision {
+	d := s.decide(now, window)
+	if d.Next != nil && s.Gen != nil {
+		d.Lost = s.lost(d.Next)
+	}
+	return d
+}
+
+// lost lists the members of the current generation that next leaves out
+// although they did not leave.
+func (s Snapshot) lost(next *Generation) []Loss {
+	var out []Loss
+	for _, id := range s.Gen.Members {
+		if next.Rank(id) >= 0 {
+			continue
+		}
+		if _, ok := s.Members[id]; !ok {
+			continue // left gracefully: its own event says so
+		}
+		cause := LostNoReport
+		if !s.Alive[id] {
+			cause = LostHeartbeat
+		}
+		out = append(out, Loss{Worker: id, Cause: cause})
+	}
+	return out
+}
+
+func (s Snapshot) decide(now time.Time, window time.Duration) Decision {
 	newcomers := s.newcomers()
 	if s.Gen == nil {
 		if len(newcomers) >= max(1, s.MinStart) {
@@ -43,16 +108,11 @@ func Decide(s Snapshot, now time.Time, window time.Duration) Decision {
 		return Decision{}
 	}
 	g := s.Gen
-	reported := false
-	for _, id := range g.Members {
-		if _, ok := s.Reports[id]; ok {
-			reported = true
-		}
-	}
-	if reported {
+	reports := s.current()
+	if len(reports) > 0 {
 		var pending, survivors []string
 		for _, id := range g.Members {
-			_, rep := s.Reports[id]
+			_, rep := reports[id]
 			switch {
 			case rep && s.Alive[id]:
 				survivors = append(survivors, id)
@@ -65,7 +125,7 @@ func Decide(s Snapshot, now time.Time, window time.Duration) Decision {
 		}
 		root, best := -1, int64(NoState)
 		for i, id := range survivors {
-			if a := s.Reports[id].Applied; a > best {
+			if a := reports[id].Applied; a > best {
 				root, best = i, a
 			}
 		}
@@ -96,6 +156,23 @@ func Decide(s Snapshot, now time.Time, window time.Duration) Decision {
 		return Decision{Next: g}
 	}
 	return Decision{}
+}
+
+// current returns the reports of members of the current generation about
+// that generation. A report of an older one says nothing about this ring
+// (it was written after the generation it describes was replaced; the
+// report script refuses those, this guards the decision too).
+func (s Snapshot) current() map[string]Report {
+	var out map[string]Report
+	for _, id := range s.Gen.Members {
+		if r, ok := s.Reports[id]; ok && r.Gen == s.Gen.Number {
+			if out == nil {
+				out = map[string]Report{}
+			}
+			out[id] = r
+		}
+	}
+	return out
 }
 
 // restore forms a generation of the live workers that hold no training

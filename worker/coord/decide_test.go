@@ -39,6 +39,7 @@ func TestDecide(t *testing.T) {
 		applied  int64
 		restore  bool
 		joiners  []string
+		lost     []Loss
 		wantWait bool
 	}{
 		{name: "first waits for min", snap: Snapshot{Members: m(Ready, "a"), Alive: alive("a"), MinStart: 2}},
@@ -57,21 +58,43 @@ func TestDecide(t *testing.T) {
 		{name: "failure root is the most advanced survivor",
 			snap: Snapshot{Gen: g3, Members: m(Active, "a", "b", "c"), Alive: alive("a", "b", "c"), FirstReport: t0,
 				Reports: map[string]Report{"a": {Worker: "a", Gen: 4, Applied: 9}, "c": {Worker: "c", Gen: 4, Applied: 10}}},
-			now: t0.Add(time.Second), members: []string{"a", "c"}, root: 1, sync: true, applied: 10},
+			now: t0.Add(time.Second), members: []string{"a", "c"}, root: 1, sync: true, applied: 10,
+			lost: []Loss{{Worker: "b", Cause: LostNoReport}}},
 		{name: "failure with dead member proceeds at once",
 			snap: Snapshot{Gen: g3, Members: m(Active, "a", "b", "c"), Alive: alive("a", "c"), FirstReport: t0,
 				Reports: map[string]Report{"a": {Worker: "a", Gen: 4, Applied: 9}, "c": {Worker: "c", Gen: 4, Applied: 9}}},
-			now: t0, members: []string{"a", "c"}, root: 0, sync: true, applied: 9},
+			now: t0, members: []string{"a", "c"}, root: 0, sync: true, applied: 9,
+			lost: []Loss{{Worker: "b", Cause: LostHeartbeat}}},
 		{name: "no survivor with state restores", snap: Snapshot{Gen: g3, Members: m(Active, "a"), Alive: alive("a"), FirstReport: t0,
 			Reports: map[string]Report{"a": {Worker: "a", Gen: 4, Applied: NoState}}}, now: t0.Add(time.Second),
 			members: []string{"a"}, root: 0, sync: true, applied: -1, restore: true},
 		{name: "all members killed at once restores", snap: Snapshot{Gen: g3, Members: merge(m(Active, "a", "b", "c"), m(Ready, "d")), Alive: alive("d")},
-			members: []string{"d"}, root: 0, sync: true, applied: -1, restore: true},
+			members: []string{"d"}, root: 0, sync: true, applied: -1, restore: true,
+			lost: []Loss{{"a", LostHeartbeat}, {"b", LostHeartbeat}, {"c", LostHeartbeat}}},
 		{name: "last member left restores", snap: Snapshot{Gen: g3, Members: m(Ready, "d"), Alive: alive("d")},
 			members: []string{"d"}, root: 0, sync: true, applied: -1, restore: true},
 		{name: "all gone and nobody ready", snap: Snapshot{Gen: g3, Members: map[string]Member{}, Alive: alive()}, wantWait: true},
 		{name: "join names the joiners", snap: Snapshot{Gen: g3, Members: merge(m(Active, "a", "b", "c"), m(Ready, "d", "e")), Alive: alive("a", "b", "c", "d", "e")},
 			members: []string{"a", "b", "c", "d", "e"}, root: 0, applied: -1, joiners: []string{"d", "e"}},
+		// Reports name their generation; only the current one's count
+		// (issue 15, defect 4: a report that landed after setgen cleared
+		// the hash dropped healthy members from the next generation).
+		{name: "stale report alone changes nothing",
+			snap: Snapshot{Gen: g3, Members: m(Active, "a", "b", "c"), Alive: alive("a", "b", "c"), FirstReport: t0,
+				Reports: map[string]Report{"a": {Worker: "a", Gen: 3, Applied: 9}}},
+			now: t0.Add(time.Second)},
+		{name: "stale report does not make a survivor",
+			snap: Snapshot{Gen: g3, Members: m(Active, "a", "b", "c"), Alive: alive("a", "c"), FirstReport: t0,
+				Reports: map[string]Report{"a": {Worker: "a", Gen: 4, Applied: 9}, "c": {Worker: "c", Gen: 3, Applied: 20}}},
+			now: t0.Add(time.Second), members: []string{"a"}, root: 0, sync: true, applied: 9,
+			lost: []Loss{{"b", LostHeartbeat}, {"c", LostNoReport}}},
+		{name: "stale report does not turn a leave into a failure",
+			snap: Snapshot{Gen: g3, Members: m(Active, "a", "c"), Alive: alive("a", "c"), FirstReport: t0,
+				Reports: map[string]Report{"c": {Worker: "c", Gen: 3, Applied: 5}}},
+			now: t0.Add(time.Second), members: []string{"a", "c"}, root: 0, applied: -1},
+		{name: "graceful leave is no loss",
+			snap:    Snapshot{Gen: g3, Members: m(Active, "a", "c"), Alive: alive("a", "c")},
+			members: []string{"a", "c"}, root: 0, applied: -1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -99,6 +122,9 @@ func TestDecide(t *testing.T) {
 			}
 			if g.Restore != tc.restore || !slices.Equal(g.Joiners, tc.joiners) {
 				t.Fatalf("got restore %v joiners %v, want %v %v", g.Restore, g.Joiners, tc.restore, tc.joiners)
+			}
+			if !slices.Equal(d.Lost, tc.lost) {
+				t.Fatalf("lost %v, want %v", d.Lost, tc.lost)
 			}
 			if g.Addrs[0] != g.Members[0]+":1" {
 				t.Fatalf("addrs %v do not follow members", g.Addrs)

@@ -71,22 +71,39 @@ type Report struct {
 	Applied int64 // last step it applied (-1: none)
 }
 
+// ErrStaleReport: the generation a failure report is about is no longer
+// the current one (a newer one was formed meanwhile); the report is dropped.
+var ErrStaleReport = errors.New("failure report for a generation that is no longer current")
+
+// reportScript files a failure report only while its generation is the
+// current one (KEYS[1], the generation number), in the same step as the
+// check: setGenScript clears the reports when it writes the next
+// generation, and a report of the old one that landed after that would
+// make the next decision drop members that are fine.
+var reportScript = redis.NewScript(`
+local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
+if cur ~= tonumber(ARGV[2]) then return cur end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2] .. '|' .. ARGV[3])
+redis.call('PUBLISH', KEYS[3], 'report:' .. ARGV[1])
+return -1`)
+
 // Report records that this worker's ring of generation gen broke after it
-// applied step applied, and wakes the leader.
+// applied step applied, and wakes the leader. It fails with ErrStaleReport,
+// writing nothing, when gen is no longer the current generation.
 func (c *Client) Report(ctx context.Context, gen, applied int64) error {
-	v := strconv.FormatInt(gen, 10) + "|" + strconv.FormatInt(applied, 10)
-	_, err := c.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, c.keys.Reports(), c.cfg.Worker, v)
-		p.Publish(ctx, c.keys.Channel(), "report:"+c.cfg.Worker)
-		return nil
-	})
+	cur, err := reportScript.Run(ctx, c.rdb, []string{c.keys.GenNum(), c.keys.Reports(), c.keys.Channel()},
+		c.cfg.Worker, gen, applied).Int64()
 	if err != nil {
 		return fmt.Errorf("report broken ring of generation %d: %w", gen, err)
+	}
+	if cur >= 0 {
+		return fmt.Errorf("report broken ring of generation %d: current is %d: %w", gen, cur, ErrStaleReport)
 	}
 	return nil
 }
 
-// Reports reads the failure reports filed since the last generation.
+// Reports reads the failure reports filed since the last generation. A
+// report names its generation; Decide counts only the current one's.
 func (c *Client) Reports(ctx context.Context) (map[string]Report, error) {
 	raw, err := c.rdb.HGetAll(ctx, c.keys.Reports()).Result()
 	if err != nil {

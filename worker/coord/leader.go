@@ -63,6 +63,10 @@ type LeaderOptions struct {
 	MaxWorkers int           // 0: no limit
 	Window     time.Duration // wait for failure reports this long
 	Poll       time.Duration // look again at least this often
+	// OnFormed, when set, is called after this leader wrote generation g,
+	// with the members g dropped without a graceful leave (Decision.Lost).
+	// It runs on the leader's goroutine: it must not block.
+	OnFormed func(g *Generation, lost []Loss)
 }
 
 // Leader runs one worker's bid for leadership and, while it leads, forms
@@ -170,7 +174,7 @@ func (l *Leader) decide(ctx context.Context, fence int64) (time.Duration, error)
 		return 0, err
 	}
 	now := l.now()
-	if len(reports) == 0 {
+	if current(g, reports) == 0 {
 		l.firstReport = time.Time{}
 	} else if l.firstReport.IsZero() {
 		l.firstReport = now
@@ -195,8 +199,23 @@ func (l *Leader) decide(ctx context.Context, fence int64) (time.Duration, error)
 	}
 	l.firstReport = time.Time{}
 	l.c.log.Info("generation formed", "gen", d.Next.Number, "members", d.Next.Members, "root", d.Next.Root,
-		"sync", d.Next.Sync, "last_applied", d.Next.LastApplied, "reason", d.Next.Reason)
+		"sync", d.Next.Sync, "last_applied", d.Next.LastApplied, "reason", d.Next.Reason, "lost", d.Lost)
+	if l.opts.OnFormed != nil {
+		l.opts.OnFormed(d.Next, d.Lost)
+	}
 	return 0, nil
+}
+
+// current counts the reports about generation g (the report window starts
+// with the first of them; older ones do not count).
+func current(g *Generation, reports map[string]Report) int {
+	n := 0
+	for _, r := range reports {
+		if g != nil && r.Gen == g.Number {
+			n++
+		}
+	}
+	return n
 }
 
 func (l *Leader) write(ctx context.Context, fence, expect int64, g *Generation) error {

@@ -1,0 +1,129 @@
+package worker
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/edl-nomad/edl/internal/testenv"
+	"github.com/edl-nomad/edl/jobs"
+)
+
+// slowRunning is the real job store whose Running transition takes a
+// while, as it does when Redis is slow: the window in which a final
+// transition used to overtake it.
+type slowRunning struct {
+	*jobs.Store
+	delay    time.Duration
+	entered  chan struct{} // closed when the Running write starts
+	finalErr atomic.Value  // error of the last non-Running transition
+}
+
+func (s *slowRunning) Transition(ctx context.Context, id string, to jobs.State, reason string) (jobs.Job, error) {
+	if to == jobs.Running {
+		select {
+		case <-s.entered:
+		default:
+			close(s.entered)
+		}
+		time.Sleep(s.delay)
+		return s.Store.Transition(ctx, id, to, reason)
+	}
+	j, err := s.Store.Transition(ctx, id, to, reason)
+	s.finalErr.Store(errBox{err})
+	return j, err
+}
+
+type errBox struct{ err error }
+
+func startingJob(t *testing.T) (*jobs.Store, string) {
+	t.Helper()
+	r := testenv.NewRedis(t)
+	st := jobs.NewStore(r.Client, jobs.StoreConfig{Prefix: r.Prefix})
+	ctx := context.Background()
+	j, _, err := st.Create(ctx, "tenant", testSpec(1, 1), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Transition(ctx, j.ID, jobs.Starting, "placed"); err != nil {
+		t.Fatal(err)
+	}
+	return st, j.ID
+}
+
+// TestReporterFinalTransitionWaitsForRunning reproduces issue 15 defect 1:
+// the background flush took the first progress and started moving the job
+// to running; the final transition, made meanwhile, found nothing queued
+// and sent Succeeded first: "invalid state transition starting ->
+// succeeded", and the job stayed starting for ever.
+func TestReporterFinalTransitionWaitsForRunning(t *testing.T) {
+	st, id := startingJob(t)
+	js := &slowRunning{Store: st, delay: 200 * time.Millisecond, entered: make(chan struct{})}
+	r := newReporter(js, id, time.Hour, testLog(t))
+	ctx := context.Background()
+	r.progress(jobs.Progress{Step: 0, Samples: 24, WorldSize: 1})
+	bg := make(chan struct{})
+	go func() { defer close(bg); r.flush(ctx) }() // the reporter's own loop
+	<-js.entered
+	r.transition(ctx, jobs.Succeeded, "training finished")
+	<-bg
+	if b, _ := js.finalErr.Load().(errBox); b.err != nil {
+		t.Errorf("final transition: %v", b.err)
+	}
+	j, err := st.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State != jobs.Succeeded {
+		t.Fatalf("job %s after the final transition, want succeeded", j.State)
+	}
+}
+
+// TestReporterSucceedsWithoutProgress: a final transition with no progress
+// ever written (or its Running write lost) still goes through running.
+func TestReporterSucceedsWithoutProgress(t *testing.T) {
+	st, id := startingJob(t)
+	r := newReporter(st, id, time.Hour, testLog(t))
+	ctx := context.Background()
+	r.transition(ctx, jobs.Succeeded, "training finished")
+	j, err := st.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State != jobs.Succeeded {
+		t.Fatalf("job %s, want succeeded", j.State)
+	}
+}
+
+// TestReporterRetriesRunningAfterAnError: a Running write that failed is
+// tried again by the next flush (it used to be marked done before it ran).
+func TestReporterRetriesRunningAfterAnError(t *testing.T) {
+	st, id := startingJob(t)
+	ctx := context.Background()
+	fail := &failingOnce{Store: st}
+	r := newReporter(fail, id, time.Hour, testLog(t))
+	r.progress(jobs.Progress{Step: 0})
+	r.flush(ctx)
+	if j, _ := st.Get(ctx, id); j.State != jobs.Starting {
+		t.Fatalf("job %s after a failed Running write, want still starting", j.State)
+	}
+	r.progress(jobs.Progress{Step: 1})
+	r.flush(ctx)
+	if j, _ := st.Get(ctx, id); j.State != jobs.Running {
+		t.Fatalf("job %s after the next flush, want running", j.State)
+	}
+}
+
+type failingOnce struct {
+	*jobs.Store
+	failed bool
+}
+
+func (f *failingOnce) Transition(ctx context.Context, id string, to jobs.State, reason string) (jobs.Job, error) {
+	if !f.failed {
+		f.failed = true
+		return jobs.Job{}, context.DeadlineExceeded
+	}
+	return f.Store.Transition(ctx, id, to, reason)
+}
