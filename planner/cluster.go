@@ -21,13 +21,3 @@ type Cluster interface {
 	// Teardown removes every worker of the job and the job itself.
 	Teardown(ctx context.Context, jobID string) error
 }
-
-// JobStore is the part of jobs.Store the loop reads and writes.
-type JobStore interface {
-	ListActive(ctx context.Context) ([]jobs.Job, error)
-	Get(ctx context.Context, id string) (jobs.Job, error)
-	Update(ctx context.Context, id string, fn func(*jobs.Job) error) (jobs.Job, error)
-	Transition(ctx context.Context, id string, to jobs.State, reason string) (jobs.Job, error)
-	AppendEvent(ctx context.Context, id string, ev jobs.Event) (jobs.Event, error)
-	Subscribe(ctx context.Context) <-chan string
-}

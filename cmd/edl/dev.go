@@ -20,6 +20,7 @@ import (
 	"github.com/edl-nomad/edl/local"
 	"github.com/edl-nomad/edl/local/redisproc"
 	"github.com/edl-nomad/edl/planner"
+	"github.com/edl-nomad/edl/planner/loop"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -83,7 +84,7 @@ type devEnv struct {
 	rdb     *redis.Client
 	store   *jobs.Store
 	cluster *local.Cluster
-	loop    *planner.Loop
+	loop    *loop.Loop
 	apiURL  string
 	tokens  jobs.DevTokens
 	dataDir string
@@ -156,7 +157,7 @@ func startDev(parent context.Context, c devConfig, log *slog.Logger) (_ *devEnv,
 	if err != nil {
 		return d, fmt.Errorf("dev: %w", err)
 	}
-	lc := planner.DefaultLoopConfig()
+	lc := loop.DefaultConfig()
 	lc.Interval = c.interval
 	lc.Holder = "dev-" + strconv.Itoa(os.Getpid())
 	lc.Policy.Cooldown = c.cooldown
@@ -165,7 +166,7 @@ func startDev(parent context.Context, c devConfig, log *slog.Logger) (_ *devEnv,
 	if c.stragglerFactor > 0 {
 		lc.StragglerFactor, lc.StragglerRounds = c.stragglerFactor, c.stragglerRounds
 	}
-	if d.loop, err = planner.NewLoop(lc, d.store, d.cluster, d.rdb, log); err != nil {
+	if d.loop, err = loop.New(lc, d.store, d.cluster, d.rdb, log); err != nil {
 		return d, fmt.Errorf("dev: %w", err)
 	}
 	ln, err := net.Listen("tcp", c.listen)

@@ -13,6 +13,7 @@ import (
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/nomadx"
 	"github.com/edl-nomad/edl/planner"
+	"github.com/edl-nomad/edl/planner/loop"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -83,7 +84,7 @@ func (n *nomadFlags) plannerOnNomad(rdb redis.UniversalClient, prefix, redisURL,
 	if err := checkStragglerFlags("serve", n.stragglerFactor, n.stragglerRounds); err != nil {
 		return nil, nil, err
 	}
-	lc := planner.DefaultLoopConfig()
+	lc := loop.DefaultConfig()
 	lc.Interval, lc.LeaseTTL, lc.Prefix = n.plannerInterval, n.leaseTTL, prefix
 	lc.Policy.Cooldown = n.plannerCooldown
 	host, _ := os.Hostname()
@@ -94,10 +95,10 @@ func (n *nomadFlags) plannerOnNomad(rdb redis.UniversalClient, prefix, redisURL,
 		lc.StragglerFactor, lc.StragglerRounds = n.stragglerFactor, n.stragglerRounds
 	}
 	return func(ctx context.Context, store *jobs.Store) error {
-		loop, err := planner.NewLoop(lc, store, cluster, rdb, log)
+		pl, err := loop.New(lc, store, cluster, rdb, log)
 		if err != nil {
 			return err
 		}
-		return loop.Run(ctx)
+		return pl.Run(ctx)
 	}, cluster, nil
 }

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/edl-nomad/edl/planner"
+	"github.com/edl-nomad/edl/planner/loop"
 	"github.com/edl-nomad/edl/worker/coord"
 	"github.com/redis/go-redis/v9"
 )
@@ -18,7 +18,7 @@ type redisSpeeds struct {
 	prefix string // the workers' key prefix
 }
 
-var _ planner.WorkerSpeeds = redisSpeeds{}
+var _ loop.WorkerSpeeds = redisSpeeds{}
 
 func (s redisSpeeds) StepMillis(ctx context.Context, jobID string) (map[string]float64, error) {
 	h, err := s.rdb.HGetAll(ctx, coord.NewKeys(s.prefix, jobID).Speed()).Result()
@@ -36,7 +36,7 @@ func (s redisSpeeds) StepMillis(ctx context.Context, jobID string) (map[string]f
 
 // stragglerSpeeds is the planner's WorkerSpeeds for --straggler-factor:
 // nil (replacement off) when the factor is 0.
-func stragglerSpeeds(factor float64, rdb redis.UniversalClient, prefix string) planner.WorkerSpeeds {
+func stragglerSpeeds(factor float64, rdb redis.UniversalClient, prefix string) loop.WorkerSpeeds {
 	if factor == 0 {
 		return nil
 	}
@@ -45,7 +45,7 @@ func stragglerSpeeds(factor float64, rdb redis.UniversalClient, prefix string) p
 
 // addStragglerFlags registers --straggler-factor and --straggler-rounds.
 func addStragglerFlags(fs *flag.FlagSet, factor *float64, rounds *int) {
-	d := planner.DefaultLoopConfig()
+	d := loop.DefaultConfig()
 	fs.Float64Var(factor, "straggler-factor", d.StragglerFactor, "replace a worker whose step time stays above this times its job's median (0 disables)")
 	fs.IntVar(rounds, "straggler-rounds", d.StragglerRounds, "planner rounds in a row a worker must be that slow before it is replaced")
 }

@@ -1,4 +1,4 @@
-package planner
+package loop
 
 import (
 	"context"
@@ -7,11 +7,13 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/planner"
 	"github.com/redis/go-redis/v9"
 )
 
-// LoopConfig sets up the planner loop.
-type LoopConfig struct {
+// Config sets up the planner loop.
+type Config struct {
 	// Interval between rounds when nothing happens; submits, cancels and
 	// resizes wake the loop at once.
 	Interval time.Duration
@@ -23,9 +25,9 @@ type LoopConfig struct {
 	// Holder names this replica in the lease (host:pid or similar).
 	Holder string
 	// Policy tunes Decide.
-	Policy Config
+	Policy planner.Config
 	// Tenants returns the tenants' quotas and weights for each round.
-	Tenants func() []TenantShare
+	Tenants func() []planner.TenantShare
 	// Now reads the clock; default time.Now.
 	Now func() time.Time
 	// Speeds reads the workers' step times for straggler replacement; nil
@@ -42,14 +44,14 @@ type LoopConfig struct {
 	StragglerCooldown time.Duration
 }
 
-// DefaultLoopConfig is what `edl serve` runs with.
-func DefaultLoopConfig() LoopConfig {
-	return LoopConfig{Interval: 2 * time.Second, LeaseTTL: 5 * time.Second, Prefix: "edl:", Policy: DefaultConfig(), Now: time.Now,
+// DefaultConfig is what `edl serve` runs with.
+func DefaultConfig() Config {
+	return Config{Interval: 2 * time.Second, LeaseTTL: 5 * time.Second, Prefix: "edl:", Policy: planner.DefaultConfig(), Now: time.Now,
 		StragglerFactor: 1.5, StragglerRounds: 3, StragglerCooldown: 2 * time.Minute}
 }
 
 // Validate names the field at fault.
-func (c LoopConfig) Validate() error {
+func (c Config) Validate() error {
 	switch {
 	case c.Interval <= 0:
 		return fmt.Errorf("planner loop: interval %s: must be positive", c.Interval)
@@ -70,9 +72,9 @@ func (c LoopConfig) Validate() error {
 // Loop is the active planner: each round it snapshots the job store and the
 // cluster, calls Decide, and applies the plan.
 type Loop struct {
-	cfg     LoopConfig
-	store   JobStore
-	cluster Cluster
+	cfg     Config
+	store   *jobs.Store
+	cluster planner.Cluster
 	lease   *Lease
 	log     *slog.Logger
 	// per-job memory the store does not keep: attained service, measured
@@ -98,9 +100,9 @@ type tracked struct {
 	lastReplace time.Time
 }
 
-// NewLoop wires a loop; rdb holds the lease.
-func NewLoop(cfg LoopConfig, store JobStore, cluster Cluster, rdb redis.UniversalClient, logger *slog.Logger) (*Loop, error) {
-	d := DefaultLoopConfig()
+// New wires a loop; rdb holds the lease.
+func New(cfg Config, store *jobs.Store, cluster planner.Cluster, rdb redis.UniversalClient, logger *slog.Logger) (*Loop, error) {
+	d := DefaultConfig()
 	if cfg.Interval == 0 {
 		cfg.Interval = d.Interval
 	}
@@ -110,7 +112,7 @@ func NewLoop(cfg LoopConfig, store JobStore, cluster Cluster, rdb redis.Universa
 	if cfg.Prefix == "" {
 		cfg.Prefix = d.Prefix
 	}
-	if cfg.Policy == (Config{}) {
+	if cfg.Policy == (planner.Config{}) {
 		cfg.Policy = d.Policy
 	}
 	if cfg.Now == nil {

@@ -1,4 +1,4 @@
-package planner
+package loop
 
 import (
 	"context"
@@ -54,11 +54,11 @@ func newStragglerEnv(t *testing.T, workers int) *stragglerEnv {
 	e := &stragglerEnv{t: t, cl: newFakeCluster(8), sp: &fakeSpeeds{}, now: t0}
 	r := testenv.NewRedis(t)
 	e.store = jobs.NewStore(r.Client, jobs.StoreConfig{Prefix: r.Prefix})
-	cfg := DefaultLoopConfig()
+	cfg := DefaultConfig()
 	cfg.Prefix, cfg.Holder = r.Prefix, t.Name()
 	cfg.Now = func() time.Time { return e.now }
 	cfg.Speeds = e.sp
-	l, err := NewLoop(cfg, e.store, e.cl, r.Client, nil)
+	l, err := New(cfg, e.store, e.cl, r.Client, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package planner
+package loop
 
 import (
 	"context"
@@ -14,9 +14,12 @@ import (
 
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/planner"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // fakeCluster is a one-node cluster whose workers run the moment they are
 // asked for and vanish the moment they are stopped.
@@ -121,7 +124,7 @@ func (f *fakeCluster) count(id string) int {
 
 func exampleSpec(t *testing.T, min, max int) jobs.Spec {
 	t.Helper()
-	data, err := os.ReadFile("../examples/job.json")
+	data, err := os.ReadFile("../../examples/job.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,14 +136,14 @@ func exampleSpec(t *testing.T, min, max int) jobs.Spec {
 	return spec
 }
 
-func newTestLoop(t *testing.T, cl Cluster) (*Loop, *jobs.Store) {
+func newTestLoop(t *testing.T, cl planner.Cluster) (*Loop, *jobs.Store) {
 	t.Helper()
 	r := testenv.NewRedis(t)
 	store := jobs.NewStore(r.Client, jobs.StoreConfig{Prefix: r.Prefix})
-	cfg := DefaultLoopConfig()
+	cfg := DefaultConfig()
 	cfg.Prefix = r.Prefix
 	cfg.Holder = t.Name()
-	l, err := NewLoop(cfg, store, cl, r.Client, nil)
+	l, err := New(cfg, store, cl, r.Client, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package planner
+package loop
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/planner"
 )
 
 // Round is one snapshot -> Decide -> Apply pass. It is idempotent: after a
@@ -23,7 +24,7 @@ func (l *Loop) Round(ctx context.Context) error {
 	}
 	var errs []error
 	seen := map[string]bool{}
-	snap := Snapshot{Capacity: capa, Config: l.cfg.Policy}
+	snap := planner.Snapshot{Capacity: capa, Config: l.cfg.Policy}
 	if l.cfg.Tenants != nil {
 		snap.Tenants = l.cfg.Tenants()
 	}
@@ -70,7 +71,7 @@ func (l *Loop) Round(ctx context.Context) error {
 			}
 		}
 	}
-	plan := Decide(snap, now)
+	plan := planner.Decide(snap, now)
 	for _, j := range schedulable {
 		t, ok := plan.Target(j.ID)
 		if !ok {
@@ -104,12 +105,12 @@ func liveWorkers(ws []jobs.Worker) []jobs.Worker {
 	return out
 }
 
-func jobState(j jobs.Job, live []jobs.Worker, tr *tracked) JobState {
+func jobState(j jobs.Job, live []jobs.Worker, tr *tracked) planner.JobState {
 	place := map[string]int{}
 	for _, w := range live {
 		place[w.Node]++
 	}
-	return JobState{
+	return planner.JobState{
 		ID: j.ID, Tenant: j.Tenant,
 		Min: j.Spec.Workers.Min, Max: j.Spec.Workers.Max,
 		GPUsPerWorker: j.Spec.GPUsPerWorker, GPU: j.Spec.GPU,
@@ -124,7 +125,7 @@ func jobState(j jobs.Job, live []jobs.Worker, tr *tracked) JobState {
 
 // apply makes one job's target so: scale the cluster, move the job's state,
 // and record the decision as an event.
-func (l *Loop) apply(ctx context.Context, j jobs.Job, t Target, live []jobs.Worker, now time.Time) error {
+func (l *Loop) apply(ctx context.Context, j jobs.Job, t planner.Target, live []jobs.Worker, now time.Time) error {
 	prev := j.Workers.Target
 	if t.Workers > 0 {
 		if j.State == jobs.Pending || j.State == jobs.Suspended {
