@@ -21,6 +21,9 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
+// loopback lets callbacks reach the tests' httptest receivers.
+var loopback, _ = ParseAllow("127.0.0.0/8,::1")
+
 // fakeCluster is a one-node cluster whose workers run the moment they are
 // asked for and vanish the moment they are stopped.
 type fakeCluster struct {
@@ -274,8 +277,8 @@ func TestScaleErrorBecomesEventAndRoundConverges(t *testing.T) {
 func TestOnlyOnePlannerHoldsTheLease(t *testing.T) {
 	r := testenv.NewRedis(t)
 	ctx := context.Background()
-	a := NewLease(r.Client, r.Prefix, "a", 300*time.Millisecond)
-	b := NewLease(r.Client, r.Prefix, "b", 300*time.Millisecond)
+	a := NewLease(r.Client, r.Prefix, "a", time.Minute)
+	b := NewLease(r.Client, r.Prefix, "b", time.Minute)
 	fa, err := a.TryAcquire(ctx)
 	if err != nil || fa == 0 {
 		t.Fatalf("a acquire = %d, %v", fa, err)
@@ -286,7 +289,11 @@ func TestOnlyOnePlannerHoldsTheLease(t *testing.T) {
 	if f, _ := a.TryAcquire(ctx); f != fa {
 		t.Fatalf("renewal changed fence %d -> %d", fa, f)
 	}
-	time.Sleep(400 * time.Millisecond) // a stops renewing: lease lapses
+	// a stops renewing: the lease lapses (what its TTL would do, without
+	// waiting for it).
+	if err := r.Client.Del(ctx, r.Prefix+"planner:lease").Err(); err != nil {
+		t.Fatal(err)
+	}
 	fb, _ := b.TryAcquire(ctx)
 	if fb <= fa {
 		t.Fatalf("takeover fence = %d, want > %d", fb, fa)
@@ -321,7 +328,7 @@ func TestFinishedJobCallsItsCallbackWithRetries(t *testing.T) {
 	defer srv.Close()
 	cl := newFakeCluster(4)
 	l, store := newTestLoop(t, cl)
-	l.callbacks.Backoff = 10 * time.Millisecond
+	l.callbacks = NewCallbacks(CallbackConfig{Allow: loopback, Backoff: 10 * time.Millisecond}, nil)
 	ctx := context.Background()
 	spec := exampleSpec(t, 1, 2)
 	spec.CallbackURL = srv.URL + "/done"

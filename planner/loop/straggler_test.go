@@ -10,20 +10,23 @@ import (
 
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/planner"
 )
 
-// fakeSpeeds serves step times set by the test, per job.
+// fakeSpeeds serves step times set by the test, per job, as fresh figures
+// of generation 1 (published a second before now()).
 type fakeSpeeds struct {
-	mu sync.Mutex
-	ms map[string]map[string]float64
+	mu  sync.Mutex
+	ms  map[string]map[string]float64
+	now func() time.Time
 }
 
-func (f *fakeSpeeds) StepMillis(ctx context.Context, jobID string) (map[string]float64, error) {
+func (f *fakeSpeeds) StepTimes(ctx context.Context, jobID string) (map[string]planner.WorkerSpeed, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := map[string]float64{}
+	out := map[string]planner.WorkerSpeed{}
 	for k, v := range f.ms[jobID] {
-		out[k] = v
+		out[k] = planner.WorkerSpeed{ID: k, Published: true, StepMillis: v, Generation: 1, WorldSize: len(f.ms[jobID]), At: f.now().Add(-time.Second)}
 	}
 	return out, nil
 }
@@ -58,6 +61,7 @@ func newStragglerEnv(t *testing.T, workers int) *stragglerEnv {
 	cfg.Prefix, cfg.Holder = r.Prefix, t.Name()
 	cfg.Now = func() time.Time { return e.now }
 	cfg.Speeds = e.sp
+	e.sp.now = func() time.Time { return e.now }
 	l, err := New(cfg, e.store, e.cl, r.Client, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +127,7 @@ func TestStragglerReplacedAfterConsecutiveRounds(t *testing.T) {
 		t.Fatalf("stops = %v, want [%s/%s] after 3 slow rounds", s, e.job, slow)
 	}
 	evs, _ := e.store.Events(context.Background(), e.job, "", 100)
-	want := fmt.Sprintf("straggler: worker %s at 2.7x the median step time (300 ms vs 110 ms); replaced", slow)
+	want := fmt.Sprintf("straggler: worker %s at 2.7x the median step time (300 ms vs 110 ms, generation 1, 3 workers); replaced", slow)
 	found := false
 	for _, ev := range evs {
 		found = found || ev.Message == want
