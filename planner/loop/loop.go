@@ -53,7 +53,7 @@ type Loop struct {
 	again bool
 	// rounds counts completed rounds (tests, metrics).
 	rounds atomic.Int64
-	inRun atomic.Bool
+	inRun  atomic.Bool
 	// testHook, when set, runs at named points of a round (tests only).
 	testHook func(point string)
 }
