@@ -28,6 +28,7 @@ type nomadFlags struct {
 	leaseTTL        time.Duration
 	stragglerFactor float64
 	stragglerRounds int
+	callbackAllow   string
 }
 
 func addNomadFlags(fs *flag.FlagSet) *nomadFlags {
@@ -56,6 +57,7 @@ func addNomadFlags(fs *flag.FlagSet) *nomadFlags {
 	fs.DurationVar(&n.plannerCooldown, "planner-cooldown", planner.DefaultConfig().Cooldown, "how long after a resize the planner leaves a job's size alone")
 	fs.DurationVar(&n.leaseTTL, "planner-lease", 5*time.Second, "planner lease: a stand-by replica takes over within about this long")
 	addStragglerFlags(fs, &n.stragglerFactor, &n.stragglerRounds)
+	addCallbackFlags(fs, &n.callbackAllow, "")
 	return n
 }
 
@@ -90,9 +92,9 @@ func (n *nomadFlags) plannerOnNomad(rdb redis.UniversalClient, prefix, redisURL,
 	host, _ := os.Hostname()
 	lc.Holder = host + "-" + strconv.Itoa(os.Getpid())
 	lc.Tenants = tenantShares(tenants)
-	lc.Speeds = stragglerSpeeds(n.stragglerFactor, rdb, prefix)
-	if n.stragglerFactor > 0 {
-		lc.StragglerFactor, lc.StragglerRounds = n.stragglerFactor, n.stragglerRounds
+	plannerWorkers(&lc, n.stragglerFactor, n.stragglerRounds, rdb, prefix)
+	if lc.Callbacks, err = plannerCallbacks("serve", n.callbackAllow, tenants, log); err != nil {
+		return nil, nil, err
 	}
 	return func(ctx context.Context, store *jobs.Store) error {
 		pl, err := loop.New(lc, store, cluster, rdb, log)
