@@ -219,6 +219,9 @@ func (l *Loop) apply(ctx context.Context, w *jobs.Store, j *jobs.Job, t planner.
 			return fmt.Errorf("start %s: %w", j.ID, err)
 		}
 	}
+	if err := l.holding(); err != nil {
+		return err
+	}
 	if t.Workers == 0 && prev == 0 && len(live) == 0 {
 		// Never placed: nothing to scale, and registering an empty job
 		// with the cluster would only add noise.
@@ -494,6 +497,9 @@ func (l *Loop) replace(ctx context.Context, w *jobs.Store, j *jobs.Job, t planne
 	tr.slow = t.SlowRounds
 	if t.Replace == "" {
 		return nil
+	}
+	if err := l.holding(); err != nil {
+		return err
 	}
 	if err := l.cluster.StopWorker(ctx, j.ID, t.Replace, t.ReplaceReason); err != nil {
 		_, _ = w.AppendEvent(ctx, j.ID, jobs.Event{Time: now, Type: jobs.EventError,

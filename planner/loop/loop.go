@@ -246,6 +246,7 @@ func (l *Loop) renew(ctx context.Context, fence int64, lost context.CancelCauseF
 			return
 		case <-t.C:
 		}
+		l.hook("renew")
 		if time.Now().UnixNano() >= l.validUntil.Load() {
 			lost(errLeaseLost) // woken after the lease lapsed
 			return

@@ -38,6 +38,33 @@ type fakeCluster struct {
 	stops    []string
 	repl     map[string]map[int]int
 	failStop error
+	// exits, when set for a job, makes its workers all exited with these
+	// codes (in index order).
+	exits map[string][]int
+}
+
+// exit makes every worker of job exit with codes.
+func (f *fakeCluster) exit(job string, codes ...int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.exits == nil {
+		f.exits = map[string][]int{}
+	}
+	f.exits[job] = codes
+	delete(f.counts, job)
+}
+
+// teardownsOf counts Teardown calls for job.
+func (f *fakeCluster) teardownsOf(job string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, id := range f.teardowns {
+		if id == job {
+			n++
+		}
+	}
+	return n
 }
 
 func newFakeCluster(slots int) *fakeCluster {
@@ -58,6 +85,16 @@ func (f *fakeCluster) Workers(ctx context.Context, jobID string) ([]jobs.Worker,
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var ws []jobs.Worker
+	if codes, ok := f.exits[jobID]; ok {
+		for i, c := range codes {
+			st := jobs.WorkerComplete
+			if c != 0 {
+				st = jobs.WorkerFailed
+			}
+			ws = append(ws, jobs.Worker{ID: f.workerIDLocked(jobID, i), JobID: jobID, Index: i, Node: "n1", State: st, ExitCode: &c})
+		}
+		return ws, nil
+	}
 	for i := 0; i < f.counts[jobID]; i++ {
 		ws = append(ws, jobs.Worker{ID: f.workerIDLocked(jobID, i), JobID: jobID, Index: i, Node: "n1", State: jobs.WorkerRunning})
 	}
@@ -115,6 +152,7 @@ func (f *fakeCluster) Teardown(ctx context.Context, jobID string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.counts, jobID)
+	delete(f.exits, jobID)
 	f.teardowns = append(f.teardowns, jobID)
 	return nil
 }
@@ -139,13 +177,16 @@ func exampleSpec(t *testing.T, min, max int) jobs.Spec {
 	return spec
 }
 
-func newTestLoop(t *testing.T, cl planner.Cluster) (*Loop, *jobs.Store) {
+func newTestLoop(t *testing.T, cl planner.Cluster, opts ...func(*Config)) (*Loop, *jobs.Store) {
 	t.Helper()
 	r := testenv.NewRedis(t)
 	store := jobs.NewStore(r.Client, jobs.StoreConfig{Prefix: r.Prefix})
 	cfg := DefaultConfig()
 	cfg.Prefix = r.Prefix
 	cfg.Holder = t.Name()
+	for _, o := range opts {
+		o(&cfg)
+	}
 	l, err := New(cfg, store, cl, r.Client, nil)
 	if err != nil {
 		t.Fatal(err)
