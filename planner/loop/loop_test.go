@@ -41,6 +41,8 @@ type fakeCluster struct {
 	// exits, when set for a job, makes its workers all exited with these
 	// codes (in index order).
 	exits map[string][]int
+	// workerCalls counts Workers calls.
+	workerCalls int
 }
 
 // exit makes every worker of job exit with codes.
@@ -84,6 +86,7 @@ func (f *fakeCluster) Capacity(ctx context.Context) (jobs.Capacity, error) {
 func (f *fakeCluster) Workers(ctx context.Context, jobID string) ([]jobs.Worker, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.workerCalls++
 	var ws []jobs.Worker
 	if codes, ok := f.exits[jobID]; ok {
 		for i, c := range codes {
