@@ -47,7 +47,7 @@ func (fullCluster) Scale(ctx context.Context, j jobs.Job, n int, reason string) 
 	return fmt.Errorf("scale %s: the cluster is full", j.ID)
 }
 func (fullCluster) StopWorker(ctx context.Context, jobID, workerID, reason string) error { return nil }
-func (fullCluster) Teardown(ctx context.Context, jobID string) error                   { return nil }
+func (fullCluster) Teardown(ctx context.Context, jobID string) error                     { return nil }
 
 type plannerIdleResult struct {
 	Jobs      int     `json:"jobs"`
