@@ -258,3 +258,18 @@ func TestDeposedPlannersWritesAreFenced(t *testing.T) {
 }
 
 var _ planner.Cluster = taggedCluster{}
+
+// A planner that stops hands the lease over at once: the stand-by does not
+// wait for the TTL.
+func TestStoppedPlannerReleasesTheLease(t *testing.T) {
+	r := testenv.NewRedis(t)
+	ps := &planners{store: jobs.NewStore(r.Client, jobs.StoreConfig{Prefix: r.Prefix}),
+		shared: newFakeCluster(8), log: &callLog{}, rcv: newReceiver(t)}
+	a, stopA, doneA := ps.start(t, r, "a", nil)
+	waitFor(t, "a active", func() bool { return a.Fence() > 0 })
+	stopA()
+	<-doneA
+	if n, _ := r.Client.Exists(context.Background(), r.Prefix+"planner:lease").Result(); n != 0 {
+		t.Fatal("a stopped planner kept the lease")
+	}
+}

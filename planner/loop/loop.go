@@ -127,13 +127,6 @@ func (l *Loop) Run(ctx context.Context) error {
 	l.inRun.Store(true)
 	defer l.inRun.Store(false)
 	events := l.store.Subscribe(ctx)
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		if l.Fence() > 0 {
-			_ = l.lease.Release(rctx)
-		}
-	}()
 	for ctx.Err() == nil {
 		fence := l.standBy(ctx)
 		if fence == 0 {
@@ -179,7 +172,16 @@ func (l *Loop) active(ctx context.Context, fence int64, events <-chan string) {
 		defer close(renewed)
 		l.renew(lctx, fence, lost)
 	}()
-	defer func() { lost(nil); <-renewed }()
+	defer func() {
+		lost(nil)
+		<-renewed
+		if ctx.Err() != nil && l.holding() == nil {
+			// Shutting down: hand the lease over at once.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			defer cancel()
+			_ = l.lease.Release(rctx)
+		}
+	}()
 	timer := time.NewTimer(0) // the first round at once
 	defer timer.Stop()
 	for {
