@@ -38,11 +38,13 @@ func (s redisSpeeds) StepTimes(ctx context.Context, jobID string) (map[string]pl
 		if err != nil {
 			continue
 		}
-		ws := planner.WorkerSpeed{ID: w, Published: true, StepMillis: f.StepMillis, Generation: f.Generation, WorldSize: f.WorldSize}
-		if f.AtUnixMilli > 0 {
-			ws.At = f.At()
+		if f.AtUnixMilli == 0 {
+			// An older worker's bare number: no generation, no time, so
+			// neither compared nor taken for silence.
+			continue
 		}
-		out[w] = ws
+		out[w] = planner.WorkerSpeed{ID: w, Published: true, StepMillis: f.StepMillis, Generation: f.Generation,
+			WorldSize: f.WorldSize, At: f.At()}
 	}
 	return out, nil
 }
