@@ -15,7 +15,7 @@ const devCallbackAllow = "127.0.0.0/8,::1"
 
 // addCallbackFlags registers --callback-allow.
 func addCallbackFlags(fs *flag.FlagSet, allow *string, def string) {
-	fs.StringVar(allow, "callback-allow", def, "comma-separated CIDRs that job callbacks may reach although private, loopback or link-local (default: public addresses only)")
+	fs.StringVar(allow, "callback-allow", def, "comma-separated CIDRs that job callbacks may reach although private, loopback or link-local (empty: public addresses only)")
 }
 
 // plannerCallbacks builds the callbacks of the planner: the allow list of
