@@ -79,13 +79,15 @@ func (l *Loop) round(ctx context.Context) (time.Time, error) {
 			errs = append(errs, l.cancel(ctx, w, j))
 			continue
 		}
-		if at, err := l.settle(ctx, w, j, ws, tr, now); err != nil || at.IsZero() {
+		if due, err := l.settle(ctx, w, j, ws, tr, now); err != nil {
 			errs = append(errs, err)
-			if err == nil {
-				continue // settled
+		} else if !due.IsZero() || !tr.exitedSince.IsZero() {
+			// Every worker has exited: settled now, or to be settled at
+			// due unless one comes back. Nothing to scale meanwhile.
+			if !due.IsZero() && (next.IsZero() || due.Before(next)) {
+				next = due
 			}
-		} else if next.IsZero() || at.Before(next) {
-			next = at
+			continue
 		}
 		schedulable = append(schedulable, j)
 		units := max(j.Spec.GPUsPerWorker, 1)
@@ -316,17 +318,14 @@ func (l *Loop) cancel(ctx context.Context, w *jobs.Store, j *jobs.Job) error {
 
 // settle ends a starting or running job whose workers have all exited (0
 // or not) for SettleAfter: succeeded if its training reached its end,
-// failed otherwise, with the exit codes in the reason. It returns when to
-// look again (zero once settled or when there is nothing to settle).
+// failed otherwise, with the exit codes in the reason. While it waits it
+// returns when the job is due; once settled tr.exitedSince stays set and
+// due is zero; a job with a live worker gets zero and tr.exitedSince
+// cleared.
 func (l *Loop) settle(ctx context.Context, w *jobs.Store, j *jobs.Job, ws []jobs.Worker, tr *tracked, now time.Time) (time.Time, error) {
-	none := now.Add(time.Hour * 24 * 365) // "not settled, nothing due": non-zero, far
-	if j.State != jobs.Starting && j.State != jobs.Running {
+	if (j.State != jobs.Starting && j.State != jobs.Running) || len(ws) == 0 || len(liveWorkers(ws)) > 0 || anyStopping(ws) {
 		tr.exitedSince = time.Time{}
-		return none, nil
-	}
-	if len(ws) == 0 || len(liveWorkers(ws)) > 0 || anyStopping(ws) {
-		tr.exitedSince = time.Time{}
-		return none, nil
+		return time.Time{}, nil
 	}
 	if tr.exitedSince.IsZero() {
 		tr.exitedSince = now
@@ -335,13 +334,13 @@ func (l *Loop) settle(ctx context.Context, w *jobs.Store, j *jobs.Job, ws []jobs
 		return due, nil
 	}
 	if err := l.holding(); err != nil {
-		return none, err
+		return time.Time{}, err
 	}
 	reached := j.Progress.TotalEpochs > 0 && j.Progress.Epoch >= j.Progress.TotalEpochs
 	if l.cfg.Done != nil {
 		st, err := l.cfg.Done.JobDone(ctx, j.ID)
 		if err != nil {
-			return none, fmt.Errorf("settle %s: %w", j.ID, err)
+			return time.Time{}, fmt.Errorf("settle %s: %w", j.ID, err)
 		}
 		if st == jobs.Succeeded {
 			reached = true
@@ -356,7 +355,7 @@ func (l *Loop) settle(ctx context.Context, w *jobs.Store, j *jobs.Job, ws []jobs
 	if j.State == jobs.Starting && to == jobs.Succeeded {
 		// starting -> succeeded is no transition: the job did run.
 		if _, err := w.Transition(ctx, j.ID, jobs.Running, "its workers ran"); err != nil && !errors.Is(err, jobs.ErrInvalidTransition) {
-			return none, fmt.Errorf("settle %s: %w", j.ID, err)
+			return time.Time{}, fmt.Errorf("settle %s: %w", j.ID, err)
 		}
 	}
 	_, err := w.Update(ctx, j.ID, func(cur *jobs.Job) error {
@@ -369,10 +368,10 @@ func (l *Loop) settle(ctx context.Context, w *jobs.Store, j *jobs.Job, ws []jobs
 		return nil
 	})
 	if errors.Is(err, jobs.ErrInvalidTransition) {
-		return none, nil // somebody else moved it; the snapshot catches up
+		return time.Time{}, nil // somebody else moved it; the snapshot catches up
 	}
 	if err != nil {
-		return none, fmt.Errorf("settle %s: %w", j.ID, err)
+		return time.Time{}, fmt.Errorf("settle %s: %w", j.ID, err)
 	}
 	l.log.Info("settled a job whose workers all exited", "job", j.ID, "state", to, "reason", reason)
 	l.snap.remove(j.ID)

@@ -65,7 +65,10 @@ func TestRoundsOnlyOnIntervalOrOutsideChange(t *testing.T) {
 		t.Fatalf("%d rounds for a burst of 20 submits, want them coalesced", n)
 	}
 	// The planner's own writes (20 transitions, 20 updates, events) do not
-	// wake it again.
+	// wake it again. (A submit's notification may still arrive after the
+	// round that already saw the job: let those drain first.)
+	n := renewals.Load()
+	waitFor(t, "3 lease renewals", func() bool { return renewals.Load() >= n+3 })
 	quiet("after its own writes")
 	// An outside change does, at once.
 	r0 = l.Rounds()
