@@ -11,7 +11,8 @@ import (
 type Cluster interface {
 	// Capacity is every node's GPUs (and CPU slots) and what is free.
 	Capacity(ctx context.Context) (jobs.Capacity, error)
-	// Workers lists a job's workers, finished ones included.
+	// Workers lists a job's workers, finished ones included (with their
+	// ExitCode where the cluster knows it). An unknown job has none.
 	Workers(ctx context.Context, jobID string) ([]jobs.Worker, error)
 	// Scale makes count workers of job run; it registers the job when the
 	// cluster does not know it yet. Idempotent.
