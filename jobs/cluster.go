@@ -49,4 +49,7 @@ type Worker struct {
 	Node  string      `json:"node"`
 	State WorkerState `json:"state"`
 	GPUs  []string    `json:"gpus,omitempty"` // device IDs held
+	// ExitCode is the exit status of a worker that has exited (complete or
+	// failed), where the cluster knows it; -1 when it was killed or lost.
+	ExitCode *int `json:"exit_code,omitempty"`
 }

@@ -19,10 +19,14 @@ func ValidEventID(id string) bool { return streamIDRE.MatchString(id) }
 
 // appendScript adds an event only if the job exists.
 // KEYS: job, events. ARGV: event JSON, maxlen.
-var appendScript = redis.NewScript(`
+var appendScript = redis.NewScript(appendSrc)
+
+var appendFencedScript = redis.NewScript(fencePrelude + appendSrc)
+
+const appendSrc = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', 'e', ARGV[1])
-`)
+`
 
 // AppendEvent adds ev to the job's log (its ID assigned, its time set to now
 // when zero) and returns it as stored. ErrNotFound if there is no such job.
@@ -38,7 +42,14 @@ func (s *Store) AppendEvent(ctx context.Context, id string, ev Event) (Event, er
 	if err != nil {
 		return Event{}, fmt.Errorf("encode event: %w", err)
 	}
-	sid, err := appendScript.Run(ctx, s.rdb, []string{s.jobKey(id), s.eventsKey(id)}, b, s.cfg.EventsMaxLen).Text()
+	keys, args, script := []string{s.jobKey(id), s.eventsKey(id)}, []any{b, s.cfg.EventsMaxLen}, appendScript
+	if s.fenceKey != "" {
+		script, keys, args = appendFencedScript, append(keys, s.fenceKey), append(args, s.fence)
+	}
+	sid, err := script.Run(ctx, s.rdb, keys, args...).Text()
+	if isFenced(err) {
+		return Event{}, fmt.Errorf("append event to %s: %w", id, ErrFenced)
+	}
 	if errors.Is(err, redis.Nil) {
 		return Event{}, ErrNotFound
 	}

@@ -17,6 +17,9 @@ type Job struct {
 	// Version increases with every write; the store uses it for optimistic
 	// concurrency.
 	Version int64 `json:"version"`
+	// Planner is what the planner keeps about the job so that a planner
+	// taking over carries on where the last one stopped (planner_state.go).
+	Planner *PlannerState `json:"planner,omitempty"`
 }
 
 // WorkerCount is how many workers a job has and how many the planner wants.

@@ -57,6 +57,10 @@ func (c StoreConfig) withDefaults() StoreConfig {
 //	p seq                 counter giving each job its creation sequence
 //	p idem:<t>:<sha256>   "<job id> <spec sha256>", for Idempotency-Key (TTL)
 //	p notify              pub/sub channel: a job id, on submit, cancel or respec
+//	p changes             zset: change sequence -> job id, non-terminal jobs only (what changed since)
+//	p chgseq              counter giving every write its change sequence
+//	p finished            zset: creation sequence -> job id, terminal jobs the planner has not yet
+//	                      cleaned up (torn down, callback sent; Job.Planner.Finished)
 //
 // Every write is one Lua script: a create, or a compare-and-set on v, so two
 // racing writers never lose an update; the loser re-reads and retries. The
@@ -65,6 +69,10 @@ func (c StoreConfig) withDefaults() StoreConfig {
 type Store struct {
 	rdb redis.UniversalClient
 	cfg StoreConfig
+	// fenceKey and fence, when set (WithFence), make every write of this
+	// store refused with ErrFenced unless fenceKey still holds fence.
+	fenceKey string
+	fence    int64
 }
 
 // NewStore returns a store over rdb.
@@ -81,6 +89,9 @@ func (s *Store) tenantKey(t string) string  { return s.cfg.Prefix + "tenant:" + 
 func (s *Store) activeKey() string          { return s.cfg.Prefix + "active" }
 func (s *Store) seqKey() string             { return s.cfg.Prefix + "seq" }
 func (s *Store) notifyChannel() string      { return s.cfg.Prefix + "notify" }
+func (s *Store) changesKey() string         { return s.cfg.Prefix + "changes" }
+func (s *Store) chgSeqKey() string          { return s.cfg.Prefix + "chgseq" }
+func (s *Store) finishedKey() string        { return s.cfg.Prefix + "finished" }
 func (s *Store) idemKey(tenant, key string) string {
 	sum := sha256.Sum256([]byte(key))
 	return s.cfg.Prefix + "idem:" + tenant + ":" + hex.EncodeToString(sum[:])
@@ -90,7 +101,7 @@ func (s *Store) idemKey(tenant, key string) string {
 func (s *Store) Ping(ctx context.Context) error { return s.rdb.Ping(ctx).Err() }
 
 // createScript stores a new job unless the idempotency key already names one.
-// KEYS: job, tenant index, active, events, idem, seq.
+// KEYS: job, tenant index, active, events, idem, seq, changes, chgseq.
 // ARGV: id, job JSON, idem value ("" = no key), idem TTL ms, event JSON,
 // events maxlen, notify channel, tenant.
 // Returns {1, seq} when created, {0, idem value} when the key was seen before.
@@ -103,6 +114,7 @@ local seq = redis.call('INCR', KEYS[6])
 redis.call('HSET', KEYS[1], 'v', 1, 'd', ARGV[2], 's', seq, 't', ARGV[8])
 redis.call('ZADD', KEYS[2], seq, ARGV[1])
 redis.call('ZADD', KEYS[3], seq, ARGV[1])
+redis.call('ZADD', KEYS[7], redis.call('INCR', KEYS[8]), ARGV[1])
 redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[6], '*', 'e', ARGV[5])
 if ARGV[3] ~= '' then
   redis.call('SET', KEYS[5], ARGV[3], 'PX', ARGV[4])
@@ -112,23 +124,40 @@ return {1, seq}
 `)
 
 // casScript replaces a job if its version is still the one read.
-// KEYS: job, active, events. ARGV: expected version, new version, job JSON,
-// terminal ("1" removes the job from active), job id, events maxlen, notify
-// channel ("" = none), then one event JSON per event to append.
+// KEYS: job, active, events, changes, chgseq, finished. ARGV: expected
+// version, new version, job JSON, terminal ("0": live, recorded in changes;
+// "1": terminal, removed from active and changes and queued in finished for
+// the planner; "2": terminal and cleaned up by the planner, out of finished
+// too), job id, events maxlen, notify channel ("" = none), then one event
+// JSON per event to append.
 // Returns -1 if the job is gone, 0 on a version conflict, else {1, ids...}.
-var casScript = redis.NewScript(`
+var casScript = redis.NewScript(casSrc)
+
+var casFencedScript = redis.NewScript(fencePrelude + casSrc)
+
+const casSrc = `
 local v = redis.call('HGET', KEYS[1], 'v')
 if not v then return -1 end
 if v ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'v', ARGV[2], 'd', ARGV[3])
-if ARGV[4] == '1' then redis.call('ZREM', KEYS[2], ARGV[5]) end
+if ARGV[4] == '0' then
+  redis.call('ZADD', KEYS[4], redis.call('INCR', KEYS[5]), ARGV[5])
+else
+  redis.call('ZREM', KEYS[2], ARGV[5])
+  redis.call('ZREM', KEYS[4], ARGV[5])
+  if ARGV[4] == '1' then
+    redis.call('ZADD', KEYS[6], tonumber(redis.call('HGET', KEYS[1], 's') or '0'), ARGV[5])
+  else
+    redis.call('ZREM', KEYS[6], ARGV[5])
+  end
+end
 local out = {1}
 for i = 8, #ARGV do
   out[#out+1] = redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[6], '*', 'e', ARGV[i])
 end
 if ARGV[7] ~= '' then redis.call('PUBLISH', ARGV[7], ARGV[5]) end
 return out
-`)
+`
 
 // Create stores a new pending job for tenant. With an idempotencyKey seen
 // before for this tenant it returns that job and created=false, or
@@ -176,7 +205,7 @@ func (s *Store) CreateJSON(ctx context.Context, tenant string, spec Spec, idempo
 		idemVal = job.ID + " " + specHash
 	}
 	keys := []string{s.jobKey(job.ID), s.tenantKey(tenant), s.activeKey(), s.eventsKey(job.ID),
-		s.idemKey(tenant, idempotencyKey), s.seqKey()}
+		s.idemKey(tenant, idempotencyKey), s.seqKey(), s.changesKey(), s.chgSeqKey()}
 	res, err := createScript.Run(ctx, s.rdb, keys, job.ID, data, idemVal,
 		s.cfg.IdempotencyTTL.Milliseconds(), ev, s.cfg.EventsMaxLen, s.notifyChannel(), tenant).Slice()
 	if err != nil {
@@ -307,6 +336,9 @@ func (s *Store) cas(ctx context.Context, version string, job Job, events []Event
 	terminal := "0"
 	if job.State.Terminal() {
 		terminal = "1"
+		if job.Planner != nil && job.Planner.Finished {
+			terminal = "2"
+		}
 	}
 	channel := ""
 	if notify {
@@ -325,8 +357,16 @@ func (s *Store) cas(ctx context.Context, version string, job Job, events []Event
 		}
 		args = append(args, b)
 	}
-	res, err := casScript.Run(ctx, s.rdb, []string{s.jobKey(job.ID), s.activeKey(), s.eventsKey(job.ID)}, args...).Result()
+	keys := []string{s.jobKey(job.ID), s.activeKey(), s.eventsKey(job.ID), s.changesKey(), s.chgSeqKey(), s.finishedKey()}
+	script := casScript
+	if s.fenceKey != "" {
+		script, keys, args = casFencedScript, append(keys, s.fenceKey), append(args, s.fence)
+	}
+	res, err := script.Run(ctx, s.rdb, keys, args...).Result()
 	if err != nil {
+		if isFenced(err) {
+			return nil, false, fmt.Errorf("write job %s: %w", job.ID, ErrFenced)
+		}
 		return nil, false, fmt.Errorf("write job %s: %w", job.ID, err)
 	}
 	switch r := res.(type) {
@@ -388,6 +428,7 @@ func cloneJob(j Job) Job {
 		cp := *j.LastCheckpoint
 		c.LastCheckpoint = &cp
 	}
+	c.Planner = j.Planner.Clone()
 	return c
 }
 

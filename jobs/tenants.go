@@ -13,6 +13,9 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
+// MinCallbackSecretLen is the shortest callback_secret accepted.
+const MinCallbackSecretLen = 16
+
 // Default per-tenant request rate when the tenants file gives none.
 const (
 	DefaultRatePerS = 50
@@ -34,6 +37,10 @@ type Tenant struct {
 	// RatePerS and Burst bound API requests (token bucket).
 	RatePerS float64 `json:"rate_per_s" yaml:"rate_per_s"`
 	Burst    int     `json:"burst" yaml:"burst"`
+	// CallbackSecret signs the tenant's completion callbacks (HMAC-SHA256,
+	// header X-Edl-Signature; see docs/api.md); empty: unsigned. Never
+	// shown by the API.
+	CallbackSecret string `json:"-" yaml:"callback_secret"`
 }
 
 // Tenants is the set of principals, looked up by token or name.
@@ -51,6 +58,7 @@ type Tenants struct {
 //	    weight: 2
 //	    rate_per_s: 50          # optional, default 50
 //	    burst: 100              # optional, default 100
+//	    callback_secret: s3cr... # optional: signs callbacks (>= 16 chars)
 //	admins:
 //	  - name: ops
 //	    token_sha256: 9f86...
@@ -127,6 +135,9 @@ func NewTenants(list ...Tenant) (*Tenants, error) {
 		}
 		if tn.RatePerS < 0 || tn.Burst < 1 {
 			v.add(field+".rate_per_s", "rate_per_s must be > 0 and burst >= 1")
+		}
+		if tn.CallbackSecret != "" && len(tn.CallbackSecret) < MinCallbackSecretLen {
+			v.add(field+".callback_secret", "must be at least %d characters (or absent: unsigned callbacks)", MinCallbackSecretLen)
 		}
 		t.byHash[tn.TokenSHA256] = tn
 		t.byName[tn.Name] = tn

@@ -163,7 +163,12 @@ func (c *Cluster) Workers(ctx context.Context, jobID string) ([]jobs.Worker, err
 	}
 	out := make([]jobs.Worker, 0, len(jr.procs))
 	for _, p := range jr.procs {
-		out = append(out, jobs.Worker{ID: p.id, JobID: jobID, Index: p.index, Node: "local", State: p.state, GPUs: append([]string(nil), p.gpus...)})
+		w := jobs.Worker{ID: p.id, JobID: jobID, Index: p.index, Node: "local", State: p.state, GPUs: append([]string(nil), p.gpus...)}
+		if p.state == jobs.WorkerComplete || p.state == jobs.WorkerFailed {
+			code := p.exitCode
+			w.ExitCode = &code
+		}
+		out = append(out, w)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Index != out[j].Index {

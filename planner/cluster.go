@@ -11,7 +11,8 @@ import (
 type Cluster interface {
 	// Capacity is every node's GPUs (and CPU slots) and what is free.
 	Capacity(ctx context.Context) (jobs.Capacity, error)
-	// Workers lists a job's workers, finished ones included.
+	// Workers lists a job's workers, finished ones included (with their
+	// ExitCode where the cluster knows it). An unknown job has none.
 	Workers(ctx context.Context, jobID string) ([]jobs.Worker, error)
 	// Scale makes count workers of job run; it registers the job when the
 	// cluster does not know it yet. Idempotent.
@@ -20,14 +21,4 @@ type Cluster interface {
 	StopWorker(ctx context.Context, jobID, workerID, reason string) error
 	// Teardown removes every worker of the job and the job itself.
 	Teardown(ctx context.Context, jobID string) error
-}
-
-// JobStore is the part of jobs.Store the loop reads and writes.
-type JobStore interface {
-	ListActive(ctx context.Context) ([]jobs.Job, error)
-	Get(ctx context.Context, id string) (jobs.Job, error)
-	Update(ctx context.Context, id string, fn func(*jobs.Job) error) (jobs.Job, error)
-	Transition(ctx context.Context, id string, to jobs.State, reason string) (jobs.Job, error)
-	AppendEvent(ctx context.Context, id string, ev jobs.Event) (jobs.Event, error)
-	Subscribe(ctx context.Context) <-chan string
 }

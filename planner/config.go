@@ -39,6 +39,8 @@ type Config struct {
 	// CommRatio is the scaling model's communication-to-compute ratio used
 	// until a job has two throughput measurements (see ScalingModel).
 	CommRatio float64
+	// Straggler tunes straggler replacement; the zero value turns it off.
+	Straggler StragglerConfig
 }
 
 // DefaultConfig is the policy edl ships with.
@@ -75,6 +77,7 @@ func (c Config) Validate() error {
 	if c.CommRatio < 0 || c.CommRatio >= 1 {
 		errs = append(errs, fmt.Errorf("planner config: comm_ratio %g: must be in [0, 1)", c.CommRatio))
 	}
+	errs = append(errs, c.Straggler.Validate())
 	return errors.Join(errs...)
 }
 

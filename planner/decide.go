@@ -29,7 +29,9 @@ func Decide(s Snapshot, now time.Time) Plan {
 		d.reset(s, true)
 		d.run()
 	}
-	return d.plan()
+	p := d.plan()
+	replaceStragglers(s, cfg.Straggler, now, &p)
+	return p
 }
 
 // jobPlan is one job while a plan is built.

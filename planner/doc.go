@@ -3,7 +3,8 @@
 // node, tenants, live jobs with their bounds, attained service and measured
 // throughput) and the time to a Plan (a target worker count, a placement and a
 // reason per job). The same Decide runs in the service's planner loop and in
-// the trace simulator (planner/sim).
+// the trace simulator (planner/sim). The service side (the lease, the
+// loop, Apply and the callbacks) is package planner/loop.
 //
 // The policy, in order (see docs/planner.md):
 //

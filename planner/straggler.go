@@ -1,103 +1,168 @@
 package planner
 
 import (
-	"context"
 	"fmt"
-	"sort"
+	"slices"
 	"time"
-
-	"github.com/edl-nomad/edl/jobs"
 )
 
-// WorkerSpeeds reads the workers' own measure of their speed: per worker
-// id, the average compute time of one step in milliseconds (the gradient,
-// not the all-reduce wait). cmd/edl implements it over the workers' Redis
-// hash.
-type WorkerSpeeds interface {
-	StepMillis(ctx context.Context, jobID string) (map[string]float64, error)
+// StragglerConfig tunes straggler replacement inside Decide. The zero value
+// (Factor 0) turns it off.
+type StragglerConfig struct {
+	// Factor: a worker whose step time exceeds Factor x the median of its
+	// job's comparable workers is slow (> 1; 0 disables replacement).
+	Factor float64
+	// Rounds is how many plans in a row a worker must be slow before it is
+	// replaced (default 3).
+	Rounds int
+	// Cooldown is the least time between two replacements in one job.
+	Cooldown time.Duration
+	// MaxAge is how old a published step time may be and still count as
+	// fresh (default 10 s; workers publish about every second). A running
+	// worker whose figure is older has stopped publishing (it hangs, or was
+	// SIGSTOPped) and counts as the slowest.
+	MaxAge time.Duration
 }
 
-// minStragglerWorkers is the fewest running workers a job needs before a
-// median says anything about one of them.
+// DefaultStragglerConfig is what `edl serve` and `edl dev` run with.
+func DefaultStragglerConfig() StragglerConfig {
+	return StragglerConfig{Factor: 1.5, Rounds: 3, Cooldown: 2 * time.Minute, MaxAge: 10 * time.Second}
+}
+
+// Validate names the field at fault.
+func (c StragglerConfig) Validate() error {
+	switch {
+	case c.Factor == 0:
+		return nil
+	case c.Factor <= 1:
+		return fmt.Errorf("planner config: straggler factor %g: must be 0 (off) or above 1", c.Factor)
+	case c.Rounds < 0:
+		return fmt.Errorf("planner config: straggler rounds %d: must not be negative", c.Rounds)
+	case c.Cooldown < 0:
+		return fmt.Errorf("planner config: straggler cooldown %s: must not be negative", c.Cooldown)
+	case c.MaxAge < 0:
+		return fmt.Errorf("planner config: straggler max age %s: must not be negative", c.MaxAge)
+	}
+	return nil
+}
+
+// WorkerSpeed is one running worker of a job and the step time it last
+// published with the generation, world size and time of the measurement.
+type WorkerSpeed struct {
+	ID string
+	// Published is false when the worker has published nothing yet.
+	Published bool
+	// StepMillis is the average compute time of one step (the gradient,
+	// not the all-reduce wait), in milliseconds.
+	StepMillis float64
+	Generation int64
+	WorldSize  int
+	At         time.Time
+}
+
+// minStragglerWorkers is the fewest workers a job needs before a median
+// says anything about one of them.
 const minStragglerWorkers = 3
 
-// stragglers replaces at most one slow worker of a running job: one whose
-// step time exceeded StragglerFactor x the median of the job's running
-// workers in StragglerRounds consecutive rounds, once per
-// StragglerCooldown. The cluster places the replacement.
-func (l *Loop) stragglers(ctx context.Context, j jobs.Job, ws []jobs.Worker, now time.Time) error {
-	if l.cfg.Speeds == nil || j.State != jobs.Running {
-		return nil
+// replaceStragglers picks, for each job of the plan that keeps its size, at
+// most one straggler to replace: a worker slower than Factor x the median of
+// the fresh figures of the job's current generation, or one that stopped
+// publishing, for Rounds plans in a row, once per Cooldown. It is part of
+// Decide: pure, from the snapshot alone.
+func replaceStragglers(s Snapshot, c StragglerConfig, now time.Time, p *Plan) {
+	if c.Factor <= 1 {
+		return
 	}
-	tr := l.tracked(j.ID)
-	var running []string
-	for _, w := range ws {
-		if w.State == jobs.WorkerRunning {
-			running = append(running, w.ID)
+	if c.Rounds <= 0 {
+		c.Rounds = 3
+	}
+	if c.MaxAge <= 0 {
+		c.MaxAge = 10 * time.Second
+	}
+	for i := range s.Jobs {
+		j, t := &s.Jobs[i], &p.Targets[i]
+		t.Replace, t.ReplaceReason, t.SlowRounds = straggler(j, t, c, now)
+	}
+}
+
+func straggler(j *JobState, t *Target, c StragglerConfig, now time.Time) (string, string, map[string]int) {
+	if len(j.Speeds) < minStragglerWorkers || t.Workers != j.Current || t.Suspend {
+		return "", "", nil
+	}
+	fresh := func(w WorkerSpeed) bool { return w.Published && now.Sub(w.At) <= c.MaxAge }
+	var gen int64
+	for _, w := range j.Speeds {
+		if fresh(w) {
+			gen = max(gen, w.Generation)
 		}
 	}
-	if len(running) < minStragglerWorkers {
-		tr.slow = nil
-		return nil
-	}
-	ms, err := l.cfg.Speeds.StepMillis(ctx, j.ID)
-	if err != nil {
-		// Not fatal for the round; the counts stand until the next read.
-		l.log.Warn("read worker step times", "job", j.ID, "err", err)
-		return nil
-	}
-	speed := map[string]float64{}
-	for _, id := range running {
-		if v, ok := ms[id]; ok && v > 0 {
-			speed[id] = v
+	var vals []float64
+	var compared, stale []WorkerSpeed
+	for _, w := range j.Speeds {
+		switch {
+		case fresh(w) && w.Generation == gen && w.StepMillis > 0:
+			compared = append(compared, w)
+			vals = append(vals, w.StepMillis)
+		case w.Published && !fresh(w):
+			stale = append(stale, w)
 		}
+		// Otherwise unknown: nothing yet, or a fresh figure of an older
+		// generation (it is joining the new one).
 	}
-	if len(speed) < minStragglerWorkers {
-		tr.slow = nil
-		return nil
-	}
-	vals := make([]float64, 0, len(speed))
-	for _, v := range speed {
-		vals = append(vals, v)
+	if len(compared) < 2 || len(compared)+len(stale) < minStragglerWorkers {
+		return "", "", nil
 	}
 	med := median(vals)
 	slow := map[string]int{}
-	for id, v := range speed {
-		if v > l.cfg.StragglerFactor*med {
-			slow[id] = tr.slow[id] + 1
+	for _, w := range compared {
+		if w.StepMillis > c.Factor*med {
+			slow[w.ID] = j.SlowRounds[w.ID] + 1
 		}
 	}
-	tr.slow = slow
-	if !tr.lastReplace.IsZero() && now.Sub(tr.lastReplace) < l.cfg.StragglerCooldown {
-		return nil
+	for _, w := range stale {
+		slow[w.ID] = j.SlowRounds[w.ID] + 1
 	}
-	victim := ""
-	for id, n := range slow {
-		if n >= l.cfg.StragglerRounds && (victim == "" || speed[id] > speed[victim] || speed[id] == speed[victim] && id < victim) {
-			victim = id
+	if !j.LastReplace.IsZero() && now.Sub(j.LastReplace) < c.Cooldown {
+		return "", "", slow
+	}
+	// The victim: a worker that stopped publishing (the longest silent
+	// first), else the slowest; ties by ID.
+	var victim *WorkerSpeed
+	better := func(a, b *WorkerSpeed) bool {
+		as, bs := !fresh(*a), !fresh(*b)
+		switch {
+		case as != bs:
+			return as
+		case as && !a.At.Equal(b.At):
+			return a.At.Before(b.At)
+		case !as && a.StepMillis != b.StepMillis:
+			return a.StepMillis > b.StepMillis
+		}
+		return a.ID < b.ID
+	}
+	for _, set := range [][]WorkerSpeed{stale, compared} {
+		for k := range set {
+			w := &set[k]
+			if slow[w.ID] >= c.Rounds && (victim == nil || better(w, victim)) {
+				victim = w
+			}
 		}
 	}
-	if victim == "" {
-		return nil
+	if victim == nil {
+		return "", "", slow
 	}
-	msg := fmt.Sprintf("straggler: worker %s at %.1fx the median step time (%.0f ms vs %.0f ms); replaced",
-		victim, speed[victim]/med, speed[victim], med)
-	if err := l.cluster.StopWorker(ctx, j.ID, victim, msg); err != nil {
-		_, _ = l.store.AppendEvent(ctx, j.ID, jobs.Event{Time: now, Type: jobs.EventError,
-			Message: fmt.Sprintf("straggler: replacing worker %s failed: %v", victim, err)})
-		return fmt.Errorf("replace straggler %s of %s: %w", victim, j.ID, err)
+	delete(slow, victim.ID)
+	if !fresh(*victim) {
+		return victim.ID, fmt.Sprintf("straggler: worker %s stopped publishing its step time (last figure %s old, generation %d); replaced",
+			victim.ID, now.Sub(victim.At).Round(time.Second), victim.Generation), slow
 	}
-	tr.lastReplace = now
-	delete(tr.slow, victim)
-	l.log.Info("straggler replaced", "job", j.ID, "worker", victim, "step_ms", speed[victim], "median_ms", med)
-	_, _ = l.store.AppendEvent(ctx, j.ID, jobs.Event{Time: now, Type: jobs.EventWorker, Message: msg,
-		Data: map[string]any{"worker": victim, "step_ms": speed[victim], "median_ms": med}})
-	return nil
+	return victim.ID, fmt.Sprintf("straggler: worker %s at %.1fx the median step time (%.0f ms vs %.0f ms, generation %d, %d workers); replaced",
+		victim.ID, victim.StepMillis/med, victim.StepMillis, med, victim.Generation, victim.WorldSize), slow
 }
 
 // median of a non-empty slice (sorted in place).
 func median(v []float64) float64 {
-	sort.Float64s(v)
+	slices.Sort(v)
 	n := len(v)
 	if n%2 == 1 {
 		return v[n/2]

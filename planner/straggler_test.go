@@ -1,213 +1,114 @@
 package planner
 
 import (
-	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
 )
 
-// fakeSpeeds serves step times set by the test, per job.
-type fakeSpeeds struct {
-	mu sync.Mutex
-	ms map[string]map[string]float64
+// stragglerSnap is one running CPU job of len(speeds) workers w0, w1, ...
+// on one node; speeds[i] < 0 means worker i published nothing.
+func stragglerSnap(speeds []float64, opts ...func(*JobState)) Snapshot {
+	j := job("a", len(speeds), len(speeds), gpw(0))
+	j.Current = len(speeds)
+	j.Placement = map[string]int{"n-0": len(speeds)}
+	for i, ms := range speeds {
+		w := WorkerSpeed{ID: fmt.Sprintf("w%d", i)}
+		if ms >= 0 {
+			w = WorkerSpeed{ID: w.ID, Published: true, StepMillis: ms, Generation: 4, WorldSize: len(speeds), At: t0.Add(-time.Second)}
+		}
+		j.Speeds = append(j.Speeds, w)
+	}
+	for _, o := range opts {
+		o(&j)
+	}
+	n := nodes("n", 1, 0, jobs.GPUClass{})
+	n[0].CPUSlots, n[0].FreeCPUSlots = 8, 8-len(speeds)
+	c := DefaultConfig()
+	c.Straggler = DefaultStragglerConfig()
+	return Snapshot{Capacity: jobs.Capacity{Nodes: n}, Jobs: []JobState{j}, Config: c}
 }
 
-func (f *fakeSpeeds) StepMillis(ctx context.Context, jobID string) (map[string]float64, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := map[string]float64{}
-	for k, v := range f.ms[jobID] {
-		out[k] = v
+// planRounds runs Decide rounds times 2 s apart, carrying the slow counts
+// like the loop does, and returns the last target. It changes s.
+func planRounds(s Snapshot, rounds int) Target {
+	var t Target
+	now := t0
+	for range rounds {
+		p := Decide(s, now)
+		t = p.Targets[0]
+		s.Jobs[0].SlowRounds = t.SlowRounds
+		now = now.Add(2 * time.Second)
+		for k := range s.Jobs[0].Speeds {
+			if w := &s.Jobs[0].Speeds[k]; w.Published && t0.Sub(w.At) < 5*time.Second {
+				w.At = now.Add(-time.Second) // still publishing
+			}
+		}
 	}
-	return out, nil
+	return t
 }
 
-func (f *fakeSpeeds) set(jobID string, ms map[string]float64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.ms == nil {
-		f.ms = map[string]map[string]float64{}
+func TestDecideReplacesTheSlowestAfterRounds(t *testing.T) {
+	s := stragglerSnap([]float64{100, 110, 300})
+	if tg := planRounds(s, 2); tg.Replace != "" {
+		t.Fatalf("replaced after 2 rounds: %q", tg.Replace)
 	}
-	f.ms[jobID] = ms
-}
-
-// stragglerEnv is a loop with fake speeds and a clock the test moves, and
-// one running job of n workers.
-type stragglerEnv struct {
-	t     *testing.T
-	l     *Loop
-	store *jobs.Store
-	cl    *fakeCluster
-	sp    *fakeSpeeds
-	now   time.Time
-	job   string
-}
-
-func newStragglerEnv(t *testing.T, workers int) *stragglerEnv {
-	t.Helper()
-	e := &stragglerEnv{t: t, cl: newFakeCluster(8), sp: &fakeSpeeds{}, now: t0}
-	r := testenv.NewRedis(t)
-	e.store = jobs.NewStore(r.Client, jobs.StoreConfig{Prefix: r.Prefix})
-	cfg := DefaultLoopConfig()
-	cfg.Prefix, cfg.Holder = r.Prefix, t.Name()
-	cfg.Now = func() time.Time { return e.now }
-	cfg.Speeds = e.sp
-	l, err := NewLoop(cfg, e.store, e.cl, r.Client, nil)
-	if err != nil {
-		t.Fatal(err)
+	tg := planRounds(stragglerSnap([]float64{100, 110, 300}), 3)
+	if tg.Replace != "w2" || tg.Workers != 3 {
+		t.Fatalf("target = %+v, want w2 replaced at 3 workers", tg)
 	}
-	e.l = l
-	ctx := context.Background()
-	j, _, err := e.store.Create(ctx, "t1", exampleSpec(t, workers, workers), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.job = j.ID
-	e.round()
-	if _, err := e.store.Transition(ctx, j.ID, jobs.Running, "training"); err != nil {
-		t.Fatal(err)
-	}
-	if got := e.cl.count(j.ID); got != workers {
-		t.Fatalf("job got %d workers, want %d", got, workers)
-	}
-	return e
-}
-
-func (e *stragglerEnv) round() {
-	e.t.Helper()
-	e.now = e.now.Add(2 * time.Second)
-	if err := e.l.Round(context.Background()); err != nil {
-		e.t.Fatal(err)
+	want := "straggler: worker w2 at 2.7x the median step time (300 ms vs 110 ms, generation 4, 3 workers); replaced"
+	if tg.ReplaceReason != want {
+		t.Fatalf("reason = %q, want %q", tg.ReplaceReason, want)
 	}
 }
 
-// w is the current ID of the worker at index i.
-func (e *stragglerEnv) w(i int) string {
-	e.cl.mu.Lock()
-	defer e.cl.mu.Unlock()
-	return e.cl.workerIDLocked(e.job, i)
-}
-
-// speeds sets step times by worker index.
-func (e *stragglerEnv) speeds(ms ...float64) {
-	m := map[string]float64{}
-	for i, v := range ms {
-		m[e.w(i)] = v
+func TestDecideStragglerChoice(t *testing.T) {
+	old := func(i int, age time.Duration) func(*JobState) {
+		return func(j *JobState) { j.Speeds[i].At = t0.Add(-age) }
 	}
-	e.sp.set(e.job, m)
-}
-
-func TestStragglerReplacedAfterConsecutiveRounds(t *testing.T) {
-	e := newStragglerEnv(t, 3)
-	slow := e.w(2)
-	e.speeds(100, 110, 300)
-	e.round()
-	e.round()
-	// A fast round in between starts the count again.
-	e.speeds(100, 110, 120)
-	e.round()
-	e.speeds(100, 110, 300)
-	e.round()
-	e.round()
-	if s := e.cl.stopped(); len(s) != 0 {
-		t.Fatalf("replaced after 2 consecutive slow rounds: %v", s)
-	}
-	e.round()
-	if s := e.cl.stopped(); len(s) != 1 || s[0] != e.job+"/"+slow {
-		t.Fatalf("stops = %v, want [%s/%s] after 3 slow rounds", s, e.job, slow)
-	}
-	evs, _ := e.store.Events(context.Background(), e.job, "", 100)
-	want := fmt.Sprintf("straggler: worker %s at 2.7x the median step time (300 ms vs 110 ms); replaced", slow)
-	found := false
-	for _, ev := range evs {
-		found = found || ev.Message == want
-	}
-	if !found {
-		t.Fatalf("no event %q in %+v", want, evs)
-	}
-}
-
-func TestStragglerNotReplaced(t *testing.T) {
+	gen := func(i int, g int64) func(*JobState) { return func(j *JobState) { j.Speeds[i].Generation = g } }
 	for _, tc := range []struct {
-		name    string
-		workers int
-		speeds  func(e *stragglerEnv) map[string]float64
+		name   string
+		speeds []float64
+		opts   []func(*JobState)
+		want   string
 	}{
-		{"two workers", 2, func(e *stragglerEnv) map[string]float64 {
-			return map[string]float64{e.w(0): 100, e.w(1): 400}
-		}},
-		{"unknown worker is slow", 3, func(e *stragglerEnv) map[string]float64 {
-			return map[string]float64{e.w(0): 100, e.w(1): 100, e.w(2): 110, "ghost": 1000}
-		}},
-		{"too few measured", 3, func(e *stragglerEnv) map[string]float64 {
-			return map[string]float64{e.w(0): 100, e.w(1): 400, "ghost": 100}
-		}},
-		{"within the factor", 4, func(e *stragglerEnv) map[string]float64 {
-			return map[string]float64{e.w(0): 100, e.w(1): 100, e.w(2): 110, e.w(3): 150}
-		}},
+		// A SIGSTOPped worker's last figure was fast; it stopped
+		// publishing and is the one to go, not the healthy slower one.
+		{"stopped publishing counts as slowest", []float64{100, 100, 170, 90}, []func(*JobState){old(3, time.Minute)}, "w3"},
+		{"fast figure of an older generation is not compared", []float64{100, 100, 400, 20}, []func(*JobState){gen(3, 3)}, "w2"},
+		{"slow figure of an older generation does not count", []float64{100, 100, 110, 900}, []func(*JobState){gen(3, 3)}, ""},
+		{"two workers", []float64{100, 400}, nil, ""},
+		{"too few measured", []float64{100, 400, -1}, nil, ""},
+		{"within the factor", []float64{100, 100, 110, 150}, nil, ""},
+		{"resized this round", []float64{100, 100, 400}, []func(*JobState){func(j *JobState) { j.Max = 4 }}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newStragglerEnv(t, tc.workers)
-			e.sp.set(e.job, tc.speeds(e))
-			for range 6 {
-				e.round()
-			}
-			if s := e.cl.stopped(); len(s) != 0 {
-				t.Fatalf("stops = %v, want none", s)
+			s := stragglerSnap(tc.speeds, tc.opts...)
+			if tg := planRounds(s, 3); tg.Replace != tc.want {
+				t.Fatalf("replace = %q (%s), want %q", tg.Replace, tg.ReplaceReason, tc.want)
 			}
 		})
 	}
 }
 
-func TestStragglerCooldown(t *testing.T) {
-	e := newStragglerEnv(t, 4)
-	e.speeds(100, 100, 100, 400)
-	for range 3 {
-		e.round()
+func TestDecideStragglerCooldownAndOff(t *testing.T) {
+	s := stragglerSnap([]float64{100, 100, 400}, func(j *JobState) { j.LastReplace = t0.Add(-time.Minute) })
+	if tg := planRounds(s, 5); tg.Replace != "" {
+		t.Fatalf("replaced within the cooldown: %q", tg.Replace)
 	}
-	if n := len(e.cl.stopped()); n != 1 {
-		t.Fatalf("stops = %v, want 1", e.cl.stopped())
+	s = stragglerSnap([]float64{100, 100, 400})
+	s.Config.Straggler = StragglerConfig{}
+	if tg := planRounds(s, 5); tg.Replace != "" || tg.SlowRounds != nil {
+		t.Fatalf("replacement off, got %+v", tg)
 	}
-	// The replacement and another worker are slow too: neither goes
-	// within the cooldown (2 min; a round is 2 s).
-	e.speeds(100, 100, 500, 400)
-	for range 50 {
-		e.round()
-	}
-	if s := e.cl.stopped(); len(s) != 1 {
-		t.Fatalf("replaced within the cooldown: %v", s)
-	}
-	for range 15 {
-		e.round()
-	}
-	s := e.cl.stopped()
-	if len(s) != 2 || !strings.HasSuffix(s[1], "/"+e.job+"-2") {
-		t.Fatalf("stops after the cooldown = %v, want the slowest (%s-2) second", s, e.job)
-	}
-}
-
-func TestStragglerStopFailureIsAnEvent(t *testing.T) {
-	e := newStragglerEnv(t, 3)
-	e.speeds(100, 100, 400)
-	e.cl.failStop = fmt.Errorf("nomad: 500 boom")
-	e.round()
-	e.round()
-	e.now = e.now.Add(2 * time.Second)
-	if err := e.l.Round(context.Background()); err == nil || !strings.Contains(err.Error(), "straggler") {
-		t.Fatalf("round with a failing stop = %v, want a straggler error", err)
-	}
-	evs, _ := e.store.Events(context.Background(), e.job, "", 100)
-	found := false
-	for _, ev := range evs {
-		found = found || ev.Type == jobs.EventError && strings.Contains(ev.Message, "straggler")
-	}
-	if !found {
-		t.Fatalf("no error event: %+v", evs)
+	s = stragglerSnap([]float64{100, 100, 100}, func(j *JobState) { j.Speeds[0].At = t0.Add(-time.Hour) })
+	tg := planRounds(s, 3)
+	if tg.Replace != "w0" || !strings.Contains(tg.ReplaceReason, "stopped publishing") {
+		t.Fatalf("target = %+v, want w0 replaced for silence", tg)
 	}
 }

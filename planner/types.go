@@ -57,6 +57,15 @@ type JobState struct {
 	Throughput map[int]float64
 	// LastResize is when the job's worker count last changed (zero: never).
 	LastResize time.Time
+	// Speeds lists the job's running workers with the step time each last
+	// published, for straggler replacement (straggler.go); empty turns it
+	// off for the job (set it only for running jobs).
+	Speeds []WorkerSpeed
+	// SlowRounds is, per worker, how many rounds in a row it was slow: the
+	// previous plan's Target.SlowRounds.
+	SlowRounds map[string]int
+	// LastReplace is when a straggler of the job was last replaced.
+	LastReplace time.Time
 }
 
 // Plan is Decide's answer: one Target per job of the snapshot, in the
@@ -87,6 +96,14 @@ type Target struct {
 	// preempted for a higher claim (or, for an opportunistic job, because
 	// the GPUs are wanted back).
 	Suspend bool
+	// Replace, when set, is the one worker to replace as a straggler (the
+	// cluster stops it and places another); only when Workers equals the
+	// job's current size. ReplaceReason is the line for the event log.
+	Replace       string
+	ReplaceReason string
+	// SlowRounds carries the straggler counts to the next round's
+	// JobState.SlowRounds.
+	SlowRounds map[string]int
 }
 
 // Changed reports whether the target differs from the job's current size.

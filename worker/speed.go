@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"math"
 	"strconv"
@@ -20,19 +22,57 @@ const (
 	speedTTL = 30 * time.Second
 )
 
-// speedMeter is an EWMA of this worker's per-step compute time (the
-// gradient, not the all-reduce). The step loop is its only writer; the
-// speed writer reads it from another goroutine.
-type speedMeter struct {
-	bits atomic.Uint64 // math.Float64bits of milliseconds; 0: no step yet
+// SpeedFigure is what a worker publishes in its job's speed hash (field:
+// the worker id; value: this as JSON): the EWMA of its per-step compute
+// time, the generation and world size it was measured in, and when.
+type SpeedFigure struct {
+	StepMillis float64 `json:"ms"`
+	Generation int64   `json:"gen"`
+	WorldSize  int     `json:"world"`
+	// AtUnixMilli is when the figure was written.
+	AtUnixMilli int64 `json:"at"`
 }
 
-// observe folds one step's compute time in.
-func (m *speedMeter) observe(d time.Duration) {
+// At is when the figure was written.
+func (f SpeedFigure) At() time.Time { return time.UnixMilli(f.AtUnixMilli) }
+
+// ParseSpeedFigure decodes one field of the speed hash. A bare number (the
+// format of older workers) has no generation and no time: it is returned
+// with AtUnixMilli 0, which the planner treats as not fresh.
+func ParseSpeedFigure(v string) (SpeedFigure, error) {
+	var f SpeedFigure
+	if err := json.Unmarshal([]byte(v), &f); err == nil {
+		if f.StepMillis <= 0 || f.Generation < 0 || f.WorldSize < 0 || f.AtUnixMilli < 0 {
+			return SpeedFigure{}, fmt.Errorf("speed figure %q: out of range", v)
+		}
+		return f, nil
+	}
+	ms, err := strconv.ParseFloat(v, 64)
+	if err != nil || ms <= 0 {
+		return SpeedFigure{}, fmt.Errorf("speed figure %q: neither JSON nor a positive number", v)
+	}
+	return SpeedFigure{StepMillis: ms}, nil
+}
+
+// speedMeter is an EWMA of this worker's per-step compute time (the
+// gradient, not the all-reduce), with the generation and world size of the
+// last step. The step loop is its only writer; the speed writer reads it
+// from another goroutine. A new generation starts the average afresh.
+type speedMeter struct {
+	bits  atomic.Uint64 // math.Float64bits of milliseconds; 0: no step yet
+	gen   atomic.Int64
+	world atomic.Int64
+}
+
+// observe folds one step's compute time, measured in generation gen of
+// world workers, in.
+func (m *speedMeter) observe(d time.Duration, gen int64, world int) {
 	ms := float64(d) / float64(time.Millisecond)
-	if old := m.millis(); old > 0 {
+	if old := m.millis(); old > 0 && m.gen.Load() == gen {
 		ms = old + speedAlpha*(ms-old)
 	}
+	m.gen.Store(gen)
+	m.world.Store(int64(world))
 	m.bits.Store(math.Float64bits(ms))
 }
 
@@ -49,6 +89,7 @@ type speedWriter struct {
 	every  time.Duration
 	ttl    time.Duration
 	log    *slog.Logger
+	now    func() time.Time // default time.Now
 }
 
 func (s *speedWriter) run(ctx context.Context) {
@@ -73,8 +114,17 @@ func (s *speedWriter) write(ctx context.Context) error {
 	if ms <= 0 {
 		return nil
 	}
-	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, s.key, s.worker, strconv.FormatFloat(ms, 'f', 3, 64))
+	now := time.Now
+	if s.now != nil {
+		now = s.now
+	}
+	b, err := json.Marshal(SpeedFigure{StepMillis: math.Round(ms*1000) / 1000, Generation: s.meter.gen.Load(),
+		WorldSize: int(s.meter.world.Load()), AtUnixMilli: now().UnixMilli()})
+	if err != nil {
+		return err
+	}
+	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSet(ctx, s.key, s.worker, b)
 		p.Expire(ctx, s.key, s.ttl)
 		return nil
 	})

@@ -81,7 +81,7 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 		}
 		if n > 0 {
 			// Compute only (StepDelay counts: it stands for a slow device).
-			w.speed.observe(time.Since(computeStart))
+			w.speed.observe(time.Since(computeStart), g.Number, len(g.Members))
 		}
 		meta[metaLoss] = float32(loss)
 		meta[metaCount] = float32(n)

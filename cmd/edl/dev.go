@@ -20,6 +20,7 @@ import (
 	"github.com/edl-nomad/edl/local"
 	"github.com/edl-nomad/edl/local/redisproc"
 	"github.com/edl-nomad/edl/planner"
+	"github.com/edl-nomad/edl/planner/loop"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -39,6 +40,7 @@ type devConfig struct {
 	workerLogLevel                  string
 	stragglerFactor                 float64
 	stragglerRounds                 int
+	callbackAllow                   string
 }
 
 func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -54,6 +56,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.DurationVar(&c.interval, "planner-interval", time.Second, "planner round interval when nothing happens")
 	fs.StringVar(&c.workerLogLevel, "worker-log-level", "info", "log level of the worker processes")
 	addStragglerFlags(fs, &c.stragglerFactor, &c.stragglerRounds)
+	addCallbackFlags(fs, &c.callbackAllow, devCallbackAllow)
 	var level logLevel
 	fs.Var(&level, "log-level", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
@@ -67,6 +70,9 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if err := checkStragglerFlags("dev", c.stragglerFactor, c.stragglerRounds); err != nil {
 		return err
+	}
+	if _, err := loop.ParseAllow(c.callbackAllow); err != nil {
+		return usageErrorf("dev: --callback-allow: %v", err)
 	}
 	log := newLogger(stderr, level.Level, false)
 	d, err := startDev(ctx, c, log)
@@ -83,7 +89,7 @@ type devEnv struct {
 	rdb     *redis.Client
 	store   *jobs.Store
 	cluster *local.Cluster
-	loop    *planner.Loop
+	loop    *loop.Loop
 	apiURL  string
 	tokens  jobs.DevTokens
 	dataDir string
@@ -156,16 +162,16 @@ func startDev(parent context.Context, c devConfig, log *slog.Logger) (_ *devEnv,
 	if err != nil {
 		return d, fmt.Errorf("dev: %w", err)
 	}
-	lc := planner.DefaultLoopConfig()
+	lc := loop.DefaultConfig()
 	lc.Interval = c.interval
 	lc.Holder = "dev-" + strconv.Itoa(os.Getpid())
 	lc.Policy.Cooldown = c.cooldown
 	lc.Tenants = tenantShares(tenants)
-	lc.Speeds = stragglerSpeeds(c.stragglerFactor, d.rdb, "edl:") // the workers' default prefix
-	if c.stragglerFactor > 0 {
-		lc.StragglerFactor, lc.StragglerRounds = c.stragglerFactor, c.stragglerRounds
+	plannerWorkers(&lc, c.stragglerFactor, c.stragglerRounds, d.rdb, "edl:") // the workers' default prefix
+	if lc.Callbacks, err = plannerCallbacks("dev", c.callbackAllow, tenants, log); err != nil {
+		return d, err
 	}
-	if d.loop, err = planner.NewLoop(lc, d.store, d.cluster, d.rdb, log); err != nil {
+	if d.loop, err = loop.New(lc, d.store, d.cluster, d.rdb, log); err != nil {
 		return d, fmt.Errorf("dev: %w", err)
 	}
 	ln, err := net.Listen("tcp", c.listen)

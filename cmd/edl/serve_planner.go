@@ -13,6 +13,7 @@ import (
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/nomadx"
 	"github.com/edl-nomad/edl/planner"
+	"github.com/edl-nomad/edl/planner/loop"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -27,6 +28,7 @@ type nomadFlags struct {
 	leaseTTL        time.Duration
 	stragglerFactor float64
 	stragglerRounds int
+	callbackAllow   string
 }
 
 func addNomadFlags(fs *flag.FlagSet) *nomadFlags {
@@ -55,6 +57,7 @@ func addNomadFlags(fs *flag.FlagSet) *nomadFlags {
 	fs.DurationVar(&n.plannerCooldown, "planner-cooldown", planner.DefaultConfig().Cooldown, "how long after a resize the planner leaves a job's size alone")
 	fs.DurationVar(&n.leaseTTL, "planner-lease", 5*time.Second, "planner lease: a stand-by replica takes over within about this long")
 	addStragglerFlags(fs, &n.stragglerFactor, &n.stragglerRounds)
+	addCallbackFlags(fs, &n.callbackAllow, "")
 	return n
 }
 
@@ -83,21 +86,21 @@ func (n *nomadFlags) plannerOnNomad(rdb redis.UniversalClient, prefix, redisURL,
 	if err := checkStragglerFlags("serve", n.stragglerFactor, n.stragglerRounds); err != nil {
 		return nil, nil, err
 	}
-	lc := planner.DefaultLoopConfig()
+	lc := loop.DefaultConfig()
 	lc.Interval, lc.LeaseTTL, lc.Prefix = n.plannerInterval, n.leaseTTL, prefix
 	lc.Policy.Cooldown = n.plannerCooldown
 	host, _ := os.Hostname()
 	lc.Holder = host + "-" + strconv.Itoa(os.Getpid())
 	lc.Tenants = tenantShares(tenants)
-	lc.Speeds = stragglerSpeeds(n.stragglerFactor, rdb, prefix)
-	if n.stragglerFactor > 0 {
-		lc.StragglerFactor, lc.StragglerRounds = n.stragglerFactor, n.stragglerRounds
+	plannerWorkers(&lc, n.stragglerFactor, n.stragglerRounds, rdb, prefix)
+	if lc.Callbacks, err = plannerCallbacks("serve", n.callbackAllow, tenants, log); err != nil {
+		return nil, nil, err
 	}
 	return func(ctx context.Context, store *jobs.Store) error {
-		loop, err := planner.NewLoop(lc, store, cluster, rdb, log)
+		pl, err := loop.New(lc, store, cluster, rdb, log)
 		if err != nil {
 			return err
 		}
-		return loop.Run(ctx)
+		return pl.Run(ctx)
 	}, cluster, nil
 }

@@ -1,4 +1,4 @@
-package planner
+package loop
 
 import (
 	"context"
@@ -10,8 +10,9 @@ import (
 
 // Lease makes one planner active across `edl serve` replicas: whoever holds
 // the Redis key plans; the others stand by and take over when it lapses.
-// Every takeover increments a fence number, logged with each round, so that
-// a deposed planner's late writes can be told apart.
+// Every takeover increments the fence number; the active planner writes
+// through a store fenced with it (jobs.Store.WithFence), so a deposed
+// planner's late writes are refused.
 type Lease struct {
 	rdb    redis.UniversalClient
 	key    string
@@ -24,6 +25,9 @@ type Lease struct {
 func NewLease(rdb redis.UniversalClient, prefix, holder string, ttl time.Duration) *Lease {
 	return &Lease{rdb: rdb, key: prefix + "planner:lease", fence: prefix + "planner:fence", holder: holder, ttl: ttl}
 }
+
+// FenceKey is the key holding the newest fence number.
+func (l *Lease) FenceKey() string { return l.fence }
 
 // acquireScript takes the lease when free, renews it when ours; it returns
 // the fence number while held, 0 otherwise.

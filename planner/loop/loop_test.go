@@ -1,4 +1,4 @@
-package planner
+package loop
 
 import (
 	"context"
@@ -14,9 +14,15 @@ import (
 
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/planner"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// loopback lets callbacks reach the tests' httptest receivers.
+var loopback, _ = ParseAllow("127.0.0.0/8,::1")
 
 // fakeCluster is a one-node cluster whose workers run the moment they are
 // asked for and vanish the moment they are stopped.
@@ -32,6 +38,35 @@ type fakeCluster struct {
 	stops    []string
 	repl     map[string]map[int]int
 	failStop error
+	// exits, when set for a job, makes its workers all exited with these
+	// codes (in index order).
+	exits map[string][]int
+	// workerCalls counts Workers calls.
+	workerCalls int
+}
+
+// exit makes every worker of job exit with codes.
+func (f *fakeCluster) exit(job string, codes ...int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.exits == nil {
+		f.exits = map[string][]int{}
+	}
+	f.exits[job] = codes
+	delete(f.counts, job)
+}
+
+// teardownsOf counts Teardown calls for job.
+func (f *fakeCluster) teardownsOf(job string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, id := range f.teardowns {
+		if id == job {
+			n++
+		}
+	}
+	return n
 }
 
 func newFakeCluster(slots int) *fakeCluster {
@@ -51,7 +86,18 @@ func (f *fakeCluster) Capacity(ctx context.Context) (jobs.Capacity, error) {
 func (f *fakeCluster) Workers(ctx context.Context, jobID string) ([]jobs.Worker, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.workerCalls++
 	var ws []jobs.Worker
+	if codes, ok := f.exits[jobID]; ok {
+		for i, c := range codes {
+			st := jobs.WorkerComplete
+			if c != 0 {
+				st = jobs.WorkerFailed
+			}
+			ws = append(ws, jobs.Worker{ID: f.workerIDLocked(jobID, i), JobID: jobID, Index: i, Node: "n1", State: st, ExitCode: &c})
+		}
+		return ws, nil
+	}
 	for i := 0; i < f.counts[jobID]; i++ {
 		ws = append(ws, jobs.Worker{ID: f.workerIDLocked(jobID, i), JobID: jobID, Index: i, Node: "n1", State: jobs.WorkerRunning})
 	}
@@ -109,6 +155,7 @@ func (f *fakeCluster) Teardown(ctx context.Context, jobID string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.counts, jobID)
+	delete(f.exits, jobID)
 	f.teardowns = append(f.teardowns, jobID)
 	return nil
 }
@@ -121,7 +168,7 @@ func (f *fakeCluster) count(id string) int {
 
 func exampleSpec(t *testing.T, min, max int) jobs.Spec {
 	t.Helper()
-	data, err := os.ReadFile("../examples/job.json")
+	data, err := os.ReadFile("../../examples/job.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,14 +180,17 @@ func exampleSpec(t *testing.T, min, max int) jobs.Spec {
 	return spec
 }
 
-func newTestLoop(t *testing.T, cl Cluster) (*Loop, *jobs.Store) {
+func newTestLoop(t *testing.T, cl planner.Cluster, opts ...func(*Config)) (*Loop, *jobs.Store) {
 	t.Helper()
 	r := testenv.NewRedis(t)
 	store := jobs.NewStore(r.Client, jobs.StoreConfig{Prefix: r.Prefix})
-	cfg := DefaultLoopConfig()
+	cfg := DefaultConfig()
 	cfg.Prefix = r.Prefix
 	cfg.Holder = t.Name()
-	l, err := NewLoop(cfg, store, cl, r.Client, nil)
+	for _, o := range opts {
+		o(&cfg)
+	}
+	l, err := New(cfg, store, cl, r.Client, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,8 +321,8 @@ func TestScaleErrorBecomesEventAndRoundConverges(t *testing.T) {
 func TestOnlyOnePlannerHoldsTheLease(t *testing.T) {
 	r := testenv.NewRedis(t)
 	ctx := context.Background()
-	a := NewLease(r.Client, r.Prefix, "a", 300*time.Millisecond)
-	b := NewLease(r.Client, r.Prefix, "b", 300*time.Millisecond)
+	a := NewLease(r.Client, r.Prefix, "a", time.Minute)
+	b := NewLease(r.Client, r.Prefix, "b", time.Minute)
 	fa, err := a.TryAcquire(ctx)
 	if err != nil || fa == 0 {
 		t.Fatalf("a acquire = %d, %v", fa, err)
@@ -283,7 +333,11 @@ func TestOnlyOnePlannerHoldsTheLease(t *testing.T) {
 	if f, _ := a.TryAcquire(ctx); f != fa {
 		t.Fatalf("renewal changed fence %d -> %d", fa, f)
 	}
-	time.Sleep(400 * time.Millisecond) // a stops renewing: lease lapses
+	// a stops renewing: the lease lapses (what its TTL would do, without
+	// waiting for it).
+	if err := r.Client.Del(ctx, r.Prefix+"planner:lease").Err(); err != nil {
+		t.Fatal(err)
+	}
 	fb, _ := b.TryAcquire(ctx)
 	if fb <= fa {
 		t.Fatalf("takeover fence = %d, want > %d", fb, fa)
@@ -318,7 +372,7 @@ func TestFinishedJobCallsItsCallbackWithRetries(t *testing.T) {
 	defer srv.Close()
 	cl := newFakeCluster(4)
 	l, store := newTestLoop(t, cl)
-	l.callbacks.Backoff = 10 * time.Millisecond
+	l.callbacks = NewCallbacks(CallbackConfig{Allow: loopback, Backoff: 10 * time.Millisecond}, nil)
 	ctx := context.Background()
 	spec := exampleSpec(t, 1, 2)
 	spec.CallbackURL = srv.URL + "/done"

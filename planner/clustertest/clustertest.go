@@ -1,0 +1,278 @@
+// Package clustertest is the contract every planner.Cluster keeps, as one
+// set of cases run against each backend (local.Cluster, nomadx.Cluster on
+// nomadtest, the planner loop's test fake): call Run from a _test.go file
+// of the backend's package.
+package clustertest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/planner"
+)
+
+// Backend is one cluster under test.
+type Backend struct {
+	// New returns a fresh, empty cluster with room for at least 3 workers
+	// of the jobs Job makes.
+	New func(t *testing.T) planner.Cluster
+	// Job returns a job with this ID that the backend can run (CPU-only
+	// for local, say).
+	Job func(id string) jobs.Job
+	// Wait bounds how long a change may take to show (default 10 s).
+	Wait time.Duration
+}
+
+// Run runs every case of the contract against b.
+func Run(t *testing.T, b Backend) {
+	if b.Wait == 0 {
+		b.Wait = 10 * time.Second
+	}
+	cases := []struct {
+		name string
+		f    func(t *testing.T, b Backend)
+	}{
+		{"CapacityIsConsistent", testCapacity},
+		{"UnknownJob", testUnknownJob},
+		{"ScaleUpIsIdempotent", testScaleUp},
+		{"ScaleDown", testScaleDown},
+		{"StopWorkerIsReplaced", testStopWorker},
+		{"TeardownRemovesEveryWorker", testTeardown},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { c.f(t, b) })
+	}
+}
+
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// eventually polls cond every 10 ms until it returns nil or b.Wait passes.
+func eventually(t *testing.T, b Backend, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(b.Wait)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still %v after %s", what, err, b.Wait)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func live(ws []jobs.Worker) []jobs.Worker {
+	var out []jobs.Worker
+	for _, w := range ws {
+		if w.State == jobs.WorkerPending || w.State == jobs.WorkerRunning {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// liveCount waits until exactly n workers of id are pending or running
+// and returns them.
+func liveCount(t *testing.T, b Backend, c planner.Cluster, id string, n int) []jobs.Worker {
+	t.Helper()
+	ctx := ctxFor(t)
+	var got []jobs.Worker
+	eventually(t, b, fmt.Sprintf("%d live workers of %s", n, id), func() error {
+		ws, err := c.Workers(ctx, id)
+		if err != nil {
+			return err
+		}
+		for _, w := range ws {
+			if w.JobID != id || w.ID == "" {
+				return fmt.Errorf("worker %+v: want job %s and an ID", w, id)
+			}
+			if !validState(w.State) {
+				return fmt.Errorf("worker %s: unknown state %q", w.ID, w.State)
+			}
+		}
+		got = live(ws)
+		if len(got) != n {
+			return fmt.Errorf("%d live of %d listed", len(got), len(ws))
+		}
+		return nil
+	})
+	return got
+}
+
+func validState(s jobs.WorkerState) bool {
+	switch s {
+	case jobs.WorkerPending, jobs.WorkerRunning, jobs.WorkerStopping, jobs.WorkerComplete, jobs.WorkerFailed:
+		return true
+	}
+	return false
+}
+
+func units(c jobs.Capacity) (free, total int) {
+	for _, n := range c.Nodes {
+		free += n.FreeGPUs + n.FreeCPUSlots
+		total += n.GPUs + n.CPUSlots
+	}
+	return free, total
+}
+
+func testCapacity(t *testing.T, b Backend) {
+	c := b.New(t)
+	capa, err := c.Capacity(ctxFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(capa.Nodes) == 0 {
+		t.Fatal("no nodes")
+	}
+	seen := map[string]bool{}
+	for _, n := range capa.Nodes {
+		if n.ID == "" || seen[n.ID] {
+			t.Fatalf("node IDs must be unique and set: %+v", capa.Nodes)
+		}
+		seen[n.ID] = true
+		if n.FreeGPUs < 0 || n.FreeGPUs > n.GPUs || n.FreeCPUSlots < 0 || n.FreeCPUSlots > n.CPUSlots {
+			t.Fatalf("node %s: free %d/%d GPUs, %d/%d CPU slots", n.ID, n.FreeGPUs, n.GPUs, n.FreeCPUSlots, n.CPUSlots)
+		}
+	}
+	if free, _ := units(capa); free < 3 {
+		t.Fatalf("an empty cluster has %d free units; the suite needs 3", free)
+	}
+}
+
+func testUnknownJob(t *testing.T, b Backend) {
+	c := b.New(t)
+	ctx := ctxFor(t)
+	ws, err := c.Workers(ctx, "j-unknown")
+	if err != nil || len(ws) != 0 {
+		t.Fatalf("Workers of an unknown job = %v, %v; want none, no error", ws, err)
+	}
+	if err := c.Teardown(ctx, "j-unknown"); err != nil {
+		t.Fatalf("Teardown of an unknown job = %v, want nil", err)
+	}
+}
+
+func testScaleUp(t *testing.T, b Backend) {
+	c := b.New(t)
+	ctx := ctxFor(t)
+	j := b.Job("j-up")
+	before, err := c.Capacity(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Scale(ctx, j, 2, "contract: grow"); err != nil {
+		t.Fatal(err)
+	}
+	ws := liveCount(t, b, c, j.ID, 2)
+	if ws[0].ID == ws[1].ID {
+		t.Fatalf("two workers share an ID: %+v", ws)
+	}
+	// Asking again changes nothing.
+	if err := c.Scale(ctx, j, 2, "contract: same"); err != nil {
+		t.Fatal(err)
+	}
+	again := liveCount(t, b, c, j.ID, 2)
+	ids := map[string]bool{ws[0].ID: true, ws[1].ID: true}
+	for _, w := range again {
+		if !ids[w.ID] {
+			t.Fatalf("Scale to the same count replaced workers: %+v then %+v", ws, again)
+		}
+	}
+	eventually(t, b, "capacity taken by the running workers", func() error {
+		now, err := c.Capacity(ctx)
+		if err != nil {
+			return err
+		}
+		f0, _ := units(before)
+		f1, _ := units(now)
+		if f0-f1 < 2 {
+			return fmt.Errorf("free units %d -> %d", f0, f1)
+		}
+		return nil
+	})
+	t.Cleanup(func() { _ = c.Teardown(context.Background(), j.ID) })
+}
+
+func testScaleDown(t *testing.T, b Backend) {
+	c := b.New(t)
+	ctx := ctxFor(t)
+	j := b.Job("j-down")
+	t.Cleanup(func() { _ = c.Teardown(context.Background(), j.ID) })
+	if err := c.Scale(ctx, j, 3, "contract: grow"); err != nil {
+		t.Fatal(err)
+	}
+	liveCount(t, b, c, j.ID, 3)
+	if err := c.Scale(ctx, j, 1, "contract: shrink"); err != nil {
+		t.Fatal(err)
+	}
+	liveCount(t, b, c, j.ID, 1)
+}
+
+func testStopWorker(t *testing.T, b Backend) {
+	c := b.New(t)
+	ctx := ctxFor(t)
+	j := b.Job("j-stop")
+	t.Cleanup(func() { _ = c.Teardown(context.Background(), j.ID) })
+	if err := c.Scale(ctx, j, 2, "contract: grow"); err != nil {
+		t.Fatal(err)
+	}
+	ws := liveCount(t, b, c, j.ID, 2)
+	victim := ws[0].ID
+	if err := c.StopWorker(ctx, j.ID, victim, "contract: replace"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, b, "a replacement for "+victim, func() error {
+		all, err := c.Workers(ctx, j.ID)
+		if err != nil {
+			return err
+		}
+		l := live(all)
+		for _, w := range l {
+			if w.ID == victim {
+				return fmt.Errorf("the stopped worker %s is still %s", victim, w.State)
+			}
+		}
+		if len(l) != 2 {
+			return fmt.Errorf("%d live workers, want 2", len(l))
+		}
+		return nil
+	})
+	if err := c.StopWorker(ctx, j.ID, "no-such-worker", "contract"); err == nil {
+		t.Fatal("StopWorker of a worker the cluster does not know: want an error")
+	}
+}
+
+func testTeardown(t *testing.T, b Backend) {
+	c := b.New(t)
+	ctx := ctxFor(t)
+	j := b.Job("j-gone")
+	if err := c.Scale(ctx, j, 2, "contract: grow"); err != nil {
+		t.Fatal(err)
+	}
+	liveCount(t, b, c, j.ID, 2)
+	if err := c.Teardown(ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, b, "every worker gone", func() error {
+		ws, err := c.Workers(ctx, j.ID)
+		if err != nil {
+			return err
+		}
+		for _, w := range ws {
+			if w.State.Live() {
+				return fmt.Errorf("worker %s still %s", w.ID, w.State)
+			}
+		}
+		return nil
+	})
+	if err := c.Teardown(ctx, j.ID); err != nil {
+		t.Fatalf("second Teardown = %v, want nil", err)
+	}
+}
