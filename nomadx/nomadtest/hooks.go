@@ -145,7 +145,8 @@ func (s *Server) MarkFailed(allocID string, exitCode int) error {
 }
 
 // reschedule places a replacement for a failed allocation when its policy
-// allows. Callers hold mu.
+// allows, after the policy's delay (times TimeScale; at once with Sync).
+// Callers hold mu.
 func (s *Server) reschedule(a *allocState) {
 	js := s.jobs[jobKey(a.a.Namespace, a.a.JobID)]
 	if js == nil || a.a.DesiredStatus != "run" || (js.job.Stop != nil && *js.job.Stop) {
@@ -163,21 +164,31 @@ func (s *Server) reschedule(a *allocState) {
 		if rp == nil || (!(rp.Unlimited != nil && *rp.Unlimited) && done >= intOr(rp.Attempts, 0)) {
 			return
 		}
-		p := s.place(js.job, tg)
-		if p.node == nil {
-			return
+		delay := time.Duration(0)
+		if rp.Delay != nil {
+			delay = s.scaled(*rp.Delay)
 		}
-		e := s.newEval(js, "alloc-failure")
-		n := s.newAlloc(js, tg, a.index, p, e.ID)
-		tr := &api.RescheduleTracker{}
-		if a.a.RescheduleTracker != nil {
-			tr.Events = append(tr.Events, a.a.RescheduleTracker.Events...)
-		}
-		tr.Events = append(tr.Events, &api.RescheduleEvent{RescheduleTime: s.now(), PrevAllocID: a.a.ID, PrevNodeID: a.a.NodeID})
-		n.a.RescheduleTracker = tr
-		n.a.PreviousAllocation = a.a.ID
-		a.a.NextAllocation = n.a.ID
-		s.finishEval(e, js)
+		s.after(delay, func() {
+			if s.jobs[jobKey(a.a.Namespace, a.a.JobID)] != js || a.a.NextAllocation != "" || (js.job.Stop != nil && *js.job.Stop) {
+				return
+			}
+			p := s.place(js.job, tg)
+			if p.node == nil {
+				return
+			}
+			e := s.newEval(js, "alloc-failure")
+			n := s.newAlloc(js, tg, a.index, p, e.ID)
+			tr := &api.RescheduleTracker{}
+			if a.a.RescheduleTracker != nil {
+				tr.Events = append(tr.Events, a.a.RescheduleTracker.Events...)
+			}
+			tr.Events = append(tr.Events, &api.RescheduleEvent{RescheduleTime: s.now(), PrevAllocID: a.a.ID, PrevNodeID: a.a.NodeID})
+			n.a.RescheduleTracker = tr
+			n.a.PreviousAllocation = a.a.ID
+			a.a.NextAllocation = n.a.ID
+			s.finishEval(e, js)
+			s.updateJobStatus(js)
+		})
 	}
 }
 

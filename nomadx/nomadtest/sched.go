@@ -66,6 +66,7 @@ type placement struct {
 	filtered  map[string]int
 	exhausted map[string]int
 	evaluated int
+	nFiltered int // nodes filtered (constraints), not exhausted
 }
 
 // place finds the first node that fits every task of the group. Callers
@@ -83,6 +84,7 @@ func (s *Server) place(job *api.Job, tg *api.TaskGroup) placement {
 		for _, t := range tg.Tasks {
 			if !n.hasDriver(t.Driver) {
 				p.filtered["missing drivers"]++
+				p.nFiltered++
 				fits = false
 				break
 			}
@@ -103,9 +105,18 @@ func (s *Server) place(job *api.Job, tg *api.TaskGroup) placement {
 				Memory: api.AllocatedMemoryResources{MemoryMB: mem},
 			}
 			for _, req := range r.Devices {
-				d := pickDevices(n, req, u)
+				d, miss := pickDevices(n, req, u)
 				if d == nil {
-					p.exhausted["devices: no devices match request"]++
+					// Nomad's two texts: the feasibility checker filters a
+					// node without a matching device group (too few healthy
+					// instances, a failed constraint); the bin packer finds
+					// a matching group exhausted.
+					if miss == missFiltered {
+						p.filtered["missing devices"]++
+						p.nFiltered++
+					} else {
+						p.exhausted["devices: no devices match request"]++
+					}
 					fits = false
 					break
 				}
@@ -181,7 +192,12 @@ func (s *Server) newAlloc(js *jobState, tg *api.TaskGroup, idx int, p placement,
 	st := &allocState{a: a, index: idx, version: js.version}
 	s.allocs[a.ID] = st
 	if !s.cfg.ManualClient {
-		s.setRunning(st)
+		s.after(s.cfg.StartDelay, func() {
+			if st.a.ClientStatus == "pending" && st.a.DesiredStatus == "run" {
+				s.setRunning(st)
+				s.updateJobStatusOf(st)
+			}
+		})
 	}
 	return st
 }
@@ -274,7 +290,22 @@ func (s *Server) stopAlloc(a *allocState, why, evalID string) {
 		a.a.EvalID = evalID
 	}
 	if !s.cfg.ManualClient && !terminalClient(a.a.ClientStatus) {
-		s.setFinished(a, "complete", 0, true)
+		// The task got kill_signal; it stays client-running until it exits
+		// (its devices are already free for placement: terminal()).
+		s.after(min(s.cfg.ExitDelay, s.killTimeout(a)), func() {
+			if !terminalClient(a.a.ClientStatus) {
+				s.setFinished(a, "complete", 0, true)
+				s.updateJobStatusOf(a)
+			}
+		})
+	}
+}
+
+// updateJobStatusOf refreshes the status of an allocation's job. Callers
+// hold mu.
+func (s *Server) updateJobStatusOf(a *allocState) {
+	if js := s.jobs[jobKey(a.a.Namespace, a.a.JobID)]; js != nil {
+		s.updateJobStatus(js)
 	}
 }
 
