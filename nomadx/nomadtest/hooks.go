@@ -102,6 +102,7 @@ func (s *Server) clientUpdate(id string, f func(*allocState) error) error {
 	if js := s.jobs[jobKey(a.a.Namespace, a.a.JobID)]; js != nil {
 		s.updateJobStatus(js)
 	}
+	s.checkDrains()
 	s.unblock()
 	return nil
 }
@@ -202,7 +203,7 @@ func (s *Server) SetNode(name string, f func(*NodeSpec)) error {
 	for _, n := range s.nodes {
 		if n.spec.Name == name {
 			f(&n.spec)
-			s.bump()
+			n.modifyIndex = s.bump()
 			s.unblock()
 			return nil
 		}

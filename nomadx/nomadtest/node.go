@@ -16,7 +16,10 @@ type node struct {
 	spec        NodeSpec
 	id          string
 	createIndex uint64
+	modifyIndex uint64
 	devices     []*api.NodeDeviceResource
+	drain       *drainState
+	lastDrain   *api.DrainMetadata
 }
 
 func newNode(i int, spec NodeSpec, index uint64) *node {
@@ -38,7 +41,7 @@ func newNode(i int, spec NodeSpec, index uint64) *node {
 	if spec.Drivers == nil {
 		spec.Drivers = []string{"exec", "raw_exec", "docker"}
 	}
-	n := &node{spec: spec, id: newID(), createIndex: index}
+	n := &node{spec: spec, id: newID(), createIndex: index, modifyIndex: index}
 	if spec.GPUs+spec.UnhealthyGPUs > 0 {
 		dev := &api.NodeDeviceResource{Vendor: "nvidia", Type: "gpu", Name: spec.Model}
 		for k := 0; k < spec.GPUs+spec.UnhealthyGPUs; k++ {

@@ -3,6 +3,7 @@ package nomadtest
 import (
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/hashicorp/nomad/api"
 )
@@ -26,6 +27,10 @@ type allocState struct {
 	a       *api.Allocation
 	index   int
 	version uint64 // JobVersion: the job version it runs
+	// restarts are the task's restarts in the policy's interval; signals
+	// what it was sent.
+	restarts []time.Time
+	signals  []string
 }
 
 func terminalClient(status string) bool {

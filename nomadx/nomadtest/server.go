@@ -166,6 +166,12 @@ func (s *Server) after(d time.Duration, f func()) {
 		f()
 		return
 	}
+	s.timer(d, f)
+}
+
+// timer runs f under mu once d has passed, even with Sync (drain
+// deadlines). Callers hold mu.
+func (s *Server) timer(d time.Duration, f func()) {
 	s.timers++
 	time.AfterFunc(d, func() {
 		s.mu.Lock()
@@ -177,6 +183,7 @@ func (s *Server) after(d time.Duration, f func()) {
 		}
 		s.bump()
 		f()
+		s.checkDrains()
 		s.unblock()
 	})
 }
