@@ -49,4 +49,14 @@ type Worker struct {
 	Node  string      `json:"node"`
 	State WorkerState `json:"state"`
 	GPUs  []string    `json:"gpus,omitempty"` // device IDs held
+	// Queued marks a worker the cluster was asked for but has not placed
+	// yet (Nomad: a blocked evaluation, or one not processed yet): State
+	// pending, ID "queued-<index>", no node, no GPUs.
+	Queued bool `json:"queued,omitempty"`
+	// Draining says the worker's node is draining: it should move off.
+	Draining bool `json:"draining,omitempty"`
+	// DesiredStatus and ClientStatus are the cluster's own words (Nomad's
+	// allocation statuses), for display; empty where there are none.
+	DesiredStatus string `json:"desired_status,omitempty"`
+	ClientStatus  string `json:"client_status,omitempty"`
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -237,42 +236,6 @@ func TestConcurrentScaleRegistersOnce(t *testing.T) {
 	nj := e.srv.Job("default", "edl-j5")
 	if nj == nil || *nj.Version != 0 || *nj.TaskGroups[0].Count != 2 {
 		t.Fatalf("job after racing scales: %+v", nj)
-	}
-}
-
-func TestStopWorkerPlacesReplacementSameIndex(t *testing.T) {
-	e := newEnv(t, nomadtest.Config{Sync: true}, nil)
-	ctx := context.Background()
-	if err := e.c.Scale(ctx, gpuJob("j6", 1, nil), 3, "start"); err != nil {
-		t.Fatal(err)
-	}
-	ws, _ := e.c.Workers(ctx, "j6")
-	straggler := ws[1]
-	if err := e.c.StopWorker(ctx, "j6", straggler.ID, "straggler"); err != nil {
-		t.Fatal(err)
-	}
-	// Stopping again is a no-op (no second replacement).
-	if err := e.c.StopWorker(ctx, "j6", straggler.ID, "straggler"); err != nil {
-		t.Fatal(err)
-	}
-	ws, _ = e.c.Workers(ctx, "j6")
-	byIndex := map[int][]string{}
-	for _, w := range ws {
-		byIndex[w.Index] = append(byIndex[w.Index], string(w.State))
-		if w.ID != straggler.ID && w.Index == 1 && !cmp.Equal(w.GPUs, straggler.GPUs) {
-			t.Errorf("replacement GPUs %v, want the freed %v", w.GPUs, straggler.GPUs)
-		}
-	}
-	for _, v := range byIndex {
-		sort.Strings(v)
-	}
-	if d := cmp.Diff(map[int][]string{0: {"running"}, 1: {"complete", "running"}, 2: {"running"}}, byIndex); d != "" {
-		t.Errorf("workers by index (-want +got):\n%s", d)
-	}
-	var nerr *nomadx.Error
-	err := e.c.StopWorker(ctx, "j6", "00000000-0000-0000-0000-000000000000", "x")
-	if !errors.As(err, &nerr) || !nerr.NotFound() || nerr.Message != "alloc not found" {
-		t.Errorf("stop unknown allocation: %v", err)
 	}
 }
 

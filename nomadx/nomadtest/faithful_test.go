@@ -2,6 +2,7 @@ package nomadtest
 
 import (
 	"encoding/json"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -190,6 +191,7 @@ func TestDrainMigratesBatchWorkAtTheDeadline(t *testing.T) {
 			names = append(names, a.Name+" "+a.DesiredDescription)
 		}
 	}
+	sort.Strings(names)
 	if d := cmp.Diff([]string{"d.workers[0] alloc is being migrated", "d.workers[1] alloc is being migrated"}, names); d != "" {
 		t.Errorf("migrated allocations (-want +got):\n%s", d)
 	}

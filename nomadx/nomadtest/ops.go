@@ -416,8 +416,12 @@ func (s *Server) deregister(jobID, ns string, purge bool) map[string]any {
 	if purge {
 		delete(s.jobs, key)
 	} else {
+		// Stopping is a job update: a new version, Stop set.
 		j := cloneJob(js.job)
 		j.Stop = ptr(true)
+		js.version++
+		js.modifyIndex = ix
+		j.Version, j.JobModifyIndex, j.ModifyIndex = ptr(js.version), ptr(ix), ptr(ix)
 		js.job = j
 		js.queued = map[string]int{}
 		s.updateJobStatus(js)
