@@ -115,7 +115,9 @@ func TestNoFlapAtStart(t *testing.T) {
 	b := gpuJob("b", 1, nil)
 	b.Spec.Workers = jobs.WorkerRange{Min: 2, Max: 2}
 	b.CreatedAt = time.Now()
-	m.jobs = append(m.jobs, b)
+	// b's evaluation runs first and blocks (a still holds every GPU); a's
+	// shrink frees two GPUs, and b is placed by a later scheduler pass.
+	m.jobs = append([]jobs.Job{b}, m.jobs...)
 	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		m.round(t)
 	}

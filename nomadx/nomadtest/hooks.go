@@ -49,6 +49,7 @@ func (s *Server) setRunning(a *allocState) {
 // setFinished ends an allocation with a client status. killed says it was
 // stopped by the server (kill_signal, then exit). Callers hold mu.
 func (s *Server) setFinished(a *allocState, status string, exit int, killed bool) {
+	s.freed++
 	now := s.now()
 	a.a.ClientStatus = status
 	a.a.ClientDescription = "All tasks have completed"
@@ -204,6 +205,7 @@ func (s *Server) SetNode(name string, f func(*NodeSpec)) error {
 		if n.spec.Name == name {
 			f(&n.spec)
 			n.modifyIndex = s.bump()
+			s.freed++
 			s.unblock()
 			return nil
 		}
@@ -217,6 +219,7 @@ func (s *Server) AddNode(spec NodeSpec) string {
 	defer s.mu.Unlock()
 	n := newNode(len(s.nodes), spec, s.bump())
 	s.nodes = append(s.nodes, n)
+	s.freed++
 	s.unblock()
 	return n.id
 }

@@ -20,6 +20,10 @@ type jobState struct {
 	queued      map[string]int
 	blockedEval string
 	deployment  *api.Deployment
+	// tried is the capacity generation (Server.freed) of the last
+	// placement attempt; retrying says a blocked retry is scheduled.
+	tried    uint64
+	retrying bool
 }
 
 // allocState is one allocation.
@@ -212,6 +216,7 @@ func (s *Server) newAlloc(js *jobState, tg *api.TaskGroup, idx int, p placement,
 // number of allocations left queued. Callers hold mu and have bumped the
 // index for the triggering write.
 func (s *Server) reconcile(js *jobState, evalID string) int {
+	js.tried = s.freed
 	queuedTotal := 0
 	if js.job.Stop != nil && *js.job.Stop {
 		return 0
@@ -287,6 +292,7 @@ func (s *Server) reconcile(js *jobState, evalID string) int {
 
 // stopAlloc marks an allocation for stopping. Callers hold mu.
 func (s *Server) stopAlloc(a *allocState, why, evalID string) {
+	s.freed++
 	a.a.DesiredStatus = "stop"
 	a.a.DesiredDescription = why
 	a.a.ModifyIndex = s.index
@@ -328,9 +334,26 @@ func (s *Server) unblock() {
 		for _, q := range js.queued {
 			total += q
 		}
-		if total > 0 {
-			s.reconcile(js, js.blockedEval)
+		if total == 0 {
+			continue
 		}
+		if s.cfg.Sync {
+			s.reconcile(js, js.blockedEval)
+			continue
+		}
+		// Asynchronous: the blocked evaluation is re-queued and placed by a
+		// new scheduler pass PlacementDelay later, once per capacity
+		// change since its last try.
+		if js.retrying || js.tried >= s.freed {
+			continue
+		}
+		js.retrying = true
+		s.after(s.cfg.PlacementDelay, func() {
+			js.retrying = false
+			if s.jobs[k] == js {
+				s.reconcile(js, js.blockedEval)
+			}
+		})
 	}
 }
 

@@ -94,6 +94,9 @@ type Server struct {
 	requests []Request
 	faults   []*Fault
 	latency  time.Duration
+	// freed counts changes that may free capacity (stops, exits, node
+	// changes): blocked evaluations retry once per change.
+	freed uint64
 	// timers counts scheduled asynchronous work not yet run; closed stops it.
 	timers int
 	idle   chan struct{}
