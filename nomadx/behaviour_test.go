@@ -345,3 +345,46 @@ func TestDrainingNodeIsVisible(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchWakesOnChanges (defect 2): Watch holds blocking queries and
+// calls back on a placement, an exit and a drain, without polling.
+func TestWatchWakesOnChanges(t *testing.T) {
+	e := newEnv(t, nomadtest.Config{Nodes: []nomadtest.NodeSpec{{Name: "n1", GPUs: 2}}}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	wakes := make(chan struct{}, 100)
+	done := make(chan struct{})
+	go func() {
+		e.c.Watch(ctx, 10*time.Second, func() { wakes <- struct{}{} })
+		close(done)
+	}()
+	defer func() { cancel(); <-done }()
+	time.Sleep(100 * time.Millisecond) // both queries are waiting
+	idle := len(e.srv.Requests())
+	time.Sleep(200 * time.Millisecond)
+	if n := len(e.srv.Requests()); n != idle {
+		t.Errorf("%d requests while nothing changed, want none (blocking queries)", n-idle)
+	}
+	wait := func(what string) {
+		t.Helper()
+		select {
+		case <-wakes:
+		case <-time.After(2 * time.Second):
+			t.Fatalf("no wake after %s", what)
+		}
+		for len(wakes) > 0 {
+			<-wakes
+		}
+	}
+	if err := e.c.Scale(context.Background(), gpuJob("w", 1, nil), 1, "start"); err != nil {
+		t.Fatal(err)
+	}
+	wait("a register")
+	settle(t, e.srv)
+	for len(wakes) > 0 {
+		<-wakes
+	}
+	if err := e.srv.Drain("n1", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	wait("a drain")
+}
