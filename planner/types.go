@@ -57,6 +57,10 @@ type JobState struct {
 	Throughput map[int]float64
 	// LastResize is when the job's worker count last changed (zero: never).
 	LastResize time.Time
+	// Target is the job's target from the previous round (jobs.Job's
+	// Workers.Target); a grow back to it replaces lost workers, and the
+	// reason says so.
+	Target int
 }
 
 // Plan is Decide's answer: one Target per job of the snapshot, in the
