@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,6 +33,10 @@ type miniLoop struct {
 	c      *nomadx.Cluster
 	jobs   []jobs.Job
 	target map[string]int
+	// drains applies planner.PlanDrain the way docs/nomad.md tells the
+	// loop to.
+	drains  bool
+	reasons []string
 }
 
 func (m *miniLoop) round(t *testing.T) planner.Plan {
@@ -45,8 +50,10 @@ func (m *miniLoop) round(t *testing.T) planner.Plan {
 	cfg.Cooldown = 0
 	snap := planner.Snapshot{Capacity: capy, Config: cfg}
 	live := map[string]int{}
+	all := map[string][]jobs.Worker{}
 	for _, j := range m.jobs {
 		ws, err := m.c.Workers(ctx, j.ID)
+		all[j.ID] = ws
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,7 +74,21 @@ func (m *miniLoop) round(t *testing.T) planner.Plan {
 		if tg.Workers == 0 && m.target[j.ID] == 0 && live[j.ID] == 0 {
 			continue
 		}
-		if err := m.c.Scale(ctx, j, tg.Workers, tg.Reason); err != nil {
+		count := tg.Workers
+		if m.drains {
+			dp := planner.PlanDrain(tg, all[j.ID])
+			if dp.Reason != "" {
+				tg.Reason = dp.Reason
+				m.reasons = append(m.reasons, dp.Reason)
+			}
+			count = dp.Count
+			for _, id := range dp.Remove {
+				if err := m.c.StopWorker(ctx, j.ID, id, "node drains"); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := m.c.Scale(ctx, j, count, tg.Reason); err != nil {
 			t.Fatal(err)
 		}
 		m.target[j.ID] = tg.Workers
@@ -387,4 +408,57 @@ func TestWatchWakesOnChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait("a drain")
+}
+
+// TestDrainMovesWorkersStopFree (issue 12, drains): a node drains with a
+// long deadline; the planner grows the job on the other node first, then
+// the drained workers leave gracefully (exit 0, no Nomad stop), and the
+// job ends at its target on the other node without ever shrinking.
+func TestDrainMovesWorkersStopFree(t *testing.T) {
+	e := newEnv(t, nomadtest.Config{Nodes: []nomadtest.NodeSpec{{Name: "n1", GPUs: 2, UniqueGPUIDs: true}, {Name: "n2", GPUs: 2, UniqueGPUIDs: true}}}, nil)
+	j := gpuJob("m", 1, nil)
+	j.Spec.Workers = jobs.WorkerRange{Min: 2, Max: 2}
+	m := &miniLoop{c: e.c, jobs: []jobs.Job{j}, target: map[string]int{}, drains: true}
+	m.round(t)
+	settle(t, e.srv)
+	if err := e.srv.Drain("n1", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	minRunning := 2
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		m.round(t)
+		running, moved := 0, 0
+		for _, a := range e.srv.Allocations("default", "edl-m") {
+			if a.ClientStatus == "running" && a.DesiredStatus == "run" {
+				running++
+				if a.NodeName == "n2" {
+					moved++
+				}
+			}
+		}
+		minRunning = min(minRunning, running)
+		if moved == 2 && running == 2 {
+			m.round(t) // one more: nothing left to do
+			break
+		}
+	}
+	settle(t, e.srv)
+	var got []string
+	for _, a := range e.srv.Allocations("default", "edl-m") {
+		got = append(got, fmt.Sprintf("%s %s/%s", a.NodeName, a.DesiredStatus, a.ClientStatus))
+	}
+	sort.Strings(got)
+	want := []string{"n1 run/complete", "n1 run/complete", "n2 run/running", "n2 run/running"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("allocations after the drain (-want +got):\n%s", d)
+	}
+	if minRunning < 2 {
+		t.Errorf("running workers fell to %d during the move, want never below 2", minRunning)
+	}
+	if d := cmp.Diff(map[string][]int{"edl-m": {2, 4, 3, 2}}, counts(t, e.srv)); d != "" {
+		t.Errorf("register/scale counts (-want +got):\n%s", d)
+	}
+	if len(m.reasons) == 0 || !strings.Contains(m.reasons[0], "move off draining node") {
+		t.Errorf("reasons = %q", m.reasons)
+	}
 }

@@ -16,7 +16,8 @@ const restartJitter = 0.25
 // drainState is a node drain in progress.
 type drainState struct {
 	strategy *api.DrainStrategy
-	deadline bool // the deadline passed: remaining allocations were migrated
+	deadline bool   // the deadline passed: remaining allocations were migrated
+	cancel   func() // drops the deadline timer
 }
 
 // ExitTask makes an allocation's task exit on its own with exitCode, and
@@ -206,7 +207,7 @@ func (s *Server) Drain(nodeName string, deadline time.Duration) error {
 	case deadline < 0:
 		s.drainDeadline(n)
 	case deadline > 0:
-		s.timer(deadline, func() { s.drainDeadline(n) })
+		n.drain.cancel = s.timer(deadline, func() { s.drainDeadline(n) })
 	}
 	s.checkDrains()
 	s.unblock()
@@ -253,6 +254,9 @@ func (s *Server) checkDrains() {
 		}
 		if busy {
 			continue
+		}
+		if n.drain.cancel != nil {
+			n.drain.cancel()
 		}
 		n.lastDrain = &api.DrainMetadata{StartedAt: n.drain.strategy.StartedAt, UpdatedAt: s.cfg.Now(), Status: api.DrainStatusComplete}
 		n.drain = nil

@@ -173,12 +173,18 @@ func (s *Server) after(d time.Duration, f func()) {
 }
 
 // timer runs f under mu once d has passed, even with Sync (drain
-// deadlines). Callers hold mu.
-func (s *Server) timer(d time.Duration, f func()) {
+// deadlines). The returned cancel (callers hold mu) drops it if it has not
+// run. Callers hold mu.
+func (s *Server) timer(d time.Duration, f func()) (cancel func()) {
 	s.timers++
-	time.AfterFunc(d, func() {
+	done := false
+	t := time.AfterFunc(d, func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		if done {
+			return
+		}
+		done = true
 		s.timers--
 		defer s.signalIdle()
 		if s.closed {
@@ -189,6 +195,13 @@ func (s *Server) timer(d time.Duration, f func()) {
 		s.checkDrains()
 		s.unblock()
 	})
+	return func() {
+		if !done && t.Stop() {
+			done = true
+			s.timers--
+			s.signalIdle()
+		}
+	}
 }
 
 // signalIdle wakes Settle waiters once no work is scheduled. Callers hold mu.
