@@ -45,7 +45,7 @@ func (s *Server) evaluate(key string, e *api.Evaluation) {
 	} else {
 		e.Status = "pending"
 	}
-	s.after(s.cfg.PlacementDelay, func() {
+	s.after(s.placementDelay(), func() {
 		js := s.jobs[key]
 		if js == nil {
 			e.Status, e.ModifyIndex = "cancelled", s.index
@@ -361,7 +361,7 @@ func (s *Server) stopAllocation(id string) (map[string]any, *apiError) {
 	s.stopAlloc(a, "alloc is being migrated", "")
 	a.a.AllocModifyIndex = s.bump()
 	if js != nil && (js.job.Stop == nil || !*js.job.Stop) {
-		s.after(s.cfg.PlacementDelay, func() { s.replace(js, a, evalID) })
+		s.after(s.placementDelay(), func() { s.replace(js, a, evalID) })
 	}
 	s.unblock()
 	return map[string]any{"EvalID": evalID, "Index": ix}, nil

@@ -348,7 +348,7 @@ func (s *Server) unblock() {
 			continue
 		}
 		js.retrying = true
-		s.after(s.cfg.PlacementDelay, func() {
+		s.after(s.placementDelay(), func() {
 			js.retrying = false
 			if s.jobs[k] == js {
 				s.reconcile(js, js.blockedEval)

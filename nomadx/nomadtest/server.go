@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	mrand "math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -56,6 +57,10 @@ type Config struct {
 	// PlacementDelay (default 20ms), StartDelay (default 30ms) and ExitDelay
 	// (default 50ms, at most the task's kill_timeout) tune asynchronous mode.
 	PlacementDelay, StartDelay, ExitDelay time.Duration
+	// PlacementJitter adds a random [0, PlacementJitter) to each
+	// evaluation's delay: Nomad's scheduler workers process evaluations
+	// concurrently, so a later write may be placed first.
+	PlacementJitter time.Duration
 	// TimeScale multiplies the delays taken from job specs (restart delay
 	// and its jitter, reschedule delay); 0 means 1. Tests use 0.001.
 	TimeScale float64
@@ -234,6 +239,15 @@ func (s *Server) Settle(timeout time.Duration) bool {
 			return false
 		}
 	}
+}
+
+// placementDelay is one evaluation's delay. Callers hold mu.
+func (s *Server) placementDelay() time.Duration {
+	d := s.cfg.PlacementDelay
+	if j := s.cfg.PlacementJitter; j > 0 {
+		d += time.Duration(mrand.Int64N(int64(j)))
+	}
+	return d
 }
 
 // scaled is a job-spec delay under TimeScale.
