@@ -31,15 +31,15 @@ type nomadBenchOpts struct {
 
 // nomadRoundsResult is one requests-per-round JSON line.
 type nomadRoundsResult struct {
-	Mode                     string  `json:"mode"` // "nomad-requests"
-	RunningJobs              int     `json:"running_jobs"`
-	Rounds                   int     `json:"rounds"`
-	RequestsPerRound         float64 `json:"requests_per_round"`
-	StartRounds              int     `json:"start_rounds"`
-	StartRequestsPerRound    float64 `json:"start_requests_per_round"`
-	StartWritesPerJob        float64 `json:"start_writes_per_job"`
-	RoundMs                  float64 `json:"round_ms"`
-	AsynchronousPlacementOn  bool    `json:"asynchronous_placement"`
+	Mode                     string             `json:"mode"` // "nomad-requests"
+	RunningJobs              int                `json:"running_jobs"`
+	Rounds                   int                `json:"rounds"`
+	RequestsPerRound         float64            `json:"requests_per_round"`
+	StartRounds              int                `json:"start_rounds"`
+	StartRequestsPerRound    float64            `json:"start_requests_per_round"`
+	StartWritesPerJob        float64            `json:"start_writes_per_job"`
+	RoundMs                  float64            `json:"round_ms"`
+	AsynchronousPlacementOn  bool               `json:"asynchronous_placement"`
 	RequestsPerRoundByMethod map[string]float64 `json:"requests_per_round_by_path"`
 }
 
