@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/hashicorp/nomad/api"
@@ -208,8 +209,9 @@ func failedHoles(allocs []*api.AllocationListStub, version uint64) int {
 //     the allocation signal endpoint): it finishes its step, hands back
 //     its partition and exits 0. A batch allocation that exits 0 is
 //     complete and Nomad does not replace it while the job version stays.
-//  2. once it is complete (StopWorker called again, or the next Capacity
-//     read notices), the group's count is lowered by one: the new version
+//  2. once it is complete (noticed by the next Capacity read, or by
+//     StopWorker when the round's view already shows it finished), the
+//     group's count is lowered by one: the new version
 //     no longer counts the finished allocation, and the remaining live
 //     allocations fill the lower count exactly, so Nomad stops no other
 //     worker and places none for the freed name index (which a later
@@ -248,12 +250,38 @@ func (c *Cluster) StopWorker(ctx context.Context, jobID, workerID, reason string
 			c.log.Info("nomad remove worker: leave", "job", jobID, "alloc", workerID, "name", a.Name, "reason", reason)
 			return nil
 		}
+		if c.liveInView(a.ID) {
+			// The round's view (which the caller's counts come from) still
+			// has it running: lower the count at the next Capacity, in step
+			// with the next view, not under the caller's feet.
+			c.cache.mu.Lock()
+			c.cache.leaving[a.ID] = jobID
+			c.cache.mu.Unlock()
+			return nil
+		}
 		var version uint64
 		if a.Job != nil {
 			version = deref(a.Job.Version)
 		}
 		return c.release(ctx, jobID, id, a.ID, version, a.NextAllocation, nil, reason)
 	})
+}
+
+// liveInView reports whether the current view lists the allocation as
+// desired-run and not finished.
+func (c *Cluster) liveInView(allocID string) bool {
+	c.cache.mu.Lock()
+	defer c.cache.mu.Unlock()
+	v := c.cache.v
+	if v == nil || time.Since(v.at) > c.cfg.ViewMaxAge {
+		return false
+	}
+	for _, a := range v.allocs {
+		if a.ID == allocID {
+			return a.DesiredStatus == "run" && !terminal(a.ClientStatus)
+		}
+	}
+	return false
 }
 
 // release lowers the count by the slot a finished allocation of the
