@@ -92,14 +92,15 @@ job "edl" {
         EDL_NOMAD_TLS_SERVER_NAME = "client.${NOMAD_REGION}.nomad"
       }
 
-      # Redis through service discovery, the ACL token and the S3
-      # credentials from the job's Nomad Variable: never in the job spec.
+      # Redis through service discovery (its password from nomad/jobs), the
+      # ACL token and the S3 credentials from the job's own Nomad Variable
+      # (nomad/jobs/edl): never in the job spec.
       template {
         destination = "secrets/edl.env"
         env         = true
         change_mode = "restart"
         data        = <<-EOT
-          {{ $pw := "" }}{{ with nomadVar "nomad/jobs/edl-redis" }}{{ $pw = .password }}{{ end }}
+          {{ $pw := "" }}{{ with nomadVar "nomad/jobs" }}{{ $pw = .redis_password }}{{ end }}
           {{ range nomadService "edl-redis" }}EDL_REDIS=redis://:{{ $pw }}@{{ .Address }}:{{ .Port }}/0{{ end }}
           {{ with nomadVar "nomad/jobs/edl" }}
           EDL_NOMAD_TOKEN={{ .nomad_token }}

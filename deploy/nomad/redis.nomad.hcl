@@ -11,9 +11,11 @@
 #     }
 #   }
 #
-# The password is a Nomad Variable the job reads (and edl's job too):
+# The password is a Nomad Variable at nomad/jobs, the path every job of the
+# namespace may read through its workload identity (edl's job reads it
+# too; keep namespace edl to these two jobs):
 #
-#   nomad var put -namespace edl nomad/jobs/edl-redis password="$(openssl rand -hex 24)"
+#   nomad var put -namespace edl nomad/jobs redis_password="$(openssl rand -hex 24)"
 
 job "edl-redis" {
   namespace = "edl"
@@ -76,7 +78,7 @@ job "edl-redis" {
           appendonly yes
           appendfsync everysec
           save 900 1
-          {{ with nomadVar "nomad/jobs/edl-redis" }}requirepass {{ .password }}{{ end }}
+          {{ with nomadVar "nomad/jobs" }}requirepass {{ .redis_password }}{{ end }}
         EOT
       }
 
