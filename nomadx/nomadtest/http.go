@@ -66,6 +66,13 @@ type statusRecorder struct {
 	status int
 }
 
+// Flush passes streaming answers (the event stream) on at once.
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
 func (r *statusRecorder) WriteHeader(code int) {
 	r.status = code
 	r.ResponseWriter.WriteHeader(code)
@@ -123,6 +130,8 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte) {
 	case p == "jobs" && r.Method == http.MethodGet:
 		q := r.URL.Query()
 		s.read(w, r, func() (any, *apiError) { return s.jobList(ns, q.Get("prefix"), q.Get("meta") == "true"), nil })
+	case p == "event/stream" && r.Method == http.MethodGet:
+		s.eventStream(w, r)
 	case p == "allocations" && r.Method == http.MethodGet:
 		q := r.URL.Query()
 		s.read(w, r, func() (any, *apiError) { return s.allocList(ns, q.Get("resources") == "true"), nil })

@@ -339,6 +339,11 @@ func (s *Server) allocView(id string) (any, *apiError) {
 	if a == nil {
 		return nil, errf(http.StatusNotFound, "alloc not found")
 	}
+	return s.allocWire(a), nil
+}
+
+// allocWire is GET /v1/allocation/:id's body. Callers hold mu.
+func (s *Server) allocWire(a *allocState) map[string]any {
 	m := wire(a.a).(map[string]any)
 	m["Job"] = jobWire(a.a.Job)
 	metricWire(obj(m["Metrics"]))
@@ -359,7 +364,7 @@ func (s *Server) allocView(id string) (any, *apiError) {
 			delete(m, k)
 		}
 	}
-	return m, nil
+	return m
 }
 
 func (s *Server) nodeStub(n *node, resources bool) api.NodeListStub {
