@@ -11,9 +11,15 @@ import (
 // DefaultWatchWait is how long one blocking query waits for a change.
 const DefaultWatchWait = 5 * time.Minute
 
+// watchGap is the least time between two calls of changed per table: a busy
+// cluster's churn (other teams' allocations) wakes the planner at most a
+// few times a second, and a burst of changes becomes one round.
+const watchGap = 250 * time.Millisecond
+
 // Watch calls changed whenever Nomad's allocations (any namespace) or
-// nodes change, until ctx ends: the planner loop wakes on a placement, a
-// task exit, a stop or a drain instead of polling. It holds one blocking
+// nodes change (at most every 250 ms per table), until ctx ends: the
+// planner loop wakes on a placement, a task exit, a stop or a drain
+// instead of polling. It holds one blocking
 // query per table (`index` = the last X-Nomad-Index, `wait` = wait, or
 // DefaultWatchWait when 0), which Nomad answers within milliseconds of a
 // change; a failed query is retried after the Retry backoff. changed must
@@ -76,6 +82,13 @@ func (c *Cluster) watch(ctx context.Context, table string, wait time.Duration, c
 		fails = 0
 		if index != 0 && next != index {
 			changed()
+			t := time.NewTimer(watchGap)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
 		}
 		if next < index {
 			// The index went backwards (a new leader, a restored

@@ -98,6 +98,7 @@ func (n *nomadFlags) plannerOnNomad(rdb redis.UniversalClient, prefix, redisURL,
 		if err != nil {
 			return err
 		}
+		go cluster.Watch(ctx, 0, loop.Wake) // rounds on Nomad's changes, not only every interval
 		return loop.Run(ctx)
 	}, cluster, nil
 }
