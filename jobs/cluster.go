@@ -52,4 +52,14 @@ type Worker struct {
 	// ExitCode is the exit status of a worker that has exited (complete or
 	// failed), where the cluster knows it; -1 when it was killed or lost.
 	ExitCode *int `json:"exit_code,omitempty"`
+	// Queued marks a worker the cluster was asked for but has not placed
+	// yet (Nomad: a blocked evaluation, or one not processed yet): State
+	// pending, ID "queued-<index>", no node, no GPUs.
+	Queued bool `json:"queued,omitempty"`
+	// Draining says the worker's node is draining: it should move off.
+	Draining bool `json:"draining,omitempty"`
+	// DesiredStatus and ClientStatus are the cluster's own words (Nomad's
+	// allocation statuses), for display; empty where there are none.
+	DesiredStatus string `json:"desired_status,omitempty"`
+	ClientStatus  string `json:"client_status,omitempty"`
 }

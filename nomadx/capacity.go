@@ -8,32 +8,25 @@ import (
 	"github.com/hashicorp/nomad/api"
 )
 
-// Capacity reads every node with its resources and every live allocation
-// (all namespaces): Nomad's node endpoints list GPU instances but not which
-// are in use, so the DeviceIDs of live allocations are subtracted. Nodes
-// that are down, ineligible or draining are left out. Each nvidia/gpu device
-// group of a node is one jobs.Node (same ID); CPU slots for
-// gpus_per_worker = 0 sit on the node's first entry.
+// Capacity reads every node with its resources, every allocation (all
+// namespaces) and edl's jobs: three requests, the round's view, which
+// Workers and Scale then answer from. Nomad's node endpoints list GPU
+// instances but not which are in use, so the DeviceIDs of allocations that
+// hold them are subtracted: desired-run ones that have not finished.
+// Stopping allocations (desired stop, the task still exiting) hold nothing:
+// Nomad's scheduler has already given their devices away. Nodes that are
+// down, ineligible or draining are left out (Nodes is empty, not null,
+// when none is left). Each nvidia/gpu device group of a node is one
+// jobs.Node (same ID); CPU slots for gpus_per_worker = 0 sit on the node's
+// first entry. Workers StopWorker asked to leave and that exited get their
+// slot released here (the count lowered by one).
 func (c *Cluster) Capacity(ctx context.Context) (jobs.Capacity, error) {
-	var capy jobs.Capacity
-	err := c.do(ctx, "read", "", func(ctx context.Context) error {
-		q := c.q(ctx)
-		q.Params = map[string]string{"resources": "true"}
-		nodes, _, err := c.client.Nodes().List(q)
-		if err != nil {
-			return err
-		}
-		aq := c.q(ctx)
-		aq.Namespace = "*"
-		aq.Params = map[string]string{"resources": "true", "task_states": "false"}
-		allocs, _, err := c.client.Allocations().List(aq)
-		if err != nil {
-			return err
-		}
-		capy = capacityOf(nodes, allocs, c.cfg.CPUMHz, c.cfg.MemoryMiB)
-		return nil
-	})
-	return capy, err
+	v, err := c.refresh(ctx)
+	if err != nil {
+		return jobs.Capacity{}, err
+	}
+	c.finishLeaving(ctx, v)
+	return capacityOf(v.nodes, v.allocs, c.cfg.CPUMHz, c.cfg.MemoryMiB), nil
 }
 
 type nodeUse struct {
@@ -45,7 +38,7 @@ type nodeUse struct {
 func capacityOf(nodes []*api.NodeListStub, allocs []*api.AllocationListStub, cpuMHz, memMiB int) jobs.Capacity {
 	use := map[string]*nodeUse{}
 	for _, a := range allocs {
-		if terminal(a.ClientStatus) || a.AllocatedResources == nil {
+		if a.DesiredStatus != "run" || terminal(a.ClientStatus) || a.AllocatedResources == nil {
 			continue
 		}
 		u := use[a.NodeID]
@@ -61,7 +54,7 @@ func capacityOf(nodes []*api.NodeListStub, allocs []*api.AllocationListStub, cpu
 			u.gpus[id] = true
 		}
 	}
-	var out jobs.Capacity
+	out := jobs.Capacity{Nodes: []jobs.Node{}}
 	for _, n := range nodes {
 		if n.Status != "ready" || n.SchedulingEligibility != "eligible" || n.Drain || n.NodeResources == nil {
 			continue

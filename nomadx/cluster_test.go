@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -78,7 +77,7 @@ func requests(s *nomadtest.Server, method, pathPrefix string) []nomadtest.Reques
 }
 
 func TestScaleRegistersTheJobTemplate(t *testing.T) {
-	e := newEnv(t, nomadtest.Config{Nodes: []nomadtest.NodeSpec{{Name: "gpu-1", GPUs: 4, Model: "H200", MemoryMiB: 143771}}}, nil)
+	e := newEnv(t, nomadtest.Config{Sync: true, Nodes: []nomadtest.NodeSpec{{Name: "gpu-1", GPUs: 4, Model: "H200", MemoryMiB: 143771}}}, nil)
 	ctx := context.Background()
 	job := gpuJob("j1", 1, &jobs.GPUConstraint{Model: "H200", MinMemoryMiB: 80 * 1024})
 	if err := e.c.Scale(ctx, job, 2, "initial"); err != nil {
@@ -150,7 +149,7 @@ func TestScaleRegistersTheJobTemplate(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 func TestScaleCallsAreIdempotentAndNamed(t *testing.T) {
-	e := newEnv(t, nomadtest.Config{}, nil)
+	e := newEnv(t, nomadtest.Config{Sync: true}, nil)
 	ctx := context.Background()
 	job := gpuJob("j2", 1, nil)
 	for _, n := range []int{2, 2, 3, 3, 1} {
@@ -190,7 +189,7 @@ func TestScaleCallsAreIdempotentAndNamed(t *testing.T) {
 }
 
 func TestScaleAdoptsExistingJobAndRefusesForeignOne(t *testing.T) {
-	e := newEnv(t, nomadtest.Config{}, nil)
+	e := newEnv(t, nomadtest.Config{Sync: true}, nil)
 	ctx := context.Background()
 	job := gpuJob("j3", 1, nil)
 	// A previous edl serve registered the job.
@@ -223,7 +222,7 @@ func TestScaleAdoptsExistingJobAndRefusesForeignOne(t *testing.T) {
 }
 
 func TestConcurrentScaleRegistersOnce(t *testing.T) {
-	e := newEnv(t, nomadtest.Config{}, nil)
+	e := newEnv(t, nomadtest.Config{Sync: true}, nil)
 	job := gpuJob("j5", 1, nil)
 	errs := make(chan error, 4)
 	for range 4 {
@@ -240,44 +239,8 @@ func TestConcurrentScaleRegistersOnce(t *testing.T) {
 	}
 }
 
-func TestStopWorkerPlacesReplacementSameIndex(t *testing.T) {
-	e := newEnv(t, nomadtest.Config{}, nil)
-	ctx := context.Background()
-	if err := e.c.Scale(ctx, gpuJob("j6", 1, nil), 3, "start"); err != nil {
-		t.Fatal(err)
-	}
-	ws, _ := e.c.Workers(ctx, "j6")
-	straggler := ws[1]
-	if err := e.c.StopWorker(ctx, "j6", straggler.ID, "straggler"); err != nil {
-		t.Fatal(err)
-	}
-	// Stopping again is a no-op (no second replacement).
-	if err := e.c.StopWorker(ctx, "j6", straggler.ID, "straggler"); err != nil {
-		t.Fatal(err)
-	}
-	ws, _ = e.c.Workers(ctx, "j6")
-	byIndex := map[int][]string{}
-	for _, w := range ws {
-		byIndex[w.Index] = append(byIndex[w.Index], string(w.State))
-		if w.ID != straggler.ID && w.Index == 1 && !cmp.Equal(w.GPUs, straggler.GPUs) {
-			t.Errorf("replacement GPUs %v, want the freed %v", w.GPUs, straggler.GPUs)
-		}
-	}
-	for _, v := range byIndex {
-		sort.Strings(v)
-	}
-	if d := cmp.Diff(map[int][]string{0: {"running"}, 1: {"complete", "running"}, 2: {"running"}}, byIndex); d != "" {
-		t.Errorf("workers by index (-want +got):\n%s", d)
-	}
-	var nerr *nomadx.Error
-	err := e.c.StopWorker(ctx, "j6", "00000000-0000-0000-0000-000000000000", "x")
-	if !errors.As(err, &nerr) || !nerr.NotFound() || nerr.Message != "alloc not found" {
-		t.Errorf("stop unknown allocation: %v", err)
-	}
-}
-
 func TestCapacitySubtractsLiveDevices(t *testing.T) {
-	e := newEnv(t, nomadtest.Config{Nodes: []nomadtest.NodeSpec{
+	e := newEnv(t, nomadtest.Config{Sync: true, Nodes: []nomadtest.NodeSpec{
 		{Name: "a", GPUs: 4, Model: "H200", MemoryMiB: 143771, UniqueGPUIDs: true, CPUShares: 8000, MemoryMB: 16384},
 		{Name: "b", GPUs: 8, Model: "A100", MemoryMiB: 81920, UniqueGPUIDs: true, Drain: true},
 		{Name: "c", GPUs: 2, UnhealthyGPUs: 1, Model: "L4", MemoryMiB: 23034, UniqueGPUIDs: true, Ineligible: true},
@@ -318,7 +281,7 @@ func TestCapacitySubtractsLiveDevices(t *testing.T) {
 }
 
 func TestRetriesServerErrorsThenSucceeds(t *testing.T) {
-	e := newEnv(t, nomadtest.Config{}, nil)
+	e := newEnv(t, nomadtest.Config{Sync: true}, nil)
 	e.srv.AddFault(nomadtest.Fault{Method: "PUT", PathPrefix: "/v1/jobs", Status: 503, Body: "No cluster leader", Times: 2})
 	if err := e.c.Scale(context.Background(), gpuJob("j8", 1, nil), 1, "start"); err != nil {
 		t.Fatal(err)
@@ -346,7 +309,7 @@ func TestErrorsAreTyped(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, nomadtest.Config{}, func(c *nomadx.Config) { c.Retry.Attempts = 3 })
+			e := newEnv(t, nomadtest.Config{Sync: true}, func(c *nomadx.Config) { c.Retry.Attempts = 3 })
 			e.srv.AddFault(tc.fault)
 			err := e.c.Scale(context.Background(), gpuJob("j9", 1, nil), 1, "start")
 			var nerr *nomadx.Error
@@ -364,7 +327,7 @@ func TestErrorsAreTyped(t *testing.T) {
 }
 
 func TestTimeoutIsRetried(t *testing.T) {
-	e := newEnv(t, nomadtest.Config{}, func(c *nomadx.Config) { c.Retry.Timeout = 100 * time.Millisecond })
+	e := newEnv(t, nomadtest.Config{Sync: true}, func(c *nomadx.Config) { c.Retry.Timeout = 100 * time.Millisecond })
 	e.srv.AddFault(nomadtest.Fault{Method: "GET", PathPrefix: "/v1/nodes", Delay: time.Second})
 	cp, err := e.c.Capacity(context.Background())
 	if err != nil {
@@ -385,7 +348,7 @@ func TestTimeoutIsRetried(t *testing.T) {
 }
 
 func TestFailedWorkerIsReplacedByNextScale(t *testing.T) {
-	e := newEnv(t, nomadtest.Config{}, nil)
+	e := newEnv(t, nomadtest.Config{Sync: true}, nil)
 	ctx := context.Background()
 	job := gpuJob("j10", 1, nil)
 	if err := e.c.Scale(ctx, job, 2, "start"); err != nil {
@@ -428,7 +391,7 @@ func TestFailedWorkerIsReplacedByNextScale(t *testing.T) {
 }
 
 func TestACLTokenAndNamespace(t *testing.T) {
-	e := newEnv(t, nomadtest.Config{Token: "s3cret"}, func(c *nomadx.Config) {
+	e := newEnv(t, nomadtest.Config{Sync: true, Token: "s3cret"}, func(c *nomadx.Config) {
 		c.Token = "s3cret"
 		c.Namespace = "ml"
 		c.Region = "eu"
@@ -444,7 +407,7 @@ func TestACLTokenAndNamespace(t *testing.T) {
 	if e.srv.Job("ml", "edl-j11") == nil {
 		t.Error("job not registered in namespace ml")
 	}
-	bad := newEnv(t, nomadtest.Config{Token: "s3cret"}, func(c *nomadx.Config) { c.Token = "wrong" })
+	bad := newEnv(t, nomadtest.Config{Sync: true, Token: "s3cret"}, func(c *nomadx.Config) { c.Token = "wrong" })
 	var nerr *nomadx.Error
 	if err := bad.c.Scale(context.Background(), gpuJob("j12", 1, nil), 1, "x"); !errors.As(err, &nerr) || nerr.Status != http.StatusForbidden {
 		t.Errorf("wrong token: %v", err)

@@ -69,6 +69,12 @@ type Config struct {
 
 	Retry Retry
 
+	// ViewMaxAge is how long the cluster read that Capacity makes (nodes,
+	// every allocation, edl's jobs: three requests) may answer Workers and
+	// Scale's no-op check instead of per-job reads (default 1s: one planner
+	// round). Each job's Workers is answered from one read at most once.
+	ViewMaxAge time.Duration
+
 	// HTTPClient, when set, is used instead of one built from TLS (tests).
 	HTTPClient *http.Client
 }
@@ -85,6 +91,7 @@ func DefaultConfig() Config {
 		CPUMHz:      1000,
 		MemoryMiB:   2048,
 		KillTimeout: 30 * time.Second,
+		ViewMaxAge:  time.Second,
 		Retry: Retry{
 			Attempts:  5,
 			BaseDelay: 200 * time.Millisecond,
@@ -141,6 +148,9 @@ func (c Config) Validate() error {
 	}
 	if c.Retry.BaseDelay <= 0 || c.Retry.MaxDelay < c.Retry.BaseDelay {
 		bad("retry.base_delay", "must be > 0 and <= retry.max_delay")
+	}
+	if c.ViewMaxAge < 0 {
+		bad("view_max_age", "must not be negative")
 	}
 	if c.Retry.Timeout <= 0 {
 		bad("retry.timeout", "must be > 0")

@@ -76,3 +76,19 @@ func wrap(op, nomadJob string, err error) error {
 	}
 	return fmt.Errorf("nomad %s %s: %w", op, nomadJob, err)
 }
+
+// notOursError is a Nomad job with edl's ID but another edl_job_id meta.
+type notOursError struct{ nomadJob, meta string }
+
+func (e *notOursError) Error() string {
+	return fmt.Sprintf("nomad job %s (meta %s=%q): %v", e.nomadJob, MetaJobID, e.meta, ErrNotOurs)
+}
+func (e *notOursError) Unwrap() error { return ErrNotOurs }
+
+// noGroupError is a Nomad job with edl's ID and meta but no workers group.
+type noGroupError struct{ nomadJob string }
+
+func (e *noGroupError) Error() string {
+	return fmt.Sprintf("nomad job %s has no group %q: %v", e.nomadJob, GroupName, ErrNotOurs)
+}
+func (e *noGroupError) Unwrap() error { return ErrNotOurs }

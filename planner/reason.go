@@ -12,6 +12,10 @@ func (d *decider) reason(p *jobPlan) string {
 	switch {
 	case w == 0 && cur == 0:
 		return "waiting: " + d.whyText(p)
+	case w == 0 && (p.why == whyNoNode || p.why == whyQuota):
+		// Nobody took its place: the nodes are gone (drained, down) or
+		// the tenant's quota is reached.
+		return fmt.Sprintf("suspend (had %d): %s", cur, d.whyText(p))
 	case w == 0:
 		if !p.guaranteed {
 			return fmt.Sprintf("suspend (had %d): GPUs wanted by guaranteed jobs; %s", cur, d.whyText(p))
@@ -19,6 +23,10 @@ func (d *decider) reason(p *jobPlan) string {
 		return fmt.Sprintf("suspend (had %d): preempted by higher-priority claims; %s", cur, d.whyText(p))
 	case w == cur:
 		return fmt.Sprintf("keep %d workers", w)
+	case p.pinned && cur > 0:
+		return fmt.Sprintf("resize %d -> %d: pinned to %d by the tenant", cur, w, w)
+	case cur > 0 && w > cur && w <= p.j.Target:
+		return fmt.Sprintf("replace %d lost worker(s): %d -> %d", w-cur, cur, w)
 	case cur == 0:
 		return fmt.Sprintf("start with %d workers (%s): %s", w, unitsText(p, w), d.grantText(p))
 	case w > cur:
@@ -37,7 +45,7 @@ func (d *decider) reason(p *jobPlan) string {
 func (d *decider) whyText(p *jobPlan) string {
 	switch p.why {
 	case whyNoNode:
-		return "no node matches its GPU constraint" + constraintText(p.j)
+		return d.noNodeText(p)
 	case whyQuota:
 		return fmt.Sprintf("tenant %s quota %d reached (%d held)", p.tenant.name, p.tenant.quota, p.tenant.used)
 	case whyBehind:
@@ -46,6 +54,32 @@ func (d *decider) whyText(p *jobPlan) string {
 		return fmt.Sprintf("%d workers (%s) do not fit", p.whyN, unitsText(p, p.whyN))
 	}
 	return "no capacity left"
+}
+
+// noNodeText says why no node could ever hold one worker: there are no
+// schedulable nodes, none has the GPU class, or none has that many GPUs.
+func (d *decider) noNodeText(p *jobPlan) string {
+	if len(d.cl.nodes) == 0 {
+		return "no schedulable node (every node is down, ineligible or draining)"
+	}
+	matching, most := 0, 0
+	for _, n := range d.cl.nodes {
+		if p.res == resGPU && !matches(n.class, p.j.GPU) {
+			continue
+		}
+		matching++
+		most = max(most, n.cap[p.res])
+	}
+	switch {
+	case p.res == resCPU:
+		return "no schedulable node has a CPU slot"
+	case matching == 0 && constraintText(p.j) != "":
+		return "no node matches its GPU constraint" + constraintText(p.j) +
+			" (or those that do are down, ineligible or draining)"
+	case most == 0:
+		return "no schedulable node has GPUs"
+	}
+	return fmt.Sprintf("needs %d GPUs per worker; the largest schedulable node has %d", p.units, most)
 }
 
 func (d *decider) grantText(p *jobPlan) string {

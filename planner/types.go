@@ -66,6 +66,10 @@ type JobState struct {
 	SlowRounds map[string]int
 	// LastReplace is when a straggler of the job was last replaced.
 	LastReplace time.Time
+	// Target is the job's target from the previous round (jobs.Job's
+	// Workers.Target); a grow back to it replaces lost workers, and the
+	// reason says so.
+	Target int
 }
 
 // Plan is Decide's answer: one Target per job of the snapshot, in the

@@ -38,8 +38,21 @@ func runBenchE2E(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	runs := fs.Int("runs", 3, "jobs to measure")
 	slots := fs.Int("slots", 3, "CPU worker slots")
 	_ = fs.Bool("json", true, "print one JSON line (the only output format)")
+	onNomad := fs.Bool("nomad", false, "instead: the planner loop against nomadtest (asynchronous placement): Nomad requests per round at --nomad-jobs running jobs, and flaps per --nomad-starts job starts")
+	nomadJobs := fs.String("nomad-jobs", "1,10,100", "with --nomad: running-job counts to measure")
+	nomadRounds := fs.Int("nomad-rounds", 20, "with --nomad: measured rounds per count")
+	nomadStarts := fs.Int("nomad-starts", 100, "with --nomad: job starts for the flap count")
+	nomadTrials := fs.Int("nomad-trials", 25, "with --nomad: contended starts (a job shrinks for a new one) for the second flap count; 0 skips it")
+	nomadInterval := fs.Duration("nomad-interval", 20*time.Millisecond, "with --nomad: time between planner rounds")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *onNomad {
+		o, err := parseNomadBench(*nomadJobs, *nomadRounds, *nomadStarts, *nomadTrials, *nomadInterval)
+		if err != nil {
+			return err
+		}
+		return runBenchE2ENomad(ctx, o, stdout)
 	}
 	if *runs < 1 || *slots < 2 {
 		return usageErrorf("bench e2e: need --runs >= 1 and --slots >= 2")

@@ -23,12 +23,27 @@ func newFlagSet(name, summary string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("edl "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: edl %s [flags]\n\n%s\n\nflags (each also read from EDL_<NAME>, e.g. --data-dir from EDL_DATA_DIR):\n", name, summary)
+		fmt.Fprintf(stderr, "usage: edl %s [flags]\n\n%s\n\nflags (each also read from EDL_<NAME>%s):\n", name, summary, envExample(fs))
 		fs.SetOutput(stderr)
 		fs.PrintDefaults()
 		fs.SetOutput(io.Discard)
 	}
 	return fs
+}
+
+// envExample names one of the flag set's own flags and its variable, for
+// the usage header (", e.g. --store from EDL_STORE"); "" without flags.
+func envExample(fs *flag.FlagSet) string {
+	var first string
+	fs.VisitAll(func(f *flag.Flag) {
+		if first == "" {
+			first = f.Name
+		}
+	})
+	if first == "" {
+		return ""
+	}
+	return fmt.Sprintf(", e.g. --%s from %s", first, envName(first))
 }
 
 // envName is the environment variable that backs a flag: data-dir -> EDL_DATA_DIR.

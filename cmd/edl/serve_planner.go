@@ -101,6 +101,7 @@ func (n *nomadFlags) plannerOnNomad(rdb redis.UniversalClient, prefix, redisURL,
 		if err != nil {
 			return err
 		}
+		go cluster.Watch(ctx, 0, pl.Wake) // rounds on Nomad's changes, not only every interval
 		return pl.Run(ctx)
 	}, cluster, nil
 }

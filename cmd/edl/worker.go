@@ -54,6 +54,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	handGPUsToCUDA()
 	if *job == "" {
 		return usageErrorf("worker: --job is required")
 	}

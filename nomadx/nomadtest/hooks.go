@@ -49,6 +49,7 @@ func (s *Server) setRunning(a *allocState) {
 // setFinished ends an allocation with a client status. killed says it was
 // stopped by the server (kill_signal, then exit). Callers hold mu.
 func (s *Server) setFinished(a *allocState, status string, exit int, killed bool) {
+	s.freed++
 	now := s.now()
 	a.a.ClientStatus = status
 	a.a.ClientDescription = "All tasks have completed"
@@ -102,6 +103,7 @@ func (s *Server) clientUpdate(id string, f func(*allocState) error) error {
 	if js := s.jobs[jobKey(a.a.Namespace, a.a.JobID)]; js != nil {
 		s.updateJobStatus(js)
 	}
+	s.checkDrains()
 	s.unblock()
 	return nil
 }
@@ -145,7 +147,8 @@ func (s *Server) MarkFailed(allocID string, exitCode int) error {
 }
 
 // reschedule places a replacement for a failed allocation when its policy
-// allows. Callers hold mu.
+// allows, after the policy's delay (times TimeScale; at once with Sync).
+// Callers hold mu.
 func (s *Server) reschedule(a *allocState) {
 	js := s.jobs[jobKey(a.a.Namespace, a.a.JobID)]
 	if js == nil || a.a.DesiredStatus != "run" || (js.job.Stop != nil && *js.job.Stop) {
@@ -163,21 +166,31 @@ func (s *Server) reschedule(a *allocState) {
 		if rp == nil || (!(rp.Unlimited != nil && *rp.Unlimited) && done >= intOr(rp.Attempts, 0)) {
 			return
 		}
-		p := s.place(js.job, tg)
-		if p.node == nil {
-			return
+		delay := time.Duration(0)
+		if rp.Delay != nil {
+			delay = s.scaled(*rp.Delay)
 		}
-		e := s.newEval(js, "alloc-failure")
-		n := s.newAlloc(js, tg, a.index, p, e.ID)
-		tr := &api.RescheduleTracker{}
-		if a.a.RescheduleTracker != nil {
-			tr.Events = append(tr.Events, a.a.RescheduleTracker.Events...)
-		}
-		tr.Events = append(tr.Events, &api.RescheduleEvent{RescheduleTime: s.now(), PrevAllocID: a.a.ID, PrevNodeID: a.a.NodeID})
-		n.a.RescheduleTracker = tr
-		n.a.PreviousAllocation = a.a.ID
-		a.a.NextAllocation = n.a.ID
-		s.finishEval(e, js)
+		s.after(delay, func() {
+			if s.jobs[jobKey(a.a.Namespace, a.a.JobID)] != js || a.a.NextAllocation != "" || (js.job.Stop != nil && *js.job.Stop) {
+				return
+			}
+			p := s.place(js.job, tg)
+			if p.node == nil {
+				return
+			}
+			e := s.newEval(js, "alloc-failure")
+			n := s.newAlloc(js, tg, a.index, p, e.ID)
+			tr := &api.RescheduleTracker{}
+			if a.a.RescheduleTracker != nil {
+				tr.Events = append(tr.Events, a.a.RescheduleTracker.Events...)
+			}
+			tr.Events = append(tr.Events, &api.RescheduleEvent{RescheduleTime: s.now(), PrevAllocID: a.a.ID, PrevNodeID: a.a.NodeID})
+			n.a.RescheduleTracker = tr
+			n.a.PreviousAllocation = a.a.ID
+			a.a.NextAllocation = n.a.ID
+			s.finishEval(e, js)
+			s.updateJobStatus(js)
+		})
 	}
 }
 
@@ -191,7 +204,8 @@ func (s *Server) SetNode(name string, f func(*NodeSpec)) error {
 	for _, n := range s.nodes {
 		if n.spec.Name == name {
 			f(&n.spec)
-			s.bump()
+			n.modifyIndex = s.bump()
+			s.freed++
 			s.unblock()
 			return nil
 		}
@@ -205,6 +219,7 @@ func (s *Server) AddNode(spec NodeSpec) string {
 	defer s.mu.Unlock()
 	n := newNode(len(s.nodes), spec, s.bump())
 	s.nodes = append(s.nodes, n)
+	s.freed++
 	s.unblock()
 	return n.id
 }

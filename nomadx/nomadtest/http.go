@@ -66,6 +66,13 @@ type statusRecorder struct {
 	status int
 }
 
+// Flush passes streaming answers (the event stream) on at once.
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
 func (r *statusRecorder) WriteHeader(code int) {
 	r.status = code
 	r.ResponseWriter.WriteHeader(code)
@@ -111,6 +118,20 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte) {
 		s.read(w, r, func() (any, *apiError) { return s.allocView(parts[1]) })
 	case parts[0] == "allocation" && len(parts) == 3 && parts[2] == "stop" && write:
 		s.writeResult(w, func() (any, *apiError) { return s.stopAllocation(parts[1]) }, false)
+	case parts[0] == "client" && len(parts) == 4 && parts[1] == "allocation" && parts[3] == "signal" && write:
+		var req api.AllocSignalRequest
+		if len(body) > 0 {
+			if err := json.Unmarshal(body, &req); err != nil {
+				writeError(w, errf(http.StatusBadRequest, "%s", err), 0)
+				return
+			}
+		}
+		s.writeResult(w, func() (any, *apiError) { return s.signal(parts[2], &req) }, false)
+	case p == "jobs" && r.Method == http.MethodGet:
+		q := r.URL.Query()
+		s.read(w, r, func() (any, *apiError) { return s.jobList(ns, q.Get("prefix"), q.Get("meta") == "true"), nil })
+	case p == "event/stream" && r.Method == http.MethodGet:
+		s.eventStream(w, r)
 	case p == "allocations" && r.Method == http.MethodGet:
 		q := r.URL.Query()
 		s.read(w, r, func() (any, *apiError) { return s.allocList(ns, q.Get("resources") == "true"), nil })

@@ -16,7 +16,10 @@ type node struct {
 	spec        NodeSpec
 	id          string
 	createIndex uint64
+	modifyIndex uint64
 	devices     []*api.NodeDeviceResource
+	drain       *drainState
+	lastDrain   *api.DrainMetadata
 }
 
 func newNode(i int, spec NodeSpec, index uint64) *node {
@@ -38,7 +41,7 @@ func newNode(i int, spec NodeSpec, index uint64) *node {
 	if spec.Drivers == nil {
 		spec.Drivers = []string{"exec", "raw_exec", "docker"}
 	}
-	n := &node{spec: spec, id: newID(), createIndex: index}
+	n := &node{spec: spec, id: newID(), createIndex: index, modifyIndex: index}
 	if spec.GPUs+spec.UnhealthyGPUs > 0 {
 		dev := &api.NodeDeviceResource{Vendor: "nvidia", Type: "gpu", Name: spec.Model}
 		for k := 0; k < spec.GPUs+spec.UnhealthyGPUs; k++ {
@@ -195,13 +198,22 @@ func checkConstraint(c *api.Constraint, d *api.NodeDeviceResource) bool {
 	return false
 }
 
+// Why a node cannot serve a device request.
+const (
+	missNone      = iota
+	missFiltered  // no group matches the name and constraints with enough healthy instances
+	missExhausted // a matching group has too few free instances
+)
+
 // pickDevices chooses count free healthy instances of a matching group,
-// lowest IDs first. It returns nil when the node cannot serve the request.
-func pickDevices(n *node, req *api.RequestedDevice, u usage) *api.AllocatedDeviceResource {
+// lowest IDs first. It returns nil and why when the node cannot serve the
+// request.
+func pickDevices(n *node, req *api.RequestedDevice, u usage) (*api.AllocatedDeviceResource, int) {
 	count := uint64(1)
 	if req.Count != nil {
 		count = *req.Count
 	}
+	why := missFiltered
 	for _, d := range n.devices {
 		if !matchesDeviceName(req.Name, d) {
 			continue
@@ -217,16 +229,24 @@ func pickDevices(n *node, req *api.RequestedDevice, u usage) *api.AllocatedDevic
 			continue
 		}
 		var free []string
+		healthy := uint64(0)
 		for _, inst := range d.Instances {
-			if inst.Healthy && !u.devices[inst.ID] {
-				free = append(free, inst.ID)
+			if inst.Healthy {
+				healthy++
+				if !u.devices[inst.ID] {
+					free = append(free, inst.ID)
+				}
 			}
 		}
+		if healthy < count {
+			continue
+		}
+		why = missExhausted
 		sort.Strings(free)
 		if uint64(len(free)) < count {
 			continue
 		}
-		return &api.AllocatedDeviceResource{Vendor: d.Vendor, Type: d.Type, Name: d.Name, DeviceIDs: free[:count]}
+		return &api.AllocatedDeviceResource{Vendor: d.Vendor, Type: d.Type, Name: d.Name, DeviceIDs: free[:count]}, missNone
 	}
-	return nil
+	return nil, why
 }

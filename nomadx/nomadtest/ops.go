@@ -35,8 +35,32 @@ func (s *Server) newEval(js *jobState, trigger string) *api.Evaluation {
 	return e
 }
 
+// evaluate runs the scheduler for a job's evaluation: at once with Sync,
+// otherwise PlacementDelay later (the write answered with the evaluation
+// pending, as Nomad's does). The job is looked up again then: a newer
+// register or a purge may have happened. Callers hold mu.
+func (s *Server) evaluate(key string, e *api.Evaluation) {
+	if s.cfg.Sync {
+		s.bump()
+	} else {
+		e.Status = "pending"
+	}
+	s.after(s.placementDelay(), func() {
+		js := s.jobs[key]
+		if js == nil {
+			e.Status, e.ModifyIndex = "cancelled", s.index
+			return
+		}
+		s.reconcile(js, e.ID)
+		s.finishEval(e, js)
+	})
+}
+
 // finishEval records the queued counts once placement ran. Callers hold mu.
 func (s *Server) finishEval(e *api.Evaluation, js *jobState) {
+	if e.Status == "pending" {
+		e.Status = "complete"
+	}
 	for _, tg := range js.job.TaskGroups {
 		e.QueuedAllocations[*tg.Name] = js.queued[*tg.Name]
 	}
@@ -47,7 +71,7 @@ func (s *Server) finishEval(e *api.Evaluation, js *jobState) {
 // blocked evaluation, as Nomad does. Callers hold mu.
 func (s *Server) recordFailure(js *jobState, group string, p placement, evalID string) {
 	m := &api.AllocationMetric{
-		NodesEvaluated: p.evaluated, NodesInPool: len(s.nodes), NodesExhausted: p.evaluated,
+		NodesEvaluated: p.evaluated, NodesInPool: len(s.nodes), NodesExhausted: p.evaluated - p.nFiltered, NodesFiltered: p.nFiltered,
 		NodesAvailable:     map[string]int{},
 		DimensionExhausted: p.exhausted,
 		ConstraintFiltered: p.filtered,
@@ -156,9 +180,7 @@ func (s *Server) register(req *api.JobRegisterRequest, ns string) (map[string]an
 		}
 	}
 	e := s.newEval(js, "job-register")
-	s.bump()
-	s.reconcile(js, e.ID)
-	s.finishEval(e, js)
+	s.evaluate(key, e)
 	return map[string]any{
 		"EvalCreateIndex": e.CreateIndex, "EvalID": e.ID, "Index": ix, "JobModifyIndex": ix,
 		"KnownLeader": false, "LastContact": 0, "NextToken": "", "Warnings": "",
@@ -310,9 +332,7 @@ func (s *Server) scale(jobID, ns string, req *api.ScalingRequest) (map[string]an
 	ev.EvalID = &e.ID
 	ev.CreateIndex = s.bump()
 	js.events[group] = append([]api.ScalingEvent{ev}, js.events[group]...)
-	s.bump()
-	s.reconcile(js, e.ID)
-	s.finishEval(e, js)
+	s.evaluate(jobKey(ns, jobID), e)
 	return map[string]any{"EvalCreateIndex": e.CreateIndex, "EvalID": e.ID, "Index": ev.CreateIndex, "JobModifyIndex": js.jobModify,
 		"KnownLeader": true, "LastContact": 0, "NextToken": "", "Warnings": ""}, nil
 }
@@ -341,24 +361,33 @@ func (s *Server) stopAllocation(id string) (map[string]any, *apiError) {
 	s.stopAlloc(a, "alloc is being migrated", "")
 	a.a.AllocModifyIndex = s.bump()
 	if js != nil && (js.job.Stop == nil || !*js.job.Stop) {
-		for _, tg := range js.job.TaskGroups {
-			if *tg.Name != a.a.TaskGroup {
-				continue
-			}
-			p := s.place(js.job, tg)
-			if p.node == nil {
-				js.queued[*tg.Name]++
-				s.recordFailure(js, *tg.Name, p, evalID)
-				break
-			}
-			n := s.newAlloc(js, tg, a.index, p, evalID)
-			n.a.PreviousAllocation = a.a.ID
-			a.a.NextAllocation = n.a.ID
-		}
-		s.updateJobStatus(js)
+		s.after(s.placementDelay(), func() { s.replace(js, a, evalID) })
 	}
 	s.unblock()
 	return map[string]any{"EvalID": evalID, "Index": ix}, nil
+}
+
+// replace places a migrated allocation's replacement under its name index.
+// Callers hold mu.
+func (s *Server) replace(js *jobState, a *allocState, evalID string) {
+	if s.jobs[jobKey(a.a.Namespace, a.a.JobID)] != js || (js.job.Stop != nil && *js.job.Stop) || a.a.NextAllocation != "" {
+		return
+	}
+	for _, tg := range js.job.TaskGroups {
+		if *tg.Name != a.a.TaskGroup {
+			continue
+		}
+		p := s.place(js.job, tg)
+		if p.node == nil {
+			js.queued[*tg.Name]++
+			s.recordFailure(js, *tg.Name, p, evalID)
+			break
+		}
+		n := s.newAlloc(js, tg, a.index, p, evalID)
+		n.a.PreviousAllocation = a.a.ID
+		a.a.NextAllocation = n.a.ID
+	}
+	s.updateJobStatus(js)
 }
 
 // deregister stops a job's allocations and, with purge, forgets the job.
@@ -387,8 +416,12 @@ func (s *Server) deregister(jobID, ns string, purge bool) map[string]any {
 	if purge {
 		delete(s.jobs, key)
 	} else {
+		// Stopping is a job update: a new version, Stop set.
 		j := cloneJob(js.job)
 		j.Stop = ptr(true)
+		js.version++
+		js.modifyIndex = ix
+		j.Version, j.JobModifyIndex, j.ModifyIndex = ptr(js.version), ptr(ix), ptr(ix)
 		js.job = j
 		js.queued = map[string]int{}
 		s.updateJobStatus(js)

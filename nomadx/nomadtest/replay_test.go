@@ -15,7 +15,7 @@ var nodeSkip = []string{".Attributes", ".Drivers", ".Meta", ".Events", ".Links",
 // TestReplayRecordedSequence replays the recorded session (testdata/README.md,
 // "Sequence") and compares shapes, states, status codes and error texts.
 func TestReplayRecordedSequence(t *testing.T) {
-	s := New(t, Config{})
+	s := New(t, Config{Sync: true})
 	u := s.URL()
 
 	// Nodes.

@@ -3,6 +3,7 @@ package nomadtest
 import (
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/hashicorp/nomad/api"
 )
@@ -19,6 +20,10 @@ type jobState struct {
 	queued      map[string]int
 	blockedEval string
 	deployment  *api.Deployment
+	// tried is the capacity generation (Server.freed) of the last
+	// placement attempt; retrying says a blocked retry is scheduled.
+	tried    uint64
+	retrying bool
 }
 
 // allocState is one allocation.
@@ -26,6 +31,10 @@ type allocState struct {
 	a       *api.Allocation
 	index   int
 	version uint64 // JobVersion: the job version it runs
+	// restarts are the task's restarts in the policy's interval; signals
+	// what it was sent.
+	restarts []time.Time
+	signals  []string
 }
 
 func terminalClient(status string) bool {
@@ -66,6 +75,7 @@ type placement struct {
 	filtered  map[string]int
 	exhausted map[string]int
 	evaluated int
+	nFiltered int // nodes filtered (constraints), not exhausted
 }
 
 // place finds the first node that fits every task of the group. Callers
@@ -83,6 +93,7 @@ func (s *Server) place(job *api.Job, tg *api.TaskGroup) placement {
 		for _, t := range tg.Tasks {
 			if !n.hasDriver(t.Driver) {
 				p.filtered["missing drivers"]++
+				p.nFiltered++
 				fits = false
 				break
 			}
@@ -103,9 +114,18 @@ func (s *Server) place(job *api.Job, tg *api.TaskGroup) placement {
 				Memory: api.AllocatedMemoryResources{MemoryMB: mem},
 			}
 			for _, req := range r.Devices {
-				d := pickDevices(n, req, u)
+				d, miss := pickDevices(n, req, u)
 				if d == nil {
-					p.exhausted["devices: no devices match request"]++
+					// Nomad's two texts: the feasibility checker filters a
+					// node without a matching device group (too few healthy
+					// instances, a failed constraint); the bin packer finds
+					// a matching group exhausted.
+					if miss == missFiltered {
+						p.filtered["missing devices"]++
+						p.nFiltered++
+					} else {
+						p.exhausted["devices: no devices match request"]++
+					}
 					fits = false
 					break
 				}
@@ -181,7 +201,12 @@ func (s *Server) newAlloc(js *jobState, tg *api.TaskGroup, idx int, p placement,
 	st := &allocState{a: a, index: idx, version: js.version}
 	s.allocs[a.ID] = st
 	if !s.cfg.ManualClient {
-		s.setRunning(st)
+		s.after(s.cfg.StartDelay, func() {
+			if st.a.ClientStatus == "pending" && st.a.DesiredStatus == "run" {
+				s.setRunning(st)
+				s.updateJobStatusOf(st)
+			}
+		})
 	}
 	return st
 }
@@ -191,6 +216,7 @@ func (s *Server) newAlloc(js *jobState, tg *api.TaskGroup, idx int, p placement,
 // number of allocations left queued. Callers hold mu and have bumped the
 // index for the triggering write.
 func (s *Server) reconcile(js *jobState, evalID string) int {
+	js.tried = s.freed
 	queuedTotal := 0
 	if js.job.Stop != nil && *js.job.Stop {
 		return 0
@@ -266,6 +292,7 @@ func (s *Server) reconcile(js *jobState, evalID string) int {
 
 // stopAlloc marks an allocation for stopping. Callers hold mu.
 func (s *Server) stopAlloc(a *allocState, why, evalID string) {
+	s.freed++
 	a.a.DesiredStatus = "stop"
 	a.a.DesiredDescription = why
 	a.a.ModifyIndex = s.index
@@ -274,7 +301,22 @@ func (s *Server) stopAlloc(a *allocState, why, evalID string) {
 		a.a.EvalID = evalID
 	}
 	if !s.cfg.ManualClient && !terminalClient(a.a.ClientStatus) {
-		s.setFinished(a, "complete", 0, true)
+		// The task got kill_signal; it stays client-running until it exits
+		// (its devices are already free for placement: terminal()).
+		s.after(min(s.cfg.ExitDelay, s.killTimeout(a)), func() {
+			if !terminalClient(a.a.ClientStatus) {
+				s.setFinished(a, "complete", 0, true)
+				s.updateJobStatusOf(a)
+			}
+		})
+	}
+}
+
+// updateJobStatusOf refreshes the status of an allocation's job. Callers
+// hold mu.
+func (s *Server) updateJobStatusOf(a *allocState) {
+	if js := s.jobs[jobKey(a.a.Namespace, a.a.JobID)]; js != nil {
+		s.updateJobStatus(js)
 	}
 }
 
@@ -292,9 +334,26 @@ func (s *Server) unblock() {
 		for _, q := range js.queued {
 			total += q
 		}
-		if total > 0 {
-			s.reconcile(js, js.blockedEval)
+		if total == 0 {
+			continue
 		}
+		if s.cfg.Sync {
+			s.reconcile(js, js.blockedEval)
+			continue
+		}
+		// Asynchronous: the blocked evaluation is re-queued and placed by a
+		// new scheduler pass PlacementDelay later, once per capacity
+		// change since its last try.
+		if js.retrying || js.tried >= s.freed {
+			continue
+		}
+		js.retrying = true
+		s.after(s.placementDelay(), func() {
+			js.retrying = false
+			if s.jobs[k] == js {
+				s.reconcile(js, js.blockedEval)
+			}
+		})
 	}
 }
 

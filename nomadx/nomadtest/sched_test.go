@@ -49,7 +49,7 @@ func summaryOf(t *testing.T, c *api.Client, id string) api.TaskGroupSummary {
 }
 
 func TestDeviceFeasibilityPerNode(t *testing.T) {
-	s := New(t, Config{Nodes: []NodeSpec{
+	s := New(t, Config{Sync: true, Nodes: []NodeSpec{
 		{Name: "small", GPUs: 2, Model: "L4", MemoryMiB: 23034, UniqueGPUIDs: true},
 		{Name: "big", GPUs: 2, Model: "H200", MemoryMiB: 143771, UniqueGPUIDs: true},
 	}})
@@ -92,7 +92,7 @@ func TestDeviceFeasibilityPerNode(t *testing.T) {
 }
 
 func TestBlockedPlacementLandsWhenGPUFrees(t *testing.T) {
-	s := New(t, Config{Nodes: []NodeSpec{{Name: "n", GPUs: 2}}})
+	s := New(t, Config{Sync: true, Nodes: []NodeSpec{{Name: "n", GPUs: 2}}})
 	c := s.Client()
 	if _, _, err := c.Jobs().Register(batchJob("a", 2, gpus(1)), nil); err != nil {
 		t.Fatal(err)
@@ -131,7 +131,7 @@ func TestBlockedPlacementLandsWhenGPUFrees(t *testing.T) {
 }
 
 func TestCompletedAllocNotReplacedUntilNextScale(t *testing.T) {
-	s := New(t, Config{})
+	s := New(t, Config{Sync: true})
 	c := s.Client()
 	if _, _, err := c.Jobs().Register(batchJob("c", 2, gpus(1)), nil); err != nil {
 		t.Fatal(err)
@@ -154,7 +154,7 @@ func TestCompletedAllocNotReplacedUntilNextScale(t *testing.T) {
 }
 
 func TestDeploymentBlocksScalingOfServiceJob(t *testing.T) {
-	s := New(t, Config{})
+	s := New(t, Config{Sync: true})
 	c := s.Client()
 	j := batchJob("svc", 1, nil)
 	j.Type = ptr("service")
@@ -176,7 +176,7 @@ func TestDeploymentBlocksScalingOfServiceJob(t *testing.T) {
 }
 
 func TestManualClientAndInjectedFaults(t *testing.T) {
-	s := New(t, Config{ManualClient: true})
+	s := New(t, Config{Sync: true, ManualClient: true})
 	c := s.Client()
 	if _, _, err := c.Jobs().Register(batchJob("m", 1, gpus(1)), nil); err != nil {
 		t.Fatal(err)

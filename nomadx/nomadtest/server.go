@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	mrand "math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -44,10 +45,28 @@ type Config struct {
 	// Token, when set, is the only ACL token accepted (X-Nomad-Token); other
 	// requests get 403 "Permission denied".
 	Token string
+	// Sync runs the scheduler and the fake clients inside the request that
+	// triggers them: allocations exist when the register or scale answer
+	// comes back, a placed allocation is running and a stopped one complete
+	// at once. By default (asynchronous, as Nomad is) a write answers with a
+	// pending evaluation; the scheduler places its allocations PlacementDelay
+	// later, clients start them StartDelay after placement, and a task told
+	// to stop stays client-running for ExitDelay (its devices are free at
+	// once: Nomad's accounting frees a desired-stop allocation in the plan).
+	Sync bool
+	// PlacementDelay (default 20ms), StartDelay (default 30ms) and ExitDelay
+	// (default 50ms, at most the task's kill_timeout) tune asynchronous mode.
+	PlacementDelay, StartDelay, ExitDelay time.Duration
+	// PlacementJitter adds a random [0, PlacementJitter) to each
+	// evaluation's delay: Nomad's scheduler workers process evaluations
+	// concurrently, so a later write may be placed first.
+	PlacementJitter time.Duration
+	// TimeScale multiplies the delays taken from job specs (restart delay
+	// and its jitter, reschedule delay); 0 means 1. Tests use 0.001.
+	TimeScale float64
 	// ManualClient keeps new allocations pending until MarkRunning and keeps
 	// stopped allocations running until MarkComplete, as a slow client would.
-	// By default an allocation runs as soon as it is placed and a stopped one
-	// completes at once.
+	// Placement stays asynchronous unless Sync is set.
 	ManualClient bool
 	// Now is the clock for CreateTime, SubmitTime and scaling events.
 	Now func() time.Time
@@ -80,6 +99,13 @@ type Server struct {
 	requests []Request
 	faults   []*Fault
 	latency  time.Duration
+	// freed counts changes that may free capacity (stops, exits, node
+	// changes): blocked evaluations retry once per change.
+	freed uint64
+	// timers counts scheduled asynchronous work not yet run; closed stops it.
+	timers int
+	idle   chan struct{}
+	closed bool
 }
 
 // New starts a server; it stops when the test ends.
@@ -97,6 +123,18 @@ func New(t interface {
 func NewServer(cfg Config) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.PlacementDelay == 0 {
+		cfg.PlacementDelay = 20 * time.Millisecond
+	}
+	if cfg.StartDelay == 0 {
+		cfg.StartDelay = 30 * time.Millisecond
+	}
+	if cfg.ExitDelay == 0 {
+		cfg.ExitDelay = 50 * time.Millisecond
+	}
+	if cfg.TimeScale <= 0 {
+		cfg.TimeScale = 1
 	}
 	if len(cfg.Nodes) == 0 {
 		cfg.Nodes = []NodeSpec{{Name: "node-1", GPUs: 4}}
@@ -119,8 +157,103 @@ func NewServer(cfg Config) *Server {
 // URL is the agent's address, for api.Config.Address.
 func (s *Server) URL() string { return s.ts.URL }
 
-// Close stops the server.
-func (s *Server) Close() { s.ts.Close() }
+// Close stops the server and its scheduled work.
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.ts.Close()
+}
+
+// after runs f under mu once d has passed (at once, in the caller's lock,
+// with Sync). Asynchronous work bumps the index first, as each scheduler or
+// client update is a raft write, then retries blocked placements. Callers
+// hold mu.
+func (s *Server) after(d time.Duration, f func()) {
+	if s.cfg.Sync {
+		f()
+		return
+	}
+	s.timer(d, f)
+}
+
+// timer runs f under mu once d has passed, even with Sync (drain
+// deadlines). The returned cancel (callers hold mu) drops it if it has not
+// run. Callers hold mu.
+func (s *Server) timer(d time.Duration, f func()) (cancel func()) {
+	s.timers++
+	done := false
+	t := time.AfterFunc(d, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if done {
+			return
+		}
+		done = true
+		s.timers--
+		defer s.signalIdle()
+		if s.closed {
+			return
+		}
+		s.bump()
+		f()
+		s.checkDrains()
+		s.unblock()
+	})
+	return func() {
+		if !done && t.Stop() {
+			done = true
+			s.timers--
+			s.signalIdle()
+		}
+	}
+}
+
+// signalIdle wakes Settle waiters once no work is scheduled. Callers hold mu.
+func (s *Server) signalIdle() {
+	if s.timers == 0 && s.idle != nil {
+		close(s.idle)
+		s.idle = nil
+	}
+}
+
+// Settle waits until no asynchronous work is scheduled (evaluations
+// placed, clients caught up), or timeout passes; it reports whether the
+// server settled. Restart and drain timers count as work.
+func (s *Server) Settle(timeout time.Duration) bool {
+	deadline := time.After(timeout)
+	for {
+		s.mu.Lock()
+		if s.timers == 0 {
+			s.mu.Unlock()
+			return true
+		}
+		if s.idle == nil {
+			s.idle = make(chan struct{})
+		}
+		ch := s.idle
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-deadline:
+			return false
+		}
+	}
+}
+
+// placementDelay is one evaluation's delay. Callers hold mu.
+func (s *Server) placementDelay() time.Duration {
+	d := s.cfg.PlacementDelay
+	if j := s.cfg.PlacementJitter; j > 0 {
+		d += time.Duration(mrand.Int64N(int64(j)))
+	}
+	return d
+}
+
+// scaled is a job-spec delay under TimeScale.
+func (s *Server) scaled(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * s.cfg.TimeScale)
+}
 
 // Client returns a real nomad/api client pointed at the server.
 func (s *Server) Client() *api.Client {

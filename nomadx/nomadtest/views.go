@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"sort"
+	"strings"
 
 	"github.com/hashicorp/nomad/api"
 )
@@ -223,8 +224,52 @@ func evalWire(e *api.Evaluation) map[string]any {
 	return m
 }
 
+// jobList is GET /v1/jobs: the jobs of a namespace ("*": all) whose ID
+// starts with prefix, by ID, with their summaries; meta adds Meta.
+func (s *Server) jobList(ns, prefix string, meta bool) []any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keys := make([]string, 0, len(s.jobs))
+	for k, js := range s.jobs {
+		if (ns == "*" || *js.job.Namespace == ns) && strings.HasPrefix(*js.job.ID, prefix) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	out := []any{}
+	for _, k := range keys {
+		js := s.jobs[k]
+		j := js.job
+		sum := s.summaryOf(js)
+		st := api.JobListStub{
+			ID: *j.ID, ParentID: deref0(j.ParentID), Name: deref0(j.Name), Namespace: *j.Namespace, Datacenters: j.Datacenters,
+			Type: *j.Type, Priority: intOr(j.Priority, 50), Stop: j.Stop != nil && *j.Stop, Status: deref0(j.Status),
+			StatusDescription: deref0(j.StatusDescription), JobSummary: &sum,
+			CreateIndex: js.createIndex, ModifyIndex: js.modifyIndex, JobModifyIndex: js.jobModify, SubmitTime: js.submitTime,
+		}
+		if meta {
+			st.Meta = j.Meta
+		}
+		out = append(out, wire(st))
+	}
+	return out
+}
+
+func deref0[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
 // summary counts allocations per group by client status.
 func (s *Server) summary(js *jobState) map[string]any {
+	return wire(s.summaryOf(js)).(map[string]any)
+}
+
+// summaryOf is the job summary. Callers hold mu.
+func (s *Server) summaryOf(js *jobState) api.JobSummary {
 	sum := map[string]*api.TaskGroupSummary{}
 	for _, tg := range js.job.TaskGroups {
 		sum[*tg.Name] = &api.TaskGroupSummary{Queued: js.queued[*tg.Name]}
@@ -249,10 +294,10 @@ func (s *Server) summary(js *jobState) map[string]any {
 			g.Unknown++
 		}
 	}
-	return wire(api.JobSummary{
+	return api.JobSummary{
 		JobID: *js.job.ID, Namespace: *js.job.Namespace, Summary: deref(sum),
 		Children: &api.JobChildrenSummary{}, CreateIndex: js.createIndex, ModifyIndex: s.index,
-	}).(map[string]any)
+	}
 }
 
 func deref(m map[string]*api.TaskGroupSummary) map[string]api.TaskGroupSummary {
@@ -294,6 +339,11 @@ func (s *Server) allocView(id string) (any, *apiError) {
 	if a == nil {
 		return nil, errf(http.StatusNotFound, "alloc not found")
 	}
+	return s.allocWire(a), nil
+}
+
+// allocWire is GET /v1/allocation/:id's body. Callers hold mu.
+func (s *Server) allocWire(a *allocState) map[string]any {
 	m := wire(a.a).(map[string]any)
 	m["Job"] = jobWire(a.a.Job)
 	metricWire(obj(m["Metrics"]))
@@ -314,14 +364,15 @@ func (s *Server) allocView(id string) (any, *apiError) {
 			delete(m, k)
 		}
 	}
-	return m, nil
+	return m
 }
 
 func (s *Server) nodeStub(n *node, resources bool) api.NodeListStub {
 	st := api.NodeListStub{
 		Address: "127.0.0.1", ID: n.id, Datacenter: n.spec.Datacenter, Name: n.spec.Name, NodePool: "default",
 		Version: "1.6.1", Drain: n.spec.Drain, SchedulingEligibility: "eligible", Status: "ready",
-		Drivers: map[string]*api.DriverInfo{}, CreateIndex: n.createIndex, ModifyIndex: n.createIndex,
+		Drivers: map[string]*api.DriverInfo{}, CreateIndex: n.createIndex, ModifyIndex: n.modifyIndex,
+		LastDrain: n.lastDrain,
 	}
 	if n.spec.Ineligible || n.spec.Drain {
 		st.SchedulingEligibility = "ineligible"
@@ -369,7 +420,10 @@ func (s *Server) nodeView(id string) (any, *apiError) {
 			Drain: st.Drain, SchedulingEligibility: st.SchedulingEligibility, Status: st.Status,
 			Drivers: st.Drivers, NodeResources: st.NodeResources, ReservedResources: st.ReservedResources,
 			Attributes:  map[string]string{"unique.hostname": n.spec.Name, "nomad.version": "1.6.1", "os.signals": "SIGTERM,SIGKILL,SIGINT"},
-			CreateIndex: st.CreateIndex, ModifyIndex: st.ModifyIndex,
+			CreateIndex: st.CreateIndex, ModifyIndex: st.ModifyIndex, LastDrain: st.LastDrain,
+		}
+		if n.drain != nil {
+			node.DrainStrategy = n.drain.strategy
 		}
 		m := wire(node).(map[string]any)
 		nodeWire(m)

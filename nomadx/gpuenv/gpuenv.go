@@ -1,0 +1,79 @@
+// Package gpuenv hands the GPUs Nomad allocated to a worker to CUDA.
+//
+// Nomad's NVIDIA device plugin tells a task its GPUs in
+// NVIDIA_VISIBLE_DEVICES (GPU UUIDs). The NVIDIA container runtime reads
+// it under the docker driver, but under exec and raw_exec nothing does,
+// and CUDA honours only CUDA_VISIBLE_DEVICES: a trainer would see every GPU
+// of the node and collide with its neighbours. The worker (and an exec-mode
+// program it starts) should therefore get CUDA_VISIBLE_DEVICES derived
+// from NVIDIA_VISIBLE_DEVICES when it is not set. CUDA accepts the UUIDs
+// (GPU-..., MIG-...) as well as indexes, and UUIDs stay right inside a
+// container that renumbers the devices.
+//
+// The package is pure (no Nomad client, no process environment of its
+// own): callers pass the environment in.
+package gpuenv
+
+import (
+	"strings"
+)
+
+const (
+	// CUDA is the variable CUDA reads.
+	CUDA = "CUDA_VISIBLE_DEVICES"
+	// NVIDIA is the variable Nomad's NVIDIA device plugin sets.
+	NVIDIA = "NVIDIA_VISIBLE_DEVICES"
+)
+
+// Derive returns the CUDA_VISIBLE_DEVICES a process with the environment
+// lookup should get, and whether it must be set (false: leave the
+// environment as it is). An explicit CUDA_VISIBLE_DEVICES always wins.
+// NVIDIA_VISIBLE_DEVICES "all" leaves every GPU visible; "none", "void"
+// or empty hides them all (an empty CUDA_VISIBLE_DEVICES); a list is
+// passed on, spaces trimmed. Without either variable, allocGPUs (the
+// allocation's device IDs, when the caller knows them) are used.
+func Derive(lookup func(string) (string, bool), allocGPUs []string) (string, bool) {
+	if _, ok := lookup(CUDA); ok {
+		return "", false
+	}
+	if v, ok := lookup(NVIDIA); ok {
+		v = strings.TrimSpace(v)
+		switch v {
+		case "all":
+			return "", false
+		case "", "none", "void":
+			return "", true
+		}
+		var ids []string
+		for _, id := range strings.Split(v, ",") {
+			if id = strings.TrimSpace(id); id != "" {
+				ids = append(ids, id)
+			}
+		}
+		return strings.Join(ids, ","), true
+	}
+	if len(allocGPUs) > 0 {
+		return strings.Join(allocGPUs, ","), true
+	}
+	return "", false
+}
+
+// Apply returns env (KEY=VALUE entries, as os.Environ gives them) with
+// CUDA_VISIBLE_DEVICES added where Derive says so; env itself is not
+// modified.
+func Apply(env []string, allocGPUs []string) []string {
+	lookup := func(key string) (string, bool) {
+		for i := len(env) - 1; i >= 0; i-- {
+			if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+				return v, true
+			}
+		}
+		return "", false
+	}
+	v, ok := Derive(lookup, allocGPUs)
+	out := append([]string(nil), env...)
+	if ok {
+		out = append(out, CUDA+"="+v)
+	}
+	return out
+}
