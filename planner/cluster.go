@@ -17,7 +17,11 @@ type Cluster interface {
 	// Scale makes count workers of job run; it registers the job when the
 	// cluster does not know it yet. Idempotent.
 	Scale(ctx context.Context, job jobs.Job, count int, reason string) error
-	// StopWorker stops one worker; the cluster places a replacement.
+	// StopWorker removes one chosen worker gracefully: it gets SIGTERM,
+	// finishes its step and exits 0. Nomad then lowers the job's count, so
+	// no other worker is stopped and a later Scale grows the job back (on
+	// other GPUs); the local cluster places a replacement at once. Callers
+	// re-plan from Workers either way.
 	StopWorker(ctx context.Context, jobID, workerID, reason string) error
 	// Teardown removes every worker of the job and the job itself.
 	Teardown(ctx context.Context, jobID string) error

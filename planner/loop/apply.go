@@ -174,6 +174,7 @@ func jobState(j *jobs.Job, live []jobs.Worker, tr *tracked) planner.JobState {
 		Priority: j.Spec.Priority, SubmittedAt: j.CreatedAt,
 		AttainedGPUSeconds: tr.attained,
 		Current:            len(live), Placement: place,
+		Target:      j.Workers.Target,
 		Pinned:      j.Workers.Pinned,
 		Throughput:  tr.throughput,
 		LastResize:  tr.lastResize,
@@ -224,10 +225,22 @@ func (l *Loop) apply(ctx context.Context, w *jobs.Store, j *jobs.Job, t planner.
 	if err := l.holding(); err != nil {
 		return err
 	}
+	// A drain moves the job stop-free: grow elsewhere first, then let the
+	// drained workers leave gracefully (planner.PlanDrain); the recorded
+	// target stays t.Workers.
+	count := t.Workers
+	if dp := planner.PlanDrain(t, live); dp.Reason != "" {
+		t.Reason, count = dp.Reason, dp.Count
+		for _, id := range dp.Remove {
+			if err := l.cluster.StopWorker(ctx, j.ID, id, t.Reason); err != nil {
+				_, _ = w.AppendEvent(ctx, j.ID, jobs.Event{Time: now, Type: jobs.EventError, Message: fmt.Sprintf("move worker %s off its draining node: %v", id, err)})
+			}
+		}
+	}
 	if t.Workers == 0 && prev == 0 && len(live) == 0 {
 		// Never placed: nothing to scale, and registering an empty job
 		// with the cluster would only add noise.
-	} else if err := l.cluster.Scale(ctx, *j, t.Workers, t.Reason); err != nil {
+	} else if err := l.cluster.Scale(ctx, *j, count, t.Reason); err != nil {
 		_, _ = w.AppendEvent(ctx, j.ID, jobs.Event{Time: now, Type: jobs.EventError, Message: fmt.Sprintf("scale to %d failed: %v", t.Workers, err)})
 		return fmt.Errorf("scale %s to %d: %w", j.ID, t.Workers, err)
 	}
@@ -435,6 +448,9 @@ func (l *Loop) finish(ctx context.Context, w *jobs.Store, j jobs.Job) error {
 	}
 	got, err := w.Update(ctx, j.ID, func(cur *jobs.Job) error {
 		cur.Planner = ps.Clone()
+		if ps.TornDown { // a finished job holds no workers
+			cur.Workers.Current, cur.Workers.Target = 0, 0
+		}
 		return nil
 	})
 	if err != nil {
