@@ -164,13 +164,16 @@ func (t *lineTail) add(line []byte) {
 	}
 }
 
-// String is the kept lines, oldest first, and an unfinished last line.
+// String is the last n lines, oldest first, an unfinished one included.
 func (t *lineTail) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	lines := append([]string(nil), t.lines...)
 	if len(t.part) > 0 {
 		lines = append(lines, string(t.part))
+	}
+	if len(lines) > t.n {
+		lines = lines[len(lines)-t.n:]
 	}
 	return strings.Join(lines, "\n")
 }
