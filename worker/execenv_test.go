@@ -16,9 +16,9 @@ func envMap(kvs []string) map[string]string {
 
 func TestProgramEnviron(t *testing.T) {
 	e := ProgramEnv{
-		Base:       []string{"PATH=/usr/bin", "RANK=9", "OMP_NUM_THREADS=4", "CUDA_VISIBLE_DEVICES=GPU-a,GPU-b"},
-		Spec:       map[string]string{"FOO": "bar", "OMP_NUM_THREADS": "1"},
-		JobID:      "j-1", Generation: 7, Rank: 2, World: 3, MasterAddr: "10.0.0.5", MasterPort: 29500,
+		Base:  []string{"PATH=/usr/bin", "RANK=9", "OMP_NUM_THREADS=4", "CUDA_VISIBLE_DEVICES=GPU-a,GPU-b"},
+		Spec:  map[string]string{"FOO": "bar", "OMP_NUM_THREADS": "1"},
+		JobID: "j-1", Generation: 7, Rank: 2, World: 3, MasterAddr: "10.0.0.5", MasterPort: 29500,
 		RestartCount: 1, MaxRestarts: 3, CheckpointDir: "/w/checkpoint", ErrorFile: "/w/error.json",
 	}
 	got := envMap(e.Environ())
@@ -30,7 +30,7 @@ func TestProgramEnviron(t *testing.T) {
 		"TORCHELASTIC_RESTART_COUNT": "1", "TORCHELASTIC_MAX_RESTARTS": "3", "TORCHELASTIC_RUN_ID": "j-1",
 		"TORCHELASTIC_USE_AGENT_STORE": "False", "TORCHELASTIC_ERROR_FILE": "/w/error.json",
 		"NCCL_ASYNC_ERROR_HANDLING": "1",
-		"EDL_JOB_ID": "j-1", "EDL_GENERATION": "7", "EDL_CHECKPOINT_DIR": "/w/checkpoint",
+		"EDL_JOB_ID":                "j-1", "EDL_GENERATION": "7", "EDL_CHECKPOINT_DIR": "/w/checkpoint",
 		"CUDA_VISIBLE_DEVICES": "GPU-a,GPU-b",
 	}
 	for k, v := range want {
