@@ -125,13 +125,27 @@ func checkResumes(t *testing.T, lines []stepLine, every int64) {
 	}
 	sort.Slice(gens, func(i, j int) bool { return gens[i] < gens[j] })
 	var furthest int64
+	var lastAt float64
 	for _, g := range gens {
-		if resumed := first[g] - 1; resumed < furthest-every {
+		resumed := first[g] - 1
+		if resumed < furthest-every {
 			t.Errorf("generation %d resumed at step %d, more than the checkpoint period %d before step %d applied earlier", g, resumed, every, furthest)
 		}
+		firstAt, world := 0.0, 0
 		for _, s := range lines {
-			if s.gen == g && s.step > furthest {
-				furthest = s.step
+			if s.gen == g && (firstAt == 0 || s.at < firstAt) {
+				firstAt, world = s.at, s.wrld
+			}
+		}
+		if lastAt > 0 {
+			// A figure, not an assertion: the pause includes Python's and
+			// torch's start on a loaded machine.
+			t.Logf("generation %d (world %d): resumed at step %d, %d steps redone, stall %.2fs", g, world, resumed, max(0, furthest-resumed), firstAt-lastAt)
+		}
+		for _, s := range lines {
+			if s.gen == g {
+				furthest = max(furthest, s.step)
+				lastAt = max(lastAt, s.at)
 			}
 		}
 	}
