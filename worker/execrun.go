@@ -304,7 +304,7 @@ func (w *ExecWorker) poll(ctx context.Context) {
 		case <-t.C:
 		}
 		if ms, err := w.co.Members(ctx); err == nil {
-			if m, ok := ms[w.cfg.Worker]; ok && m.State == coord.Leaving && w.state != coord.Leaving {
+			if m, ok := ms[w.cfg.Worker]; ok && m.State == coord.Leaving {
 				w.leaveReq.Store(true)
 				w.poke()
 			}
