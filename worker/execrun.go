@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -254,7 +256,7 @@ func (w *ExecWorker) seq() int64 {
 }
 
 func (w *ExecWorker) register(ctx context.Context, s coord.MemberState) error {
-	addr := fmt.Sprintf("%s:%d", w.ecfg.Host, w.ecfg.MasterPort)
+	addr := net.JoinHostPort(w.ecfg.Host, strconv.Itoa(w.ecfg.MasterPort))
 	if w.cfg.Advertise != "" {
 		addr = w.cfg.Advertise
 	}
