@@ -106,7 +106,7 @@ func (w *ExecWorker) runGen(ctx context.Context, g *coord.Generation) genOutcome
 	}
 	w.log.Info("program started", "gen", g.Number, "rank", rank, "world", len(g.Members), "pid", prog.Pid(),
 		"master", net.JoinHostPort(master, strconv.Itoa(env.MasterPort)), "restart_count", restarts, "seq", w.seq(),
-		"barrier", time.Since(start).Round(time.Millisecond))
+		"barrier", time.Since(start).Round(time.Millisecond), "since_stop", sinceStop(w.stoppedAt))
 	w.rep.event(jobs.EventWorker, fmt.Sprintf("worker %s started the program in generation %d as rank %d of %d", w.cfg.Worker, g.Number, rank, len(g.Members)),
 		map[string]any{"worker": w.cfg.Worker, "generation": g.Number, "rank": rank, "world": len(g.Members), "restart_count": restarts})
 	if rank == 0 {
@@ -206,6 +206,7 @@ func (w *ExecWorker) monitor(ctx context.Context, g *coord.Generation, rank int,
 	running := true
 	// end stops the program (if it still runs) and syncs rank 0's folder.
 	end := func(kind outcomeKind, reason string) genOutcome {
+		w.stoppedAt = time.Now()
 		if running {
 			res := prog.stop(w.grace())
 			w.log.Info("program stopped", "gen", g.Number, "rank", rank, "exit", res.describe(), "why", reason)
@@ -369,4 +370,13 @@ func (w *ExecWorker) setRoot(ctx context.Context, r rootRecord) {
 		})
 		return err
 	})
+}
+
+// sinceStop is how long ago the last program run began to end (0: none),
+// for the restart's log line: stop, sync, barrier and restore together.
+func sinceStop(at time.Time) time.Duration {
+	if at.IsZero() {
+		return 0
+	}
+	return time.Since(at).Round(time.Millisecond)
 }

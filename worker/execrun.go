@@ -88,8 +88,9 @@ type ExecWorker struct {
 
 	// last is the generation this worker's program last ran in (nil: none
 	// yet), lastRank its rank there.
-	last     *coord.Generation
-	lastRank int
+	last      *coord.Generation
+	lastRank  int
+	stoppedAt time.Time // when the last program run began to end
 }
 
 // NewExec checks its arguments; it does no I/O. Deps.Transport is not used.
