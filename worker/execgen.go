@@ -100,7 +100,7 @@ func (w *ExecWorker) runGen(ctx context.Context, g *coord.Generation) genOutcome
 		Rank: rank, World: len(g.Members), MasterAddr: master, MasterPort: entries[g.Members[0]].Port,
 		RestartCount: restarts, MaxRestarts: w.ex.Restarts(), CheckpointDir: w.ckptDir, ErrorFile: errFile}
 	prog := startProgram(w.ex.Command, w.ex.Workdir, env.Environ(), w.ecfg.Stdout, w.ecfg.Stderr, w.ecfg.TailLines)
-	w.last, w.lastRank = g, rank
+	w.last = g
 	if w.state != coord.Active {
 		_ = w.register(ctx, coord.Active)
 	}

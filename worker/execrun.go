@@ -86,10 +86,8 @@ type ExecWorker struct {
 	stopLead context.CancelFunc
 	state    coord.MemberState
 
-	// last is the generation this worker's program last ran in (nil: none
-	// yet), lastRank its rank there.
+	// last is the generation this worker's program last ran in (nil: none yet).
 	last      *coord.Generation
-	lastRank  int
 	stoppedAt time.Time // when the last program run began to end
 }
 
