@@ -197,6 +197,9 @@ func (d *dirSync) Restore(ctx context.Context, onSkip func(checkpoint.Skip)) (in
 	}
 	stage := d.dir + ".edl-restore"
 	m, err := d.cat.Restore(ctx, func(ctx context.Context, cp *checkpoint.Checkpoint) error {
+		if cp.Manifest.Step <= d.seq {
+			return errHoldNewer // the newer ones did not verify; ours is at least as new
+		}
 		_ = os.RemoveAll(stage)
 		b, err := readShard(ctx, cp, dirIndexShard)
 		if err != nil {
@@ -213,7 +216,7 @@ func (d *dirSync) Restore(ctx context.Context, onSkip func(checkpoint.Skip)) (in
 		}
 		return os.MkdirAll(stage, 0o755)
 	}, onSkip)
-	if errors.Is(err, checkpoint.ErrNoCheckpoint) {
+	if errors.Is(err, checkpoint.ErrNoCheckpoint) || errors.Is(err, errHoldNewer) {
 		_ = os.RemoveAll(stage)
 		return d.seq, nil
 	}
@@ -231,6 +234,10 @@ func (d *dirSync) Restore(ctx context.Context, onSkip func(checkpoint.Skip)) (in
 	d.fp, _, _ = fingerprint(d.dir)
 	return d.seq, nil
 }
+
+// errHoldNewer stops a restore that would replace the folder with an
+// older checkpoint than it holds.
+var errHoldNewer = errors.New("the folder holds this checkpoint or a newer one")
 
 func restoreFile(ctx context.Context, cp *checkpoint.Checkpoint, stage string, f dirFile) error {
 	clean := filepath.Clean(filepath.FromSlash(f.Path))

@@ -139,3 +139,44 @@ func mapKeys(m map[string]string) []string {
 	}
 	return out
 }
+
+// A folder that holds checkpoint n is not rolled back to an older one when
+// the store's newer ones do not verify.
+func TestDirSyncKeepsNewerFolder(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	store, _ := checkpoint.NewFileStore(root)
+	cat, err := checkpoint.NewCatalog(store, checkpoint.Config{Job: "j", Keep: 10, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(t.TempDir(), "checkpoint")
+	up := newDirSync(cat, src, slog.New(slog.DiscardHandler))
+	var ms []*checkpoint.Manifest
+	for _, body := range []string{"zero", "one", "two", "three"} {
+		writeFile(t, filepath.Join(src, "ckpt.pt"), body)
+		m, err := up.Upload(ctx, 1, 1)
+		if err != nil || m == nil {
+			t.Fatalf("upload %s: %v", body, err)
+		}
+		ms = append(ms, m)
+	}
+	// Checkpoints 2 and 3 rot in the store; another worker's folder holds 2.
+	for _, m := range ms[2:] {
+		info, _ := m.Shard("ckpt.pt")
+		if err := os.WriteFile(filepath.Join(root, filepath.FromSlash(info.Key)), []byte("ROT!!"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dst := filepath.Join(t.TempDir(), "checkpoint")
+	other := newDirSync(cat, dst, slog.New(slog.DiscardHandler))
+	writeFile(t, filepath.Join(dst, "ckpt.pt"), "two")
+	other.seq = 2
+	seq, err := other.Restore(ctx, nil)
+	if err != nil || seq != 2 {
+		t.Fatalf("restore: seq %d, %v; want to keep 2", seq, err)
+	}
+	if got := readTree(t, dst)["ckpt.pt"]; got != "two" {
+		t.Errorf("folder holds %q, want its own %q (not the older verified one)", got, "two")
+	}
+}
