@@ -215,6 +215,7 @@ func TestTorchScaleKillCancel(t *testing.T) {
 		t.Errorf("worker processes after the kill %v, want 2 without %d", ps, pids[1])
 	}
 	checkResumes(t, d.steps(j.ID), every)
+	t.Logf("edl's part of each restart (stop decision to the new start, per worker): %s", strings.Join(d.restartTimes(j.ID), " "))
 
 	if code := d.do("alice", "DELETE", "/v1/jobs/"+j.ID, nil, nil); code != 202 {
 		t.Fatalf("cancel: status %d, want 202", code)
@@ -387,6 +388,24 @@ func sortedSet(m map[string]bool) []string {
 	var out []string
 	for k := range m {
 		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+var sinceStopRE = regexp.MustCompile(`msg="program started".* gen=(\d+) .*since_stop=(\S+)`)
+
+// restartTimes are the workers' "since_stop" figures, "gen:duration".
+func (d *dev) restartTimes(job string) []string {
+	files, _ := filepath.Glob(filepath.Join(d.dataDir, "workers", job, "*"))
+	var out []string
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		for _, l := range strings.Split(string(b), "\n") {
+			if m := sinceStopRE.FindStringSubmatch(l); m != nil && m[2] != "0s" {
+				out = append(out, m[1]+":"+m[2])
+			}
+		}
 	}
 	sort.Strings(out)
 	return out
