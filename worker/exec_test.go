@@ -63,10 +63,11 @@ func (f *execJobs) state() (jobs.State, string) {
 	return f.job.State, f.job.Reason
 }
 
-// execRun runs n exec workers of one job in this process, each with its
+// execRun runs exec workers of one job in this process, each with its
 // own folder, until they all return.
 type execRun struct {
 	t     *testing.T
+	r     *testenv.Redis
 	out   string // the programs' shared output folder ($OUT)
 	jobs  *execJobs
 	store checkpoint.Store
@@ -76,10 +77,19 @@ type execRun struct {
 
 func startExec(t *testing.T, n int, script string, restarts int) *execRun {
 	t.Helper()
+	run := newExecRun(t, n, n, script, restarts)
+	for i := range n {
+		run.add(fmt.Sprintf("w%d", i))
+	}
+	return run
+}
+
+func newExecRun(t *testing.T, min, max int, script string, restarts int) *execRun {
+	t.Helper()
 	r := testenv.NewRedis(t)
 	out := t.TempDir()
 	grace := 5
-	spec := jobs.Spec{Name: "x", Workers: jobs.WorkerRange{Min: n, Max: n}, Checkpoint: jobs.CheckpointPolicy{Keep: 2},
+	spec := jobs.Spec{Name: "x", Workers: jobs.WorkerRange{Min: min, Max: max}, Checkpoint: jobs.CheckpointPolicy{Keep: 2},
 		Trainer: jobs.Trainer{Kind: jobs.TrainerExec, Exec: &jobs.ExecTrainer{
 			Command: []string{"/bin/sh", "-c", script}, Env: map[string]string{"OUT": out},
 			GracePeriodS: &grace, MaxRestarts: &restarts}}}
@@ -87,22 +97,27 @@ func startExec(t *testing.T, n int, script string, restarts int) *execRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := &execRun{t: t, out: out, jobs: &execJobs{job: jobs.Job{ID: "j1", State: jobs.Running, Spec: spec}},
-		store: store, errs: make(chan error, n), n: n}
+	return &execRun{t: t, r: r, out: out, jobs: &execJobs{job: jobs.Job{ID: "j1", State: jobs.Running, Spec: spec}},
+		store: store, errs: make(chan error, 16)}
+}
+
+// add starts worker id; cancelling the returned function is its SIGTERM.
+func (run *execRun) add(id string) context.CancelFunc {
+	t := run.t
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	for i := range n {
-		cfg := DefaultConfig("j1", fmt.Sprintf("w%d", i))
-		cfg.Prefix = r.Prefix
-		w, err := NewExec(cfg, ExecConfig{Dir: filepath.Join(t.TempDir(), "w"), Env: []string{"PATH=" + os.Getenv("PATH")},
-			Poll: 50 * time.Millisecond, SyncEvery: 100 * time.Millisecond},
-			Deps{Redis: r.Client, Jobs: run.jobs, Store: store})
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() { run.errs <- w.Run(ctx) }()
+	cfg := DefaultConfig("j1", id)
+	cfg.Prefix = run.r.Prefix
+	w, err := NewExec(cfg, ExecConfig{Dir: filepath.Join(t.TempDir(), "w"), Env: []string{"PATH=" + os.Getenv("PATH")},
+		Poll: 50 * time.Millisecond, SyncEvery: 100 * time.Millisecond},
+		Deps{Redis: run.r.Client, Jobs: run.jobs, Store: run.store})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return run
+	run.n++
+	go func() { run.errs <- w.Run(ctx) }()
+	return cancel
 }
 
 // wait waits for every worker to return and for the job to end.
@@ -200,4 +215,46 @@ exit 0`
 	if e0[0] == e0[1] {
 		t.Errorf("the restart reused the master port: %q", e0)
 	}
+}
+
+// A world below workers.min never runs the program: after one of two
+// workers (min 2) leaves, the other waits for a replacement.
+func TestExecWaitsForMinWorkers(t *testing.T) {
+	script := `echo "$WORLD_SIZE" >> "$OUT/world.$RANK.$$"
+if [ -f "$OUT/finish" ]; then exit 0; fi
+while :; do sleep 0.05; done`
+	r := newExecRun(t, 2, 3, script, 3)
+	r.add("w0")
+	leave := r.add("w1")
+	waitFiles(t, r.out, "world.1.*", 1)
+	leave()
+	time.Sleep(2 * time.Second) // a window in which a world of 1 would start
+	if err := os.WriteFile(filepath.Join(r.out, "finish"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.add("w2")
+	st, reason := r.wait(60 * time.Second)
+	if st != jobs.Succeeded {
+		t.Fatalf("job %s (%s), want succeeded", st, reason)
+	}
+	for _, w := range r.lines("world.*") {
+		if w != "2" {
+			t.Errorf("a program ran with WORLD_SIZE %s, below workers.min 2 (all: %v)", w, r.lines("world.*"))
+		}
+	}
+	if n := len(r.lines("world.*")); n != 4 {
+		t.Errorf("%d program runs, want 4 (2 before the leave, 2 after the replacement)", n)
+	}
+}
+
+func waitFiles(t *testing.T, dir, glob string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if m, _ := filepath.Glob(filepath.Join(dir, glob)); len(m) >= n {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no %d files %s in %s", n, glob, dir)
 }

@@ -50,6 +50,12 @@ return tonumber(redis.call('GET', KEYS[2]) or '0')`)
 func (w *ExecWorker) runGen(ctx context.Context, g *coord.Generation) genOutcome {
 	rank := g.Rank(w.cfg.Worker)
 	rdb := w.deps.Redis
+	if min := w.minWorkers(ctx); len(g.Members) < min {
+		// torchrun --nnodes MIN:MAX never runs a world below MIN, and a
+		// script may rely on it: wait for the leader to admit more.
+		w.log.Info("generation below the job's minimum; waiting for more workers", "gen", g.Number, "world", len(g.Members), "min", min)
+		return genOutcome{kind: outcomeNext}
+	}
 	if w.last != nil {
 		w.countRestart(ctx, w.last, g)
 	}
@@ -379,4 +385,16 @@ func sinceStop(at time.Time) time.Duration {
 		return 0
 	}
 	return time.Since(at).Round(time.Millisecond)
+}
+
+// minWorkers is the job's workers.min as the job store says now (a PATCH
+// may have changed it), else as the worker started with.
+func (w *ExecWorker) minWorkers(ctx context.Context) int {
+	min := w.spec.Workers.Min
+	if w.deps.Jobs != nil {
+		if j, err := w.deps.Jobs.Get(ctx, w.cfg.Job); err == nil {
+			min = j.Spec.Workers.Min
+		}
+	}
+	return max(min, 1)
 }
