@@ -118,9 +118,7 @@ func newDecider(s Snapshot, cfg Config, now time.Time) *decider {
 		}
 		p.keep = min(max(j.Current, p.min), p.max)
 		p.guaranteed = j.Priority != jobs.Opportunistic
-		if cfg.QueueThreshold >= 0 && j.AttainedGPUSeconds >= cfg.QueueThreshold {
-			p.queue = 1
-		}
+		p.queue = cfg.queueOf(j.AttainedGPUSeconds)
 		p.submitted = j.SubmittedAt.UnixNano()
 		p.cooling = !j.LastResize.IsZero() && now.Before(j.LastResize.Add(cfg.Cooldown))
 		d.js[i] = p
@@ -153,12 +151,7 @@ func (d *decider) run() {
 	running, fresh := split(d.guar)
 	if d.compact {
 		d.each(d.guar, d.admitMin())
-		// Cooldown: a job that resized lately gets its size back before
-		// anyone grows, so it is not shrunk to feed others' growth.
-		for _, p := range d.guar {
-			for p.cooling && p.workers() > 0 && p.workers() < p.keep && d.addOne(p) {
-			}
-		}
+		d.restoreCooling(d.guar)
 	} else {
 		d.each(running, func(p *jobPlan) {
 			if !d.gang(p, p.keep) && p.keep > p.min {
@@ -172,18 +165,40 @@ func (d *decider) run() {
 			d.capacityWaiting++
 		}
 	}
+	oppRunning, oppFresh := split(d.opp)
+	if d.cfg.HarvestFirst {
+		// Opportunistic minimums before guaranteed growth: a GPU that
+		// starts a harvesting job gains more than one that makes a
+		// guaranteed job a little faster.
+		d.each(oppRunning, func(p *jobPlan) { d.gang(p, p.min) })
+		d.each(oppFresh, func(p *jobPlan) { d.gang(p, p.min) })
+	}
 	d.grow(d.guar, func(p *jobPlan) bool { return !p.cooling })
 	d.grow(d.guar, func(p *jobPlan) bool { return true })
 
-	running, fresh = split(d.opp)
-	d.each(running, func(p *jobPlan) {
+	d.each(oppRunning, func(p *jobPlan) {
 		if !d.gang(p, p.keep) && p.keep > p.min {
 			d.gang(p, p.min)
 		}
 	})
-	d.each(fresh, func(p *jobPlan) { d.gang(p, p.min) })
+	if d.cfg.HarvestFirst {
+		for _, p := range oppRunning {
+			for p.workers() > 0 && p.workers() < p.keep && d.addOne(p) {
+			}
+		}
+	}
+	d.each(oppFresh, func(p *jobPlan) { d.gang(p, p.min) })
 	d.grow(d.opp, func(p *jobPlan) bool { return !p.cooling })
 	d.grow(d.opp, func(p *jobPlan) bool { return true })
+}
+
+// restoreCooling gives jobs that resized lately their size back before
+// anyone grows, so that they are not shrunk to feed others' growth.
+func (d *decider) restoreCooling(ps []*jobPlan) {
+	for _, p := range ps {
+		for p.cooling && p.workers() > 0 && p.workers() < p.keep && d.addOne(p) {
+		}
+	}
 }
 
 // admitMin gang-places each job's minimum; with StrictOrder, once one
@@ -285,10 +300,7 @@ func (d *decider) grow(ps []*jobPlan, ok func(*jobPlan) bool) {
 // ResizeCost/Horizon of the job's speed, the step that restores it (avoiding
 // a shrink) earns it.
 func (d *decider) gain(p *jobPlan) float64 {
-	if p.est == nil {
-		e := newEstimate(p.j.Throughput, d.cfg.CommRatio)
-		p.est = &e
-	}
+	p.est = d.estimate(p)
 	n := p.workers()
 	g := p.est.speedup(n+1) - p.est.speedup(n)
 	if cur := p.j.Current; cur > 0 {
@@ -300,6 +312,15 @@ func (d *decider) gain(p *jobPlan) float64 {
 		}
 	}
 	return g / float64(p.units)
+}
+
+// estimate is p's throughput estimate, fitted on first use.
+func (d *decider) estimate(p *jobPlan) *throughputEstimate {
+	if p.est == nil {
+		e := newEstimate(p.j.Throughput, d.cfg.CommRatio)
+		p.est = &e
+	}
+	return p.est
 }
 
 func (d *decider) plan() Plan {

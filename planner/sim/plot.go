@@ -8,6 +8,7 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
 // policyColors keeps each policy's colour the same across plots.
@@ -55,6 +56,56 @@ func WriteJCTPlot(w io.Writer, title string, rs []Result) error {
 		l.Dashes = [][]vg.Length{nil, {vg.Points(6), vg.Points(3)}}[i%2]
 		p.Add(l)
 		p.Legend.Add(fmt.Sprintf("%s (avg %.1f h)", r.Policy, r.AvgJCT/3600), l)
+	}
+	p.Legend.ThumbnailWidth = vg.Points(30)
+	wt, err := p.WriterTo(9*vg.Inch, 5.5*vg.Inch, "png")
+	if err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	if _, err := wt.WriteTo(w); err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	return nil
+}
+
+// WriteLoadPlot draws average JCT (hours, log scale) against the load
+// factor, one line per policy, as a PNG of the given title.
+func WriteLoadPlot(w io.Writer, title string, rs []Result) error {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = "load (arrival rate x the trace's)"
+	p.Y.Label.Text = "average job completion time (hours, log scale)"
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Add(plotter.NewGrid())
+	p.Legend.Top = true
+	p.Legend.Left = true
+	p.Legend.XOffs = vg.Points(8)
+	p.Legend.YOffs = -vg.Points(8)
+	var order []Policy
+	byPolicy := map[Policy]plotter.XYs{}
+	for _, r := range rs {
+		if _, ok := byPolicy[r.Policy]; !ok {
+			order = append(order, r.Policy)
+		}
+		byPolicy[r.Policy] = append(byPolicy[r.Policy], plotter.XY{X: r.Load, Y: max(r.AvgJCT/3600, 1e-3)})
+	}
+	for _, pol := range order {
+		pts := byPolicy[pol]
+		l, s, err := plotter.NewLinePoints(pts)
+		if err != nil {
+			return fmt.Errorf("plot %s: %w", pol, err)
+		}
+		c, ok := policyColors[pol]
+		if !ok {
+			c = color.RGBA{A: 0xff}
+		}
+		l.Color, s.Color = c, c
+		l.Width = vg.Points(2)
+		s.Shape = draw.CircleGlyph{}
+		s.Radius = vg.Points(3)
+		p.Add(l, s)
+		p.Legend.Add(string(pol), l, s)
 	}
 	p.Legend.ThumbnailWidth = vg.Points(30)
 	wt, err := p.WriterTo(9*vg.Inch, 5.5*vg.Inch, "png")
