@@ -60,6 +60,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *compare {
 		policies = sim.Policies
 	}
+	if !(*load > 0) || math.IsInf(*load, 0) {
+		return usageErrorf("sim: --load %g: must be a positive number", *load)
+	}
 	factors := []float64{*load}
 	if *loads != "" {
 		var err error
