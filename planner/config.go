@@ -44,9 +44,11 @@ type Config struct {
 	// QueueFactor is the ratio of successive queue bounds (0 means 4).
 	QueueFactor float64
 	// HarvestFirst places opportunistic jobs' minimums before guaranteed
-	// jobs grow past theirs (guaranteed minimums still come first, and
-	// take GPUs back from opportunistic jobs): starting a harvesting job
-	// gains more than making a guaranteed one a little faster.
+	// jobs past the first queue (QueueThreshold of attained service) grow
+	// past theirs. Guaranteed minimums, and the growth of guaranteed jobs
+	// still in the first queue, come first and take GPUs back from
+	// opportunistic jobs: starting a harvester gains more than making a
+	// long guaranteed job a little faster.
 	HarvestFirst bool
 	// CommRatio is the scaling model's communication-to-compute ratio used
 	// until a job has two throughput measurements (see ScalingModel).

@@ -167,9 +167,13 @@ func (d *decider) run() {
 	}
 	oppRunning, oppFresh := split(d.opp)
 	if d.cfg.HarvestFirst {
-		// Opportunistic minimums before guaranteed growth: a GPU that
-		// starts a harvesting job gains more than one that makes a
-		// guaranteed job a little faster.
+		// Guaranteed jobs of the first queue (young, likely short) grow
+		// first; then opportunistic minimums, before older guaranteed
+		// jobs grow: a GPU that starts a harvester gains more than one
+		// that makes a long guaranteed job a little faster.
+		young := func(p *jobPlan) bool { return p.queue == 0 }
+		d.grow(d.guar, func(p *jobPlan) bool { return !p.cooling && young(p) })
+		d.grow(d.guar, young)
 		d.each(oppRunning, func(p *jobPlan) { d.gang(p, p.min) })
 		d.each(oppFresh, func(p *jobPlan) { d.gang(p, p.min) })
 	}

@@ -63,28 +63,35 @@ func TestDecideMultiLevelQueues(t *testing.T) {
 }
 
 // HarvestFirst starts an opportunistic job on its minimum before a
-// guaranteed job grows past its own; without it the guaranteed job takes
-// every spare GPU. A guaranteed minimum still takes GPUs back.
+// guaranteed job past the first queue grows past its own; a guaranteed job
+// still in the first queue grows first. Without HarvestFirst the
+// guaranteed job takes every spare GPU. A guaranteed minimum still takes
+// GPUs back.
 func TestDecideHarvestFirst(t *testing.T) {
-	base := func(harvest bool) Snapshot {
+	base := func(harvest bool, attainedS float64) Snapshot {
 		s := Snapshot{Capacity: jobs.Capacity{Nodes: nodes("n", 1, 8, v100)},
-			Jobs: []JobState{job("g", 2, 8), job("o", 2, 4, opportunistic())}}
+			Jobs: []JobState{job("g", 2, 8, attained(attainedS)), job("o", 2, 4, opportunistic())}}
 		running(&s, "g", map[string]int{"n-0": 2})
 		s.Config = DefaultConfig()
 		s.Config.HarvestFirst = harvest
 		return s
 	}
 	for _, tc := range []struct {
-		harvest bool
-		g, o    int
-	}{{harvest: true, g: 6, o: 2}, {harvest: false, g: 8, o: 0}} {
-		s := base(tc.harvest)
+		harvest  bool
+		attained float64
+		g, o     int
+	}{
+		{harvest: true, attained: 2 * 3600, g: 6, o: 2},
+		{harvest: true, attained: 0, g: 8, o: 0},
+		{harvest: false, attained: 2 * 3600, g: 8, o: 0},
+	} {
+		s := base(tc.harvest, tc.attained)
 		p := Decide(s, t0)
 		if err := checkPlan(s, p); err != nil {
 			t.Fatal(err)
 		}
 		if g, o := workersOf(t, p, "g"), workersOf(t, p, "o"); g != tc.g || o != tc.o {
-			t.Errorf("harvest first %v: g %d, o %d; want %d and %d", tc.harvest, g, o, tc.g, tc.o)
+			t.Errorf("harvest first %v, attained %g s: g %d, o %d; want %d and %d", tc.harvest, tc.attained, g, o, tc.g, tc.o)
 		}
 	}
 

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"math"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -73,10 +75,10 @@ func WriteJCTPlot(w io.Writer, title string, rs []Result) error {
 func WriteLoadPlot(w io.Writer, title string, rs []Result) error {
 	p := plot.New()
 	p.Title.Text = title
-	p.X.Label.Text = "load (arrival rate x the trace's)"
+	p.X.Label.Text = "load (arrival rate x the trace's, log scale)"
 	p.Y.Label.Text = "average job completion time (hours, log scale)"
-	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+	p.X.Tick.Marker, p.Y.Tick.Marker = valueTicks{}, valueTicks{}
 	p.Add(plotter.NewGrid())
 	p.Legend.Top = true
 	p.Legend.Left = true
@@ -116,4 +118,33 @@ func WriteLoadPlot(w io.Writer, title string, rs []Result) error {
 		return fmt.Errorf("plot: %w", err)
 	}
 	return nil
+}
+
+// valueTicks labels 1, 2 and 5 times each power of ten in range, and the
+// range's ends, so that a log axis spanning less than a decade still reads.
+type valueTicks struct{}
+
+func (valueTicks) Ticks(lo, hi float64) []plot.Tick {
+	var ts []plot.Tick
+	if lo <= 0 || hi <= lo {
+		return ts
+	}
+	for e := math.Floor(math.Log10(lo)); e <= math.Ceil(math.Log10(hi)); e++ {
+		for _, m := range []float64{1, 2, 5} {
+			v := m * math.Pow(10, e)
+			if v >= lo*0.999 && v <= hi*1.001 {
+				ts = append(ts, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'g', 4, 64)})
+			}
+		}
+	}
+	for _, v := range []float64{lo, hi} {
+		near := false
+		for _, t := range ts {
+			near = near || math.Abs(math.Log10(t.Value/v)) < 0.08
+		}
+		if !near {
+			ts = append(ts, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'g', 3, 64)})
+		}
+	}
+	return ts
 }

@@ -96,16 +96,16 @@ func percentile(sorted []float64, p float64) float64 {
 
 // WriteTable prints results as an aligned table, one row per policy and
 // load, with each average JCT relative to tiresias' and fifo's at the same
-// load (0 when that policy was not run).
+// load ("-" when that policy was not run).
 func WriteTable(w io.Writer, rs []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "load\tpolicy\tjobs\tavg_jct_h\tp50_h\tp95_h\tp99_h\tmakespan_h\tavg_queue_h\tgpu_util\tresizes/job\topp_jct_h\tgiveback_s\tvs_tiresias\tvs_fifo\t")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%g\t%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%.2f\t%.3f\t%.2f\t%s\t%s\t%.2f\t%.2f\t\n",
+		fmt.Fprintf(tw, "%g\t%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%.2f\t%.3f\t%.2f\t%s\t%s\t%s\t%s\t\n",
 			r.Load, r.Policy, r.Jobs, r.AvgJCT/3600, r.P50JCT/3600, r.P95JCT/3600, r.P99JCT/3600,
 			r.Makespan/3600, r.AvgQueue/3600, r.GPUUtil, r.ResizesPerJob,
 			orDash(r.OppJobs > 0, "%.2f", r.OppAvgJCT/3600), orDash(r.Givebacks > 0, "%.3f", r.GivebackS),
-			ratio(r, rs, Tiresias), ratio(r, rs, FIFO))
+			ratioText(r, rs, Tiresias), ratioText(r, rs, FIFO))
 	}
 	return tw.Flush()
 }
@@ -115,11 +115,11 @@ func WriteMarkdown(w io.Writer, rs []Result) error {
 	fmt.Fprintln(w, "| load | policy | avg JCT h | p50 h | p95 h | p99 h | makespan h | avg queue h | GPU util | resizes/job | opp. JCT h | give-back s | vs tiresias | vs fifo |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rs {
-		_, err := fmt.Fprintf(w, "| %g | %s | %.2f | %.2f | %.2f | %.2f | %.1f | %.2f | %.3f | %.2f | %s | %s | %.2f | %.2f |\n",
+		_, err := fmt.Fprintf(w, "| %g | %s | %.2f | %.2f | %.2f | %.2f | %.1f | %.2f | %.3f | %.2f | %s | %s | %s | %s |\n",
 			r.Load, r.Policy, r.AvgJCT/3600, r.P50JCT/3600, r.P95JCT/3600, r.P99JCT/3600,
 			r.Makespan/3600, r.AvgQueue/3600, r.GPUUtil, r.ResizesPerJob,
 			orDash(r.OppJobs > 0, "%.2f", r.OppAvgJCT/3600), orDash(r.Givebacks > 0, "%.3f", r.GivebackS),
-			ratio(r, rs, Tiresias), ratio(r, rs, FIFO))
+			ratioText(r, rs, Tiresias), ratioText(r, rs, FIFO))
 		if err != nil {
 			return err
 		}
@@ -132,6 +132,12 @@ func orDash(ok bool, format string, v float64) string {
 		return "-"
 	}
 	return fmt.Sprintf(format, v)
+}
+
+// ratioText is ratio to two decimals, or "-" when base was not run.
+func ratioText(r Result, rs []Result, base Policy) string {
+	v := ratio(r, rs, base)
+	return orDash(v > 0, "%.2f", v)
 }
 
 // ratio is r's average JCT over that of policy base at the same load.
