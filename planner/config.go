@@ -48,7 +48,8 @@ type Config struct {
 	// past theirs. Guaranteed minimums, and the growth of guaranteed jobs
 	// still in the first queue, come first and take GPUs back from
 	// opportunistic jobs: starting a harvester gains more than making a
-	// long guaranteed job a little faster.
+	// long guaranteed job a little faster. Without opportunistic jobs in
+	// the snapshot it changes nothing.
 	HarvestFirst bool
 	// CommRatio is the scaling model's communication-to-compute ratio used
 	// until a job has two throughput measurements (see ScalingModel).

@@ -166,11 +166,12 @@ func (d *decider) run() {
 		}
 	}
 	oppRunning, oppFresh := split(d.opp)
-	if d.cfg.HarvestFirst {
+	if d.cfg.HarvestFirst && len(d.opp) > 0 {
 		// Guaranteed jobs of the first queue (young, likely short) grow
 		// first; then opportunistic minimums, before older guaranteed
 		// jobs grow: a GPU that starts a harvester gains more than one
-		// that makes a long guaranteed job a little faster.
+		// that makes a long guaranteed job a little faster. Without
+		// harvesters all guaranteed growth is one marginal-gain step.
 		young := func(p *jobPlan) bool { return p.queue == 0 }
 		d.grow(d.guar, func(p *jobPlan) bool { return !p.cooling && young(p) })
 		d.grow(d.guar, young)
