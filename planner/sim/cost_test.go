@@ -62,6 +62,11 @@ func TestJobCheckpointRollback(t *testing.T) {
 	if j.ckptDone != 340 {
 		t.Errorf("checkpoint on suspend: %g, want 340", j.ckptDone)
 	}
+	j.advance(30, 0) // no period: nothing to lose
+	j.rollback()
+	if j.done != 370 {
+		t.Errorf("rollback without a checkpoint period: done %g, want 370", j.done)
+	}
 }
 
 // An opportunistic job harvests a node; a guaranteed job arrives that needs

@@ -87,7 +87,9 @@ func (j *job) advance(dt, period float64) {
 			j.measured[j.workers] = j.model.Throughput(j.workers)
 		}
 		j.sinceCkpt += run
-		if period > 0 && j.sinceCkpt >= period {
+		if period <= 0 { // no period: every step is saved
+			j.checkpoint()
+		} else if j.sinceCkpt >= period {
 			j.sinceCkpt = math.Mod(j.sinceCkpt, period)
 			j.ckptDone = max(j.done-j.sinceCkpt*r, j.ckptDone)
 		}

@@ -64,7 +64,8 @@ type Options struct {
 	// default: StopFreeCosts for elastic, RestartCosts for the others.
 	Costs ResizeCosts
 	// CheckpointPeriod is how often (seconds of running) a job saves a
-	// checkpoint; a rollback loses the progress since the last one.
+	// checkpoint; a rollback loses the progress since the last one (0:
+	// nothing).
 	CheckpointPeriod time.Duration
 	// RestartCost is what resuming a preempted (suspended) job costs: it
 	// checkpointed when suspended and starts its workers again.
