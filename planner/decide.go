@@ -15,9 +15,11 @@ import (
 // size, waiting ones get their minimum where it fits, spare GPUs go by
 // marginal gain. When more than CompactThreshold guaranteed jobs would then
 // wait for capacity it plans again from scratch (compaction): every
-// guaranteed job's minimum in fairness and Tiresias order, jobs in cooldown
-// back to their size, then spare GPUs by marginal gain. Opportunistic jobs
-// come last in both.
+// guaranteed job's minimum in fairness and least-attained-service order
+// (QueueLevels queues), jobs in cooldown back to their size, then spare GPUs
+// by marginal gain. Opportunistic jobs come after guaranteed minimums; with
+// HarvestFirst their minimums go before the growth of guaranteed jobs past
+// the first queue, else after all guaranteed growth.
 func Decide(s Snapshot, now time.Time) Plan {
 	cfg := s.Config
 	if cfg.isZero() {
@@ -305,7 +307,10 @@ func (d *decider) grow(ps []*jobPlan, ok func(*jobPlan) bool) {
 // ResizeCost/Horizon of the job's speed, the step that restores it (avoiding
 // a shrink) earns it.
 func (d *decider) gain(p *jobPlan) float64 {
-	p.est = d.estimate(p)
+	if p.est == nil {
+		e := newEstimate(p.j.Throughput, d.cfg.CommRatio)
+		p.est = &e
+	}
 	n := p.workers()
 	g := p.est.speedup(n+1) - p.est.speedup(n)
 	if cur := p.j.Current; cur > 0 {
@@ -317,15 +322,6 @@ func (d *decider) gain(p *jobPlan) float64 {
 		}
 	}
 	return g / float64(p.units)
-}
-
-// estimate is p's throughput estimate, fitted on first use.
-func (d *decider) estimate(p *jobPlan) *throughputEstimate {
-	if p.est == nil {
-		e := newEstimate(p.j.Throughput, d.cfg.CommRatio)
-		p.est = &e
-	}
-	return p.est
 }
 
 func (d *decider) plan() Plan {
