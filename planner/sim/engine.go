@@ -39,6 +39,22 @@ type job struct {
 	start      float64
 	finish     float64
 	resizes    int
+	failures   int     // failures so far (to draw the next one)
+	nextFail   float64 // attained GPU seconds at which a worker next dies
+}
+
+// drawFailure sets the attained service at which the job's next worker
+// failure happens: exponential with the given mean GPU seconds, drawn from
+// the job's ID and failure count.
+func (j *job) drawFailure(meanGPUSeconds float64) {
+	if meanGPUSeconds <= 0 {
+		j.nextFail = math.Inf(1)
+		return
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s#fail%d", j.t.ID, j.failures)
+	u := (float64(h.Sum64()>>11) + 0.5) / float64(1<<53)
+	j.nextFail = j.attained - math.Log(u)*meanGPUSeconds
 }
 
 // commRatio draws a job's communication-to-compute ratio from its ID,
@@ -121,6 +137,7 @@ func Run(ctx context.Context, trace []TraceJob, o Options) (Result, error) {
 		a := 1.0 / baseSamplesPerS
 		j.model = planner.ScalingModel{Alpha: a, Beta: k * a}
 		j.rateAtRq = j.model.Throughput(t.GPUs)
+		j.drawFailure(o.meanGPUSecondsBetweenFailures())
 		all[i] = j
 	}
 	e := &engine{o: o, cfg: o.config(), all: all, costs: o.costs(), period: o.CheckpointPeriod.Seconds()}
@@ -151,6 +168,7 @@ type engine struct {
 
 	busy      float64 // GPU seconds held
 	decisions int
+	failures  int
 	// givebacks counts the rounds in which opportunistic jobs gave GPUs
 	// back to guaranteed ones; givebackS sums the seconds from each such
 	// decision until the GPUs ran the guaranteed work.
@@ -296,6 +314,9 @@ func (e *engine) nextEvent() float64 {
 			continue
 		}
 		t = min(t, e.now+j.timeToFinish())
+		if f := (j.nextFail - j.attained) / float64(j.workers); f > eps {
+			t = min(t, e.now+f)
+		}
 		// A demotion closer than eps is as good as done: waiting for it
 		// would not move the clock.
 		if b := e.nextBound(j.attained); thr >= 0 && !math.IsInf(b, 1) {
@@ -340,6 +361,17 @@ func (e *engine) advance(t float64) {
 		}
 		e.busy += float64(j.workers) * dt
 		j.advance(dt, e.period)
+		if j.attained >= j.nextFail-eps {
+			// A worker died and was replaced: the others stall (and, for
+			// a restart, go back to the last checkpoint).
+			e.failures++
+			j.failures++
+			j.stall = max(j.stall, e.costs.Failure.Seconds())
+			if e.costs.Rollback {
+				j.rollback()
+			}
+			j.drawFailure(e.o.meanGPUSecondsBetweenFailures())
+		}
 		kept = append(kept, j)
 	}
 	clear(e.active[len(kept):])

@@ -35,6 +35,9 @@ var Policies = []Policy{FIFO, Tiresias, ElasticRestart, Elastic}
 // its last checkpoint (the job restarts from it).
 type ResizeCosts struct {
 	Join, Leave time.Duration
+	// Failure is the stall when a worker dies and is replaced (with
+	// Rollback the job also restarts from its last checkpoint).
+	Failure time.Duration
 	// Rollback: every resize restarts the job from its last checkpoint.
 	Rollback bool
 }
@@ -42,12 +45,12 @@ type ResizeCosts struct {
 // StopFreeCosts are edl's measured stop-free pauses (`edl bench elastic`):
 // the running workers stall about 47 ms while one joins at a step boundary
 // and 14 ms while one leaves; nothing is rolled back.
-var StopFreeCosts = ResizeCosts{Join: 47 * time.Millisecond, Leave: 14 * time.Millisecond}
+var StopFreeCosts = ResizeCosts{Join: 47 * time.Millisecond, Leave: 14 * time.Millisecond, Failure: 600 * time.Millisecond}
 
 // RestartCosts are torchrun's measured stalls (elastic agent, c10d
-// rendezvous): 3.8 s for a join, 16 s for a leave, and the job resumes
-// from its last checkpoint.
-var RestartCosts = ResizeCosts{Join: 3800 * time.Millisecond, Leave: 16 * time.Second, Rollback: true}
+// rendezvous): 3.8 s for a join, 16 s for a leave, 4.1 s for a failed
+// worker, and the job resumes from its last checkpoint.
+var RestartCosts = ResizeCosts{Join: 3800 * time.Millisecond, Leave: 16 * time.Second, Failure: 4100 * time.Millisecond, Rollback: true}
 
 // Options is one simulation.
 type Options struct {
@@ -67,6 +70,10 @@ type Options struct {
 	// checkpoint; a rollback loses the progress since the last one (0:
 	// nothing).
 	CheckpointPeriod time.Duration
+	// FailuresPerGPUDay is the rate at which a running worker dies (and is
+	// replaced at once), per GPU and day of running; 0 means none. Failure
+	// times are drawn per job from its ID, so runs are reproducible.
+	FailuresPerGPUDay float64
 	// RestartCost is what resuming a preempted (suspended) job costs: it
 	// checkpointed when suspended and starts its workers again.
 	RestartCost time.Duration
@@ -124,8 +131,11 @@ func (o Options) Validate() error {
 	if o.RestartCost < 0 {
 		errs = append(errs, fmt.Errorf("restart_cost %s: must not be negative", o.RestartCost))
 	}
-	if o.Costs.Join < 0 || o.Costs.Leave < 0 {
-		errs = append(errs, fmt.Errorf("resize costs join %s, leave %s: must not be negative", o.Costs.Join, o.Costs.Leave))
+	if o.Costs.Join < 0 || o.Costs.Leave < 0 || o.Costs.Failure < 0 {
+		errs = append(errs, fmt.Errorf("resize costs join %s, leave %s, failure %s: must not be negative", o.Costs.Join, o.Costs.Leave, o.Costs.Failure))
+	}
+	if o.FailuresPerGPUDay < 0 || math.IsNaN(o.FailuresPerGPUDay) || math.IsInf(o.FailuresPerGPUDay, 0) {
+		errs = append(errs, fmt.Errorf("failures_per_gpu_day %g: must be a non-negative number", o.FailuresPerGPUDay))
 	}
 	if o.CheckpointPeriod < 0 {
 		errs = append(errs, fmt.Errorf("checkpoint_period %s: must not be negative", o.CheckpointPeriod))
@@ -163,6 +173,15 @@ func (o Options) costs() ResizeCosts {
 		c.Join, c.Leave = o.ResizeCost, o.ResizeCost
 	}
 	return c
+}
+
+// meanGPUSecondsBetweenFailures is 1/FailuresPerGPUDay in GPU seconds (0:
+// no failures).
+func (o Options) meanGPUSecondsBetweenFailures() float64 {
+	if o.FailuresPerGPUDay <= 0 {
+		return 0
+	}
+	return 86400 / o.FailuresPerGPUDay
 }
 
 // plannerResizeCost is the mean progress one resize costs, as the planner

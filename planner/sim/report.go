@@ -35,7 +35,9 @@ type Result struct {
 	// gave harvested GPUs back to guaranteed jobs; GivebackS is the mean
 	// time from such a decision until the guaranteed job runs on them
 	// (the harvester's leave plus the receiver's join or restart).
-	Givebacks int     `json:"givebacks"`
+	Givebacks int `json:"givebacks"`
+	// Failures counts worker failures (Options.FailuresPerGPUDay).
+	Failures  int     `json:"failures"`
 	GivebackS float64 `json:"giveback_s"`
 	Decisions int     `json:"decisions"`
 	WallS     float64 `json:"wall_s"`
@@ -72,7 +74,7 @@ func (e *engine) result() Result {
 	if g := len(e.all) - r.OppJobs; g > 0 {
 		r.GuarAvgJCT /= float64(g)
 	}
-	r.Givebacks = e.givebacks
+	r.Givebacks, r.Failures = e.givebacks, e.failures
 	if e.givebacks > 0 {
 		r.GivebackS = e.givebackS / float64(e.givebacks)
 	}
