@@ -36,6 +36,21 @@ type Config struct {
 	// queue. Negative disables least-attained-service ordering (plain
 	// first come, first served).
 	QueueThreshold float64
+	// QueueLevels is the number of least-attained-service queues: a job
+	// with less than QueueThreshold is in queue 0, then each queue holds
+	// QueueFactor times more attained service than the one before, the
+	// last queue has no bound. 0 means 2 (Tiresias' two levels).
+	QueueLevels int
+	// QueueFactor is the ratio of successive queue bounds (0 means 4).
+	QueueFactor float64
+	// HarvestFirst places opportunistic jobs' minimums before guaranteed
+	// jobs past the first queue (QueueThreshold of attained service) grow
+	// past theirs. Guaranteed minimums, and the growth of guaranteed jobs
+	// still in the first queue, come first and take GPUs back from
+	// opportunistic jobs: starting a harvester gains more than making a
+	// long guaranteed job a little faster. Without opportunistic jobs in
+	// the snapshot it changes nothing.
+	HarvestFirst bool
 	// CommRatio is the scaling model's communication-to-compute ratio used
 	// until a job has two throughput measurements (see ScalingModel).
 	CommRatio float64
@@ -52,6 +67,9 @@ func DefaultConfig() Config {
 		Hysteresis:       0.05,
 		CompactThreshold: 0,
 		QueueThreshold:   3600,
+		QueueLevels:      8,
+		QueueFactor:      2,
+		HarvestFirst:     true,
 		CommRatio:        0.05,
 	}
 }
@@ -74,11 +92,37 @@ func (c Config) Validate() error {
 	if c.CompactThreshold < 0 {
 		errs = append(errs, fmt.Errorf("planner config: compact_threshold %d: must not be negative", c.CompactThreshold))
 	}
+	if c.QueueLevels < 0 {
+		errs = append(errs, fmt.Errorf("planner config: queue_levels %d: must not be negative", c.QueueLevels))
+	}
+	if c.QueueFactor != 0 && !(c.QueueFactor > 1) {
+		errs = append(errs, fmt.Errorf("planner config: queue_factor %g: must be above 1 (or 0 for the default 4)", c.QueueFactor))
+	}
 	if c.CommRatio < 0 || c.CommRatio >= 1 {
 		errs = append(errs, fmt.Errorf("planner config: comm_ratio %g: must be in [0, 1)", c.CommRatio))
 	}
 	errs = append(errs, c.Straggler.Validate())
 	return errors.Join(errs...)
+}
+
+// queueOf is the least-attained-service queue of a job with that service.
+func (c Config) queueOf(attained float64) int {
+	if c.QueueThreshold < 0 || attained < c.QueueThreshold {
+		return 0
+	}
+	levels, f := c.QueueLevels, c.QueueFactor
+	if levels <= 0 {
+		levels = 2
+	}
+	if f <= 1 {
+		f = 4
+	}
+	q, bound := 1, c.QueueThreshold*f
+	for q < levels-1 && attained >= bound {
+		q++
+		bound *= f
+	}
+	return q
 }
 
 func (c Config) isZero() bool { return c == Config{} }

@@ -15,9 +15,11 @@ import (
 // size, waiting ones get their minimum where it fits, spare GPUs go by
 // marginal gain. When more than CompactThreshold guaranteed jobs would then
 // wait for capacity it plans again from scratch (compaction): every
-// guaranteed job's minimum in fairness and Tiresias order, jobs in cooldown
-// back to their size, then spare GPUs by marginal gain. Opportunistic jobs
-// come last in both.
+// guaranteed job's minimum in fairness and least-attained-service order
+// (QueueLevels queues), jobs in cooldown back to their size, then spare GPUs
+// by marginal gain. Opportunistic jobs come after guaranteed minimums; with
+// HarvestFirst their minimums go before the growth of guaranteed jobs past
+// the first queue, else after all guaranteed growth.
 func Decide(s Snapshot, now time.Time) Plan {
 	cfg := s.Config
 	if cfg.isZero() {
@@ -120,9 +122,7 @@ func newDecider(s Snapshot, cfg Config, now time.Time) *decider {
 		}
 		p.keep = min(max(j.Current, p.min), p.max)
 		p.guaranteed = j.Priority != jobs.Opportunistic
-		if cfg.QueueThreshold >= 0 && j.AttainedGPUSeconds >= cfg.QueueThreshold {
-			p.queue = 1
-		}
+		p.queue = cfg.queueOf(j.AttainedGPUSeconds)
 		p.submitted = j.SubmittedAt.UnixNano()
 		p.cooling = !j.LastResize.IsZero() && now.Before(j.LastResize.Add(cfg.Cooldown))
 		d.js[i] = p
@@ -155,12 +155,7 @@ func (d *decider) run() {
 	running, fresh := split(d.guar)
 	if d.compact {
 		d.each(d.guar, d.admitMin())
-		// Cooldown: a job that resized lately gets its size back before
-		// anyone grows, so it is not shrunk to feed others' growth.
-		for _, p := range d.guar {
-			for p.cooling && p.workers() > 0 && p.workers() < p.keep && d.addOne(p) {
-			}
-		}
+		d.restoreCooling(d.guar)
 	} else {
 		d.each(running, func(p *jobPlan) {
 			if !d.gang(p, p.keep) && p.keep > p.min {
@@ -174,18 +169,45 @@ func (d *decider) run() {
 			d.capacityWaiting++
 		}
 	}
+	oppRunning, oppFresh := split(d.opp)
+	if d.cfg.HarvestFirst && len(d.opp) > 0 {
+		// Guaranteed jobs of the first queue (young, likely short) grow
+		// first; then opportunistic minimums, before older guaranteed
+		// jobs grow: a GPU that starts a harvester gains more than one
+		// that makes a long guaranteed job a little faster. Without
+		// harvesters all guaranteed growth is one marginal-gain step.
+		young := func(p *jobPlan) bool { return p.queue == 0 }
+		d.grow(d.guar, func(p *jobPlan) bool { return !p.cooling && young(p) })
+		d.grow(d.guar, young)
+		d.each(oppRunning, func(p *jobPlan) { d.gang(p, p.min) })
+		d.each(oppFresh, func(p *jobPlan) { d.gang(p, p.min) })
+	}
 	d.grow(d.guar, func(p *jobPlan) bool { return !p.cooling })
 	d.grow(d.guar, func(p *jobPlan) bool { return true })
 
-	running, fresh = split(d.opp)
-	d.each(running, func(p *jobPlan) {
+	d.each(oppRunning, func(p *jobPlan) {
 		if !d.gang(p, p.keep) && p.keep > p.min {
 			d.gang(p, p.min)
 		}
 	})
-	d.each(fresh, func(p *jobPlan) { d.gang(p, p.min) })
+	if d.cfg.HarvestFirst {
+		for _, p := range oppRunning {
+			for p.workers() > 0 && p.workers() < p.keep && d.addOne(p) {
+			}
+		}
+	}
+	d.each(oppFresh, func(p *jobPlan) { d.gang(p, p.min) })
 	d.grow(d.opp, func(p *jobPlan) bool { return !p.cooling })
 	d.grow(d.opp, func(p *jobPlan) bool { return true })
+}
+
+// restoreCooling gives jobs that resized lately their size back before
+// anyone grows, so that they are not shrunk to feed others' growth.
+func (d *decider) restoreCooling(ps []*jobPlan) {
+	for _, p := range ps {
+		for p.cooling && p.workers() > 0 && p.workers() < p.keep && d.addOne(p) {
+		}
+	}
 }
 
 // admitMin gang-places each job's minimum; with StrictOrder, once one

@@ -89,6 +89,8 @@ func randomSnapshot(r *rand.Rand, nJobs int) Snapshot {
 		s.Config.CompactThreshold = r.IntN(3)
 		s.Config.ResizeCost = time.Duration(r.IntN(60)) * time.Second
 		s.Config.QueueThreshold = []float64{-1, 3600}[r.IntN(2)]
+		s.Config.QueueLevels = []int{0, 2, 8}[r.IntN(3)]
+		s.Config.HarvestFirst = r.IntN(2) == 0
 	}
 	return s
 }

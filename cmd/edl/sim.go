@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/edl-nomad/edl/planner/sim"
@@ -21,24 +24,35 @@ func init() {
 }
 
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	const summary = "Replay a job trace (CSV: job_id, submit_s, num_gpus, duration_s[, vc]) through\n" +
+	if len(args) > 0 && args[0] == "gen" {
+		return runSimGen(args[1:], stdout, stderr)
+	}
+	const summary = "Replay a job trace (CSV: job_id, submit_s, num_gpus, duration_s[, vc][, priority]) through\n" +
 		"planner.Decide on a simulated cluster and print the figures (JCT, makespan, queueing,\n" +
-		"GPU utilisation, resizes). --compare runs every policy and prints a table and one JSON\n" +
-		"line each."
+		"GPU utilisation, resizes, opportunistic give-backs). --compare runs every policy; --loads\n" +
+		"runs each at several arrival rates; both print a table and one JSON line per run.\n" +
+		"'edl sim gen --help' generates a synthetic trace."
 	fs := newFlagSet("sim", summary, stderr)
 	d := sim.DefaultOptions(sim.Elastic)
 	trace := fs.String("trace", "testdata/traces/philly_vc_ee9e8c.csv", "trace CSV file")
 	gpus := fs.Int("gpus", d.GPUs, "GPUs in the simulated cluster (every job must fit)")
 	perNode := fs.Int("gpus-per-node", d.GPUsPerNode, "GPUs per node")
 	policy := fs.String("policy", string(sim.Elastic), "policy: elastic, elastic-restart, fifo or tiresias")
-	resize := fs.Float64("resize-cost-s", -1, "seconds of progress one resize costs (-1: the policy's default, 1 for elastic, --restart-cost-s for the others)")
-	restart := fs.Float64("restart-cost-s", d.RestartCost.Seconds(), "seconds a stop-and-restart resize or a preemption costs")
+	load := fs.Float64("load", 1, "arrival-rate factor: submit times are divided by it (2: jobs arrive twice as fast)")
+	loads := fs.String("loads", "", "comma-separated arrival-rate factors to run each policy at (e.g. 0.5,1,2,4); overrides --load")
+	resize := fs.Float64("resize-cost-s", -1, "seconds one resize stalls a job, join and leave alike (-1: the policy's measured costs: elastic 0.047 s join, 0.014 s leave; elastic-restart torchrun's 3.8 s join, 16 s leave plus the progress since the last checkpoint)")
+	ckpt := fs.Float64("checkpoint-period-s", d.CheckpointPeriod.Seconds(), "seconds of running between a job's checkpoints (a restart-style resize loses the progress since the last one; 0: nothing is lost)")
+	failures := fs.Float64("failures-per-gpu-day", 0, "worker failures per GPU and day of running (each costs elastic 0.6 s, elastic-restart and the static policies 4.1 s plus the progress since the last checkpoint); 0: none")
+	restart := fs.Float64("restart-cost-s", d.RestartCost.Seconds(), "seconds resuming a preempted job costs")
 	minF := fs.Float64("min-factor", d.MinFactor, "elastic min workers = max(1, round(min-factor * request))")
 	maxF := fs.Float64("max-factor", d.MaxFactor, "elastic max workers = round(max-factor * request)")
-	queue := fs.Float64("queue-threshold", d.QueueThreshold, "Tiresias two-level threshold, GPU seconds of attained service")
+	queue := fs.Float64("queue-threshold", d.QueueThreshold, "the tiresias baseline's (and --legacy-policy's) first queue bound, GPU seconds of attained service; elastic uses the planner's default queues")
+	legacy := fs.Bool("legacy-policy", false, "elastic policies plan as before issue 11 (two attained-service queues, guaranteed growth before opportunistic minimums)")
+	tq := fs.Int("tiresias-queues", d.TiresiasQueues, "least-attained-service queues of the tiresias baseline (2: two-level Tiresias; 8: the queues elastic uses)")
 	backfill := fs.Bool("backfill", false, "fifo starts a later job that fits while an earlier one waits (default: strict first come, first served)")
-	asJSON := fs.Bool("json", false, "print one JSON line per policy instead of a table")
-	plotTo := fs.String("plot", "", "write a PNG of the JCT CDF of the policies run to this file")
+	asJSON := fs.Bool("json", false, "print one JSON line per run instead of a table")
+	markdown := fs.Bool("markdown", false, "print the table in Markdown")
+	plotTo := fs.String("plot", "", "write a PNG to this file: the JCT CDF of the policies run, or with several loads average JCT against load")
 	compare := fs.Bool("compare", false, "run all policies (fifo, tiresias, elastic-restart, elastic)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -46,6 +60,16 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	policies := []sim.Policy{sim.Policy(*policy)}
 	if *compare {
 		policies = sim.Policies
+	}
+	if !(*load > 0) || math.IsInf(*load, 0) {
+		return usageErrorf("sim: --load %g: must be a positive number", *load)
+	}
+	factors := []float64{*load}
+	if *loads != "" {
+		var err error
+		if factors, err = parseLoads(*loads); err != nil {
+			return usageErrorf("sim: --loads: %v", err)
+		}
 	}
 	f, err := os.Open(*trace)
 	if err != nil {
@@ -57,34 +81,43 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("sim: %w", err)
 	}
 	var results []sim.Result
-	for _, p := range policies {
-		if err := ctx.Err(); err != nil {
+	for _, lf := range factors {
+		for _, p := range policies {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			o := d
+			o.Policy, o.GPUs, o.GPUsPerNode, o.Load = p, *gpus, *perNode, lf
+			o.ResizeCost = time.Duration(*resize * float64(time.Second))
+			if *resize < 0 {
+				o.ResizeCost = -1
+			}
+			o.CheckpointPeriod = time.Duration(*ckpt * float64(time.Second))
+			o.FailuresPerGPUDay = *failures
+			o.RestartCost = time.Duration(*restart * float64(time.Second))
+			o.MinFactor, o.MaxFactor, o.QueueThreshold = *minF, *maxF, *queue
+			o.Backfill, o.LegacyPolicy, o.TiresiasQueues = *backfill, *legacy, *tq
+			if err := o.Validate(); err != nil {
+				return usageErrorf("sim: %v", err)
+			}
+			r, err := sim.Run(ctx, jobs, o)
+			if err != nil {
+				return fmt.Errorf("sim %s at load %g: %w", p, lf, err)
+			}
+			results = append(results, r)
+		}
+	}
+	switch {
+	case *markdown:
+		if err := sim.WriteMarkdown(stdout, results); err != nil {
 			return err
 		}
-		o := d
-		o.Policy, o.GPUs, o.GPUsPerNode = p, *gpus, *perNode
-		o.ResizeCost = time.Duration(*resize * float64(time.Second))
-		if *resize < 0 {
-			o.ResizeCost = -1
-		}
-		o.RestartCost = time.Duration(*restart * float64(time.Second))
-		o.MinFactor, o.MaxFactor, o.QueueThreshold = *minF, *maxF, *queue
-		o.Backfill = *backfill
-		if err := o.Validate(); err != nil {
-			return usageErrorf("sim: %v", err)
-		}
-		r, err := sim.Run(ctx, jobs, o)
-		if err != nil {
-			return fmt.Errorf("sim %s: %w", p, err)
-		}
-		results = append(results, r)
-	}
-	if !*asJSON || *compare {
+	case !*asJSON || len(results) > 1:
 		if err := sim.WriteTable(stdout, results); err != nil {
 			return err
 		}
 	}
-	if *asJSON || *compare {
+	if *asJSON || (len(results) > 1 && !*markdown) {
 		enc := json.NewEncoder(stdout)
 		for _, r := range results {
 			if err := enc.Encode(r); err != nil {
@@ -97,13 +130,80 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err != nil {
 			return fmt.Errorf("sim: --plot: %w", err)
 		}
-		title := fmt.Sprintf("JCT CDF: %s, %d jobs, %d GPUs", filepath.Base(*trace), len(jobs), *gpus)
-		if err := sim.WriteJCTPlot(out, title, results); err != nil {
+		if len(factors) > 1 {
+			title := fmt.Sprintf("Average JCT vs load: %s, %d jobs, %d GPUs", filepath.Base(*trace), len(jobs), *gpus)
+			err = sim.WriteLoadPlot(out, title, results)
+		} else {
+			title := fmt.Sprintf("JCT CDF: %s, %d jobs, %d GPUs, load %g", filepath.Base(*trace), len(jobs), *gpus, factors[0])
+			err = sim.WriteJCTPlot(out, title, results)
+		}
+		if err != nil {
 			out.Close()
 			return fmt.Errorf("sim: %w", err)
 		}
 		if err := out.Close(); err != nil {
 			return fmt.Errorf("sim: --plot: %w", err)
+		}
+	}
+	return nil
+}
+
+// parseLoads reads "0.5,1,2,4": positive, finite, distinct factors.
+func parseLoads(s string) ([]float64, error) {
+	var out []float64
+	seen := map[float64]bool{}
+	for _, part := range strings.Split(s, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(part), 64)
+		if err != nil || v <= 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+			return nil, fmt.Errorf("%q: not a positive number", part)
+		}
+		if seen[v] {
+			return nil, fmt.Errorf("%q: given twice", part)
+		}
+		seen[v] = true
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func runSimGen(args []string, stdout, stderr io.Writer) error {
+	const summary = "Generate a synthetic, seeded GPU-cluster trace in the CSV form 'edl sim' reads\n" +
+		"(columns job_id, submit_s, num_gpus, duration_s, gpu_time_s, vc, priority): a Helios/Pollux-like\n" +
+		"mix of many short jobs (with bursts of sweeps), few huge ones, and opportunistic jobs.\n" +
+		"The same flags give the same file."
+	fs := newFlagSet("sim gen", summary, stderr)
+	g := sim.DefaultGenOptions()
+	seed := fs.Uint64("seed", g.Seed, "random seed")
+	n := fs.Int("jobs", g.Jobs, "number of jobs")
+	gpus := fs.Int("gpus", g.GPUs, "GPUs of the cluster the trace is sized for (largest request, and the offered load)")
+	util := fs.Float64("offered-load", g.OfferedLoad, "GPU time asked per GPU of the cluster per second at load 1 (0.8: 80 % of the cluster's GPU time)")
+	opp := fs.Float64("opportunistic", g.OpportunisticFrac, "share of jobs that are opportunistic")
+	out := fs.String("out", "", "write the CSV here (default: stdout)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	g.Seed, g.Jobs, g.GPUs, g.OfferedLoad, g.OpportunisticFrac = *seed, *n, *gpus, *util, *opp
+	if err := g.Validate(); err != nil {
+		return usageErrorf("sim gen: %v", err)
+	}
+	w := stdout
+	var file *os.File
+	if *out != "" {
+		var err error
+		if file, err = os.Create(*out); err != nil {
+			return fmt.Errorf("sim gen: --out: %w", err)
+		}
+		w = file
+	}
+	if err := sim.WriteTraceCSV(w, sim.Generate(g)); err != nil {
+		if file != nil {
+			file.Close()
+		}
+		return fmt.Errorf("sim gen: %w", err)
+	}
+	if file != nil {
+		if err := file.Close(); err != nil {
+			return fmt.Errorf("sim gen: --out: %w", err)
 		}
 	}
 	return nil

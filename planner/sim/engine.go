@@ -27,6 +27,8 @@ type job struct {
 	rateAtRq float64              // model throughput at the requested size
 
 	done       float64 // work done, in seconds at the requested size
+	ckptDone   float64 // work done at the last checkpoint
+	sinceCkpt  float64 // seconds run since the last checkpoint
 	workers    int
 	placement  map[string]int
 	stall      float64 // seconds of resize stall left
@@ -37,6 +39,22 @@ type job struct {
 	start      float64
 	finish     float64
 	resizes    int
+	failures   int     // failures so far (to draw the next one)
+	nextFail   float64 // attained GPU seconds at which a worker next dies
+}
+
+// drawFailure sets the attained service at which the job's next worker
+// failure happens: exponential with the given mean GPU seconds, drawn from
+// the job's ID and failure count.
+func (j *job) drawFailure(meanGPUSeconds float64) {
+	if meanGPUSeconds <= 0 {
+		j.nextFail = math.Inf(1)
+		return
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s#fail%d", j.t.ID, j.failures)
+	u := (float64(h.Sum64()>>11) + 0.5) / float64(1<<53)
+	j.nextFail = j.attained - math.Log(u)*meanGPUSeconds
 }
 
 // commRatio draws a job's communication-to-compute ratio from its ID,
@@ -67,7 +85,7 @@ func (j *job) timeToFinish() float64 {
 }
 
 // advance runs the job for dt seconds at its current size.
-func (j *job) advance(dt float64) {
+func (j *job) advance(dt, period float64) {
 	if j.workers == 0 || dt <= 0 {
 		return
 	}
@@ -79,12 +97,27 @@ func (j *job) advance(dt float64) {
 		run -= s
 	}
 	if run > 0 {
-		j.done = min(j.done+run*j.rate(j.workers), j.t.Duration)
+		r := j.rate(j.workers)
+		j.done = min(j.done+run*r, j.t.Duration)
 		if _, ok := j.measured[j.workers]; !ok {
 			j.measured[j.workers] = j.model.Throughput(j.workers)
 		}
+		j.sinceCkpt += run
+		if period <= 0 { // no period: every step is saved
+			j.checkpoint()
+		} else if j.sinceCkpt >= period {
+			j.sinceCkpt = math.Mod(j.sinceCkpt, period)
+			j.ckptDone = max(j.done-j.sinceCkpt*r, j.ckptDone)
+		}
 	}
 }
+
+// checkpoint records the job's progress as saved (it is suspended, and
+// saves before its workers stop).
+func (j *job) checkpoint() { j.ckptDone, j.sinceCkpt = j.done, 0 }
+
+// rollback restarts the job from its last checkpoint.
+func (j *job) rollback() { j.done, j.sinceCkpt = j.ckptDone, 0 }
 
 // Run replays the trace under the options and returns its figures.
 func Run(ctx context.Context, trace []TraceJob, o Options) (Result, error) {
@@ -92,7 +125,9 @@ func Run(ctx context.Context, trace []TraceJob, o Options) (Result, error) {
 		return Result{}, fmt.Errorf("simulate: %w", err)
 	}
 	all := make([]*job, len(trace))
+	load := o.load()
 	for i, t := range trace {
+		t.Submit /= load
 		if t.GPUs > o.GPUs {
 			return Result{}, fmt.Errorf("simulate: job %s asks for %d GPUs, the cluster has %d", t.ID, t.GPUs, o.GPUs)
 		}
@@ -102,9 +137,10 @@ func Run(ctx context.Context, trace []TraceJob, o Options) (Result, error) {
 		a := 1.0 / baseSamplesPerS
 		j.model = planner.ScalingModel{Alpha: a, Beta: k * a}
 		j.rateAtRq = j.model.Throughput(t.GPUs)
+		j.drawFailure(o.meanGPUSecondsBetweenFailures())
 		all[i] = j
 	}
-	e := &engine{o: o, cfg: o.config(), all: all, cost: o.resizeCost().Seconds()}
+	e := &engine{o: o, cfg: o.config(), all: all, costs: o.costs(), period: o.CheckpointPeriod.Seconds()}
 	e.nodes = make([]jobs.Node, (o.GPUs+o.GPUsPerNode-1)/o.GPUsPerNode)
 	for i := range e.nodes {
 		g := min(o.GPUsPerNode, o.GPUs-i*o.GPUsPerNode)
@@ -124,13 +160,20 @@ type engine struct {
 	cfg    planner.Config
 	all    []*job
 	nodes  []jobs.Node
-	cost   float64
+	costs  ResizeCosts
+	period float64 // checkpoint period, seconds
 	now    float64
 	next   int    // index of the next arrival in all
 	active []*job // arrived, not finished, in arrival order
 
 	busy      float64 // GPU seconds held
 	decisions int
+	failures  int
+	// givebacks counts the rounds in which opportunistic jobs gave GPUs
+	// back to guaranteed ones; givebackS sums the seconds from each such
+	// decision until the GPUs ran the guaranteed work.
+	givebacks int
+	givebackS float64
 }
 
 const eps = 1e-6
@@ -172,7 +215,7 @@ func (e *engine) decide() {
 		}
 		s.Jobs[i] = planner.JobState{
 			ID: j.t.ID, Tenant: j.t.Tenant, Min: j.lo, Max: j.hi, GPUsPerWorker: 1,
-			Priority: jobs.Guaranteed, SubmittedAt: epoch.Add(time.Duration(j.t.Submit * float64(time.Second))),
+			Priority: j.t.Priority, SubmittedAt: epoch.Add(time.Duration(j.t.Submit * float64(time.Second))),
 			AttainedGPUSeconds: j.attained, Current: j.workers, Placement: j.placement,
 			Throughput: j.measured, LastResize: j.lastResize,
 		}
@@ -184,27 +227,76 @@ func (e *engine) decide() {
 	}
 	p := planner.Decide(s, now)
 	e.decisions++
+
+	// released is, per node, the seconds until the GPUs a shrinking or
+	// suspended job gives back there are free: a job placed on them waits.
+	released := map[string]float64{}
+	oppReleased := map[string]bool{}
+	for i, tg := range p.Targets {
+		j := e.active[i]
+		if tg.Workers >= j.workers {
+			continue
+		}
+		d := e.costs.Leave.Seconds()
+		for id, w := range j.placement {
+			if w > tg.Placement[id] {
+				released[id] = max(released[id], d)
+				if j.t.Priority == jobs.Opportunistic {
+					oppReleased[id] = true
+				}
+			}
+		}
+	}
+	gaveBack, wait := false, 0.0
 	for i, tg := range p.Targets {
 		j := e.active[i]
 		if tg.Workers == j.workers {
 			j.placement = tg.Placement
 			continue
 		}
+		var delay float64 // waiting for GPUs another job gives back
+		fromOpp := false
+		for id, w := range tg.Placement {
+			if w > j.placement[id] {
+				delay = max(delay, released[id])
+				fromOpp = fromOpp || oppReleased[id]
+			}
+		}
+		cost := 0.0
 		switch {
 		case j.workers == 0 && !j.started:
 			j.started, j.start = true, e.now
-		case j.workers == 0: // resumed after a preemption: restarts
-			j.stall = e.o.RestartCost.Seconds()
+		case j.workers == 0: // resumed after a preemption
+			cost = e.o.RestartCost.Seconds()
 			j.resizes++
-		case tg.Workers > 0:
-			j.stall = e.cost
+		case tg.Workers > j.workers:
+			cost = e.costs.Join.Seconds()
 			j.resizes++
 			j.lastResize = now
-		default: // preempted: the stall left is lost with the workers
+		case tg.Workers > 0:
+			cost = e.costs.Leave.Seconds()
+			j.resizes++
+			j.lastResize = now
+		default: // preempted: it checkpoints, and resumes from there
+			j.checkpoint()
 			j.stall = 0
 			j.resizes++
 		}
+		if tg.Workers > 0 && j.workers > 0 && e.costs.Rollback {
+			j.rollback()
+		}
+		if tg.Workers > 0 {
+			j.stall = delay + cost
+			if fromOpp && j.t.Priority != jobs.Opportunistic {
+				gaveBack = true
+				wait = max(wait, delay+cost)
+			}
+		}
 		j.workers, j.placement = tg.Workers, tg.Placement
+	}
+	if gaveBack {
+		e.givebacks++
+		e.givebackS += wait
 	}
 }
 
@@ -222,13 +314,38 @@ func (e *engine) nextEvent() float64 {
 			continue
 		}
 		t = min(t, e.now+j.timeToFinish())
+		if f := (j.nextFail - j.attained) / float64(j.workers); f > eps {
+			t = min(t, e.now+f)
+		}
 		// A demotion closer than eps is as good as done: waiting for it
 		// would not move the clock.
-		if d := (thr - j.attained) / float64(j.workers); thr >= 0 && d > eps {
-			t = min(t, e.now+d)
+		if b := e.nextBound(j.attained); thr >= 0 && !math.IsInf(b, 1) {
+			if d := (b - j.attained) / float64(j.workers); d > eps {
+				t = min(t, e.now+d)
+			}
 		}
 	}
 	return t
+}
+
+// nextBound is the attained service (GPU seconds) at which a job with a
+// moves to the next least-attained-service queue (+Inf in the last one).
+func (e *engine) nextBound(a float64) float64 {
+	thr, levels, f := e.cfg.QueueThreshold, e.cfg.QueueLevels, e.cfg.QueueFactor
+	if levels <= 0 {
+		levels = 2
+	}
+	if f <= 1 {
+		f = 4
+	}
+	b := thr
+	for q := 1; q < levels; q++ {
+		if a < b-eps {
+			return b
+		}
+		b *= f
+	}
+	return math.Inf(1)
 }
 
 // advance moves time to t, finishing the jobs that complete by then.
@@ -243,7 +360,18 @@ func (e *engine) advance(t float64) {
 			continue
 		}
 		e.busy += float64(j.workers) * dt
-		j.advance(dt)
+		j.advance(dt, e.period)
+		if j.attained >= j.nextFail-eps {
+			// A worker died and was replaced: the others stall (and, for
+			// a restart, go back to the last checkpoint).
+			e.failures++
+			j.failures++
+			j.stall = max(j.stall, e.costs.Failure.Seconds())
+			if e.costs.Rollback {
+				j.rollback()
+			}
+			j.drawFailure(e.o.meanGPUSecondsBetweenFailures())
+		}
 		kept = append(kept, j)
 	}
 	clear(e.active[len(kept):])

@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"math"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
 // policyColors keeps each policy's colour the same across plots.
@@ -65,4 +68,83 @@ func WriteJCTPlot(w io.Writer, title string, rs []Result) error {
 		return fmt.Errorf("plot: %w", err)
 	}
 	return nil
+}
+
+// WriteLoadPlot draws average JCT (hours, log scale) against the load
+// factor, one line per policy, as a PNG of the given title.
+func WriteLoadPlot(w io.Writer, title string, rs []Result) error {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = "load (arrival rate x the trace's, log scale)"
+	p.Y.Label.Text = "average job completion time (hours, log scale)"
+	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+	p.X.Tick.Marker, p.Y.Tick.Marker = valueTicks{}, valueTicks{}
+	p.Add(plotter.NewGrid())
+	p.Legend.Top = true
+	p.Legend.Left = true
+	p.Legend.XOffs = vg.Points(8)
+	p.Legend.YOffs = -vg.Points(8)
+	var order []Policy
+	byPolicy := map[Policy]plotter.XYs{}
+	for _, r := range rs {
+		if _, ok := byPolicy[r.Policy]; !ok {
+			order = append(order, r.Policy)
+		}
+		byPolicy[r.Policy] = append(byPolicy[r.Policy], plotter.XY{X: r.Load, Y: max(r.AvgJCT/3600, 1e-3)})
+	}
+	for _, pol := range order {
+		pts := byPolicy[pol]
+		l, s, err := plotter.NewLinePoints(pts)
+		if err != nil {
+			return fmt.Errorf("plot %s: %w", pol, err)
+		}
+		c, ok := policyColors[pol]
+		if !ok {
+			c = color.RGBA{A: 0xff}
+		}
+		l.Color, s.Color = c, c
+		l.Width = vg.Points(2)
+		s.Shape = draw.CircleGlyph{}
+		s.Radius = vg.Points(3)
+		p.Add(l, s)
+		p.Legend.Add(string(pol), l, s)
+	}
+	p.Legend.ThumbnailWidth = vg.Points(30)
+	wt, err := p.WriterTo(9*vg.Inch, 5.5*vg.Inch, "png")
+	if err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	if _, err := wt.WriteTo(w); err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	return nil
+}
+
+// valueTicks labels 1, 2 and 5 times each power of ten in range, and the
+// range's ends, so that a log axis spanning less than a decade still reads.
+type valueTicks struct{}
+
+func (valueTicks) Ticks(lo, hi float64) []plot.Tick {
+	var ts []plot.Tick
+	if lo <= 0 || hi <= lo {
+		return ts
+	}
+	for e := math.Floor(math.Log10(lo)); e <= math.Ceil(math.Log10(hi)); e++ {
+		for _, m := range []float64{1, 2, 5} {
+			v := m * math.Pow(10, e)
+			if v >= lo*0.999 && v <= hi*1.001 {
+				ts = append(ts, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'g', 4, 64)})
+			}
+		}
+	}
+	for _, v := range []float64{lo, hi} {
+		near := false
+		for _, t := range ts {
+			near = near || math.Abs(math.Log10(t.Value/v)) < 0.08
+		}
+		if !near {
+			ts = append(ts, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'g', 3, 64)})
+		}
+	}
+	return ts
 }

@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/edl-nomad/edl/planner"
@@ -29,37 +30,84 @@ const (
 // Policies is every policy, in the order --compare runs them.
 var Policies = []Policy{FIFO, Tiresias, ElasticRestart, Elastic}
 
+// ResizeCosts is what one change of a running job's worker count costs the
+// job: a stall of all its workers, and with Rollback the progress made since
+// its last checkpoint (the job restarts from it).
+type ResizeCosts struct {
+	Join, Leave time.Duration
+	// Failure is the stall when a worker dies and is replaced (with
+	// Rollback the job also restarts from its last checkpoint).
+	Failure time.Duration
+	// Rollback: every resize restarts the job from its last checkpoint.
+	Rollback bool
+}
+
+// StopFreeCosts are edl's measured stop-free pauses (`edl bench elastic`):
+// the running workers stall about 47 ms while one joins at a step boundary
+// and 14 ms while one leaves; nothing is rolled back.
+var StopFreeCosts = ResizeCosts{Join: 47 * time.Millisecond, Leave: 14 * time.Millisecond, Failure: 600 * time.Millisecond}
+
+// RestartCosts are torchrun's measured stalls (elastic agent, c10d
+// rendezvous): 3.8 s for a join, 16 s for a leave, 4.1 s for a failed
+// worker, and the job resumes from its last checkpoint.
+var RestartCosts = ResizeCosts{Join: 3800 * time.Millisecond, Leave: 16 * time.Second, Failure: 4100 * time.Millisecond, Rollback: true}
+
 // Options is one simulation.
 type Options struct {
 	Policy      Policy
 	GPUs        int
 	GPUsPerNode int
-	// ResizeCost is the progress lost per resize; negative means the
-	// policy's default (1 s for elastic, RestartCost for the others).
+	// Load multiplies the arrival rate: submit times are divided by it
+	// (0 means 1).
+	Load float64
+	// ResizeCost, when not negative, replaces both the join and the leave
+	// stall of the policy's costs (the old single-figure model).
 	ResizeCost time.Duration
-	// RestartCost is what a stop-and-restart resize or a preemption costs
-	// (elastic-restart's resizes, Tiresias' resumes).
+	// Costs is what a resize costs; the zero value means the policy's
+	// default: StopFreeCosts for elastic, RestartCosts for the others.
+	Costs ResizeCosts
+	// CheckpointPeriod is how often (seconds of running) a job saves a
+	// checkpoint; a rollback loses the progress since the last one (0:
+	// nothing).
+	CheckpointPeriod time.Duration
+	// FailuresPerGPUDay is the rate at which a running worker dies (and is
+	// replaced at once), per GPU and day of running; 0 means none. Failure
+	// times are drawn per job from its ID, so runs are reproducible.
+	FailuresPerGPUDay float64
+	// RestartCost is what resuming a preempted (suspended) job costs: it
+	// checkpointed when suspended and starts its workers again.
 	RestartCost time.Duration
 	// MinFactor and MaxFactor bound elastic jobs: min = max(1,
 	// round(MinFactor*request)), max = max(min, round(MaxFactor*request)).
 	MinFactor, MaxFactor float64
-	// QueueThreshold is Tiresias' two-level threshold (GPU seconds), used
-	// by tiresias and both elastic policies.
+	// QueueThreshold is the tiresias baseline's first queue bound (GPU
+	// seconds; 4 h is its best on the Philly trace); the elastic policies
+	// use planner.DefaultConfig's queues (1 h, then x2 for 8 levels), or
+	// this one with LegacyPolicy.
 	QueueThreshold float64
 	// Backfill lets fifo start a later job that fits while an earlier one
 	// waits (FCFS with backfilling) instead of strict first come, first
 	// served.
 	Backfill bool
+	// TiresiasQueues is the number of least-attained-service queues of
+	// the tiresias policy (2: the two-level Tiresias of the paper's
+	// evaluation); the elastic policies use planner.DefaultConfig's.
+	TiresiasQueues int
+	// LegacyPolicy runs the elastic policies as the planner did before
+	// issue 11 (two queues, guaranteed growth before opportunistic
+	// minimums), to show what the change bought.
+	LegacyPolicy bool
 }
 
 // DefaultOptions is policy p on the cluster size this project documents for
 // the Philly trace (128 GPUs, 8 per node).
 func DefaultOptions(p Policy) Options {
 	return Options{
-		Policy: p, GPUs: 128, GPUsPerNode: 8,
+		Policy: p, GPUs: 128, GPUsPerNode: 8, Load: 1,
 		ResizeCost: -1, RestartCost: 30 * time.Second,
-		MinFactor: 0, MaxFactor: 2,
-		QueueThreshold: 4 * 3600,
+		CheckpointPeriod: 10 * time.Minute,
+		MinFactor:        0, MaxFactor: 2,
+		QueueThreshold: 4 * 3600, TiresiasQueues: 2,
 	}
 }
 
@@ -77,8 +125,23 @@ func (o Options) Validate() error {
 	if o.GPUsPerNode < 1 {
 		errs = append(errs, fmt.Errorf("gpus_per_node %d: must be positive", o.GPUsPerNode))
 	}
+	if o.Load < 0 || math.IsNaN(o.Load) || math.IsInf(o.Load, 0) {
+		errs = append(errs, fmt.Errorf("load %g: must be a positive number", o.Load))
+	}
 	if o.RestartCost < 0 {
 		errs = append(errs, fmt.Errorf("restart_cost %s: must not be negative", o.RestartCost))
+	}
+	if o.Costs.Join < 0 || o.Costs.Leave < 0 || o.Costs.Failure < 0 {
+		errs = append(errs, fmt.Errorf("resize costs join %s, leave %s, failure %s: must not be negative", o.Costs.Join, o.Costs.Leave, o.Costs.Failure))
+	}
+	if o.FailuresPerGPUDay < 0 || math.IsNaN(o.FailuresPerGPUDay) || math.IsInf(o.FailuresPerGPUDay, 0) {
+		errs = append(errs, fmt.Errorf("failures_per_gpu_day %g: must be a non-negative number", o.FailuresPerGPUDay))
+	}
+	if o.CheckpointPeriod < 0 {
+		errs = append(errs, fmt.Errorf("checkpoint_period %s: must not be negative", o.CheckpointPeriod))
+	}
+	if o.TiresiasQueues < 0 {
+		errs = append(errs, fmt.Errorf("tiresias_queues %d: must not be negative", o.TiresiasQueues))
 	}
 	if o.MinFactor < 0 || o.MaxFactor <= 0 || (o.MinFactor > o.MaxFactor) {
 		errs = append(errs, fmt.Errorf("min_factor %g, max_factor %g: want 0 <= min_factor <= max_factor, max_factor > 0", o.MinFactor, o.MaxFactor))
@@ -89,15 +152,48 @@ func (o Options) Validate() error {
 // elastic reports whether the policy resizes jobs.
 func (o Options) elastic() bool { return o.Policy == Elastic || o.Policy == ElasticRestart }
 
-// resizeCost is the stall one change of a running job's size costs.
-func (o Options) resizeCost() time.Duration {
+// load is the arrival-rate factor (0 means 1).
+func (o Options) load() float64 {
+	if o.Load == 0 {
+		return 1
+	}
+	return o.Load
+}
+
+// costs is what one resize costs under the options.
+func (o Options) costs() ResizeCosts {
+	c := o.Costs
+	if c == (ResizeCosts{}) {
+		c = RestartCosts
+		if o.Policy == Elastic {
+			c = StopFreeCosts
+		}
+	}
 	if o.ResizeCost >= 0 {
-		return o.ResizeCost
+		c.Join, c.Leave = o.ResizeCost, o.ResizeCost
 	}
-	if o.Policy == Elastic {
-		return time.Second
+	return c
+}
+
+// meanGPUSecondsBetweenFailures is 1/FailuresPerGPUDay in GPU seconds (0:
+// no failures).
+func (o Options) meanGPUSecondsBetweenFailures() float64 {
+	if o.FailuresPerGPUDay <= 0 {
+		return 0
 	}
-	return o.RestartCost
+	return 86400 / o.FailuresPerGPUDay
+}
+
+// plannerResizeCost is the mean progress one resize costs, as the planner
+// is told it: the mean of join and leave, plus half a checkpoint period
+// when a resize rolls back.
+func (o Options) plannerResizeCost() time.Duration {
+	c := o.costs()
+	d := (c.Join + c.Leave) / 2
+	if c.Rollback {
+		d += o.CheckpointPeriod / 2
+	}
+	return d
 }
 
 // bounds is a job's worker range under the policy.
@@ -113,8 +209,7 @@ func (o Options) bounds(request int) (lo, hi int) {
 // config is the planner configuration that makes Decide the policy.
 func (o Options) config() planner.Config {
 	c := planner.DefaultConfig()
-	c.ResizeCost = o.resizeCost()
-	c.QueueThreshold = o.QueueThreshold
+	c.ResizeCost = o.plannerResizeCost()
 	switch o.Policy {
 	case FIFO:
 		c.QueueThreshold = -1                   // first come, first served
@@ -122,6 +217,12 @@ func (o Options) config() planner.Config {
 		c.StrictOrder = !o.Backfill
 	case Tiresias:
 		c.CompactThreshold = 0 // preempt as soon as a job waits
+	}
+	if !o.elastic() {
+		c.QueueThreshold, c.QueueLevels = o.QueueThreshold, o.TiresiasQueues
+	}
+	if o.LegacyPolicy && o.elastic() {
+		c.QueueThreshold, c.QueueLevels, c.QueueFactor, c.HarvestFirst = o.QueueThreshold, 2, 4, false
 	}
 	return c
 }

@@ -9,9 +9,14 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/edl-nomad/edl/jobs"
 )
 
-const phillyTrace = "../../testdata/traces/philly_vc_ee9e8c.csv"
+const (
+	phillyTrace    = "../../testdata/traces/philly_vc_ee9e8c.csv"
+	syntheticTrace = "../../testdata/traces/synthetic_mix_s1.csv"
+)
 
 func readPhilly(t *testing.T, n int) []TraceJob {
 	t.Helper()
@@ -33,9 +38,14 @@ func TestReadTrace(t *testing.T) {
 		want           []TraceJob
 	}{
 		{name: "sorted by submission", csv: "job_id,submit_s,num_gpus,duration_s,vc\nb,10,2,100,x\na,5,1,50,y\n",
-			want: []TraceJob{{ID: "a", Tenant: "y", Submit: 5, GPUs: 1, Duration: 50}, {ID: "b", Tenant: "x", Submit: 10, GPUs: 2, Duration: 100}}},
+			want: []TraceJob{{ID: "a", Tenant: "y", Submit: 5, GPUs: 1, Duration: 50, Priority: jobs.Guaranteed}, {ID: "b", Tenant: "x", Submit: 10, GPUs: 2, Duration: 100, Priority: jobs.Guaranteed}}},
 		{name: "no vc column: default tenant", csv: "num_gpus,job_id,duration_s,submit_s\n4,a,9,0\n",
-			want: []TraceJob{{ID: "a", Tenant: "default", GPUs: 4, Duration: 9}}},
+			want: []TraceJob{{ID: "a", Tenant: "default", GPUs: 4, Duration: 9, Priority: jobs.Guaranteed}}},
+		{name: "priority and tenant columns, extra columns ignored", csv: "job_id,submit_s,num_gpus,duration_s,tenant,priority,note\na,0,2,10,nlp,opportunistic,x\nb,1,1,5,,,y\n",
+			want: []TraceJob{{ID: "a", Tenant: "nlp", GPUs: 2, Duration: 10, Priority: jobs.Opportunistic}, {ID: "b", Tenant: "default", Submit: 1, GPUs: 1, Duration: 5, Priority: jobs.Guaranteed}}},
+		{name: "unknown priority", csv: "job_id,submit_s,num_gpus,duration_s,priority\na,0,1,5,urgent\n", err: `priority "urgent"`},
+		{name: "duplicate job", csv: "job_id,submit_s,num_gpus,duration_s\na,0,1,5\na,1,1,5\n", err: `job_id "a" already on line 2`},
+		{name: "empty job id", csv: "job_id,submit_s,num_gpus,duration_s\n,0,1,5\n", err: "empty job_id"},
 		{name: "missing column", csv: "job_id,submit_s,num_gpus\na,0,1\n", err: `no column "duration_s"`},
 		{name: "zero GPUs", csv: "job_id,submit_s,num_gpus,duration_s\na,0,0,5\n", err: "num_gpus"},
 		{name: "bad duration", csv: "job_id,submit_s,num_gpus,duration_s\na,0,1,-5\n", err: "duration_s"},
@@ -162,4 +172,46 @@ func TestPhillyPrefixRanking(t *testing.T) {
 	if err := WriteTable(&tab, []Result{res[FIFO], res[Elastic]}); err != nil || !strings.Contains(tab.String(), "elastic") {
 		t.Errorf("table: %v\n%s", err, tab.String())
 	}
+}
+
+// Under overload the legacy policy loses to Tiresias (on the synthetic
+// trace at load 2: every guaranteed job grows before an opportunistic job
+// starts, and the low queue shares GPUs among long jobs), and the policy of
+// issue 11 puts elastic well ahead. The first check failed before the
+// change (legacy elastic 1.33x Tiresias here).
+func TestSyntheticLoadRanking(t *testing.T) {
+	f, err := os.Open(syntheticTrace)
+	if err != nil {
+		t.Fatalf("trace: %v", err)
+	}
+	defer f.Close()
+	tr, err := ReadTrace(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(p Policy, legacy bool) Result {
+		o := DefaultOptions(p)
+		o.GPUs, o.Load, o.LegacyPolicy = 64, 2, legacy
+		r, err := Run(context.Background(), tr, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	tir, el, old := run(Tiresias, false), run(Elastic, false), run(Elastic, true)
+	t.Logf("load 2: tiresias %.2f h, elastic %.2f h, legacy elastic %.2f h", tir.AvgJCT/3600, el.AvgJCT/3600, old.AvgJCT/3600)
+	if el.AvgJCT > 0.75*tir.AvgJCT {
+		t.Errorf("elastic avg JCT %.2f h, want <= 0.75x tiresias' %.2f h", el.AvgJCT/3600, tir.AvgJCT/3600)
+	}
+	if el.P95JCT > tir.P95JCT {
+		t.Errorf("elastic p95 %.2f h, want <= tiresias' %.2f h", el.P95JCT/3600, tir.P95JCT/3600)
+	}
+	if old.AvgJCT < el.AvgJCT {
+		t.Errorf("legacy policy %.2f h beats the new one %.2f h", old.AvgJCT/3600, el.AvgJCT/3600)
+	}
+}
+
+func readFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	return string(b), err
 }

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/edl-nomad/edl/jobs"
 )
 
 // TraceJob is one row of a trace: a job submitted at Submit seconds that
@@ -18,11 +20,17 @@ type TraceJob struct {
 	Submit   float64 // seconds since the trace's first job
 	GPUs     int
 	Duration float64 // seconds at GPUs GPUs
+	// Priority is guaranteed unless the trace's priority column says
+	// opportunistic (a job that only harvests idle GPUs).
+	Priority jobs.Priority
 }
 
 // ReadTrace reads a CSV trace with at least the columns job_id, submit_s,
-// num_gpus and duration_s (vc, if present, is the tenant), sorted by
-// submission time then ID. Rows with no GPUs or no duration are errors.
+// num_gpus and duration_s, in any order; optional columns are vc (the
+// tenant; tenant is accepted too) and priority (guaranteed or
+// opportunistic; empty means guaranteed). Other columns are ignored. Jobs
+// come back sorted by submission time then ID. Rows with no GPUs or no
+// duration, duplicate job IDs and unknown priorities are errors.
 func ReadTrace(r io.Reader) ([]TraceJob, error) {
 	cr := csv.NewReader(r)
 	cr.ReuseRecord = true
@@ -40,6 +48,11 @@ func ReadTrace(r io.Reader) ([]TraceJob, error) {
 		}
 	}
 	vc, hasVC := col["vc"]
+	if !hasVC {
+		vc, hasVC = col["tenant"]
+	}
+	prio, hasPrio := col["priority"]
+	seen := map[string]int{}
 	var out []TraceJob
 	for line := 2; ; line++ {
 		rec, err := cr.Read()
@@ -49,9 +62,25 @@ func ReadTrace(r io.Reader) ([]TraceJob, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read trace line %d: %w", line, err)
 		}
-		j := TraceJob{ID: rec[col["job_id"]], Tenant: "default"}
-		if hasVC {
+		j := TraceJob{ID: rec[col["job_id"]], Tenant: "default", Priority: jobs.Guaranteed}
+		if j.ID == "" {
+			return nil, fmt.Errorf("read trace line %d: empty job_id", line)
+		}
+		if first, dup := seen[j.ID]; dup {
+			return nil, fmt.Errorf("read trace line %d: job_id %q already on line %d", line, j.ID, first)
+		}
+		seen[j.ID] = line
+		if hasVC && rec[vc] != "" {
 			j.Tenant = rec[vc]
+		}
+		if hasPrio {
+			switch p := jobs.Priority(strings.TrimSpace(rec[prio])); p {
+			case "", jobs.Guaranteed:
+			case jobs.Opportunistic:
+				j.Priority = p
+			default:
+				return nil, fmt.Errorf("read trace line %d: priority %q: want guaranteed or opportunistic", line, rec[prio])
+			}
 		}
 		if j.Submit, err = strconv.ParseFloat(rec[col["submit_s"]], 64); err != nil || j.Submit < 0 {
 			return nil, fmt.Errorf("read trace line %d: submit_s %q: not a non-negative number", line, rec[col["submit_s"]])
