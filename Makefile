@@ -42,7 +42,9 @@ bench: setup build
 openapi: tools
 	$(TOOLS)/swag init -q -g server.go -d ./api,./jobs -o ./openapi --outputTypes json,yaml
 
-## lint: gofmt must print nothing; go vet must pass
-lint:
+## lint: gofmt and deadcode must print nothing; go vet and go mod tidy -diff must pass
+lint: tools
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
+	@out="$$($(TOOLS)/deadcode -test ./...)"; if [ -n "$$out" ]; then echo "unused code (deadcode -test):"; echo "$$out"; exit 1; fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what edl's tests and `edl dev` need and is missing, nothing else:
 # Debian's redis-server and python3-torch, and tools built from the Go module
-# proxy into .tools/bin (swag, SeaweedFS weed). Safe to run again.
+# proxy into .tools/bin (swag, deadcode, SeaweedFS weed). Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,5 +35,9 @@ mkdir -p .tools/bin
 if [ ! -x .tools/bin/swag ]; then
   echo "setup: building swag v1.16.6 into .tools/bin" >&2
   GOBIN="$PWD/.tools/bin" go install github.com/swaggo/swag/cmd/swag@v1.16.6
+fi
+if [ ! -x .tools/bin/deadcode ]; then
+  echo "setup: building deadcode (golang.org/x/tools v0.52.0) into .tools/bin" >&2
+  GOBIN="$PWD/.tools/bin" go install golang.org/x/tools/cmd/deadcode@v0.52.0
 fi
 scripts/build-weed.sh .tools/bin
