@@ -74,6 +74,11 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	printDevBanner(stdout, d)
+	if d.tokens.Default != "" { // dev tenants (not --tenants): let the client verbs in
+		if err := writeDevClientConfig(stdout, d.apiURL, d.tokens.Default, d.tokens.Admin); err != nil {
+			log.Warn("client config not written", "err", err)
+		}
+	}
 	return d.wait(ctx)
 }
 
