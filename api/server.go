@@ -122,6 +122,7 @@ func (s *Server) routes() {
 	v1.DELETE("/jobs/:id", s.cancelJob, auth...)
 	v1.POST("/jobs/:id/scale", s.scaleJob, auth...)
 	v1.GET("/jobs/:id/events", s.jobEvents, auth...)
+	v1.GET("/jobs/:id/progress", s.jobProgress, auth...)
 	v1.GET("/jobs/:id/checkpoints", s.listCheckpoints, auth...)
 	v1.GET("/jobs/:id/checkpoints/:step/model", s.checkpointModel, auth...)
 	v1.GET("/cluster", s.clusterStatus, auth...)
