@@ -66,6 +66,7 @@ func loadClientConfig() (clientConfig, string, error) {
 // the file there is the user's own (not written by edl dev). It says on w
 // what it did. The file holds a token: mode 0600, its folder 0700.
 func writeDevClientConfig(w io.Writer, server, token, adminToken string) error {
+	fmt.Fprintf(w, "\nDashboard: %s/ui/#token=%s\n", server, token)
 	old, p, err := loadClientConfig()
 	if err != nil {
 		return err

@@ -1,0 +1,162 @@
+package api_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edl-nomad/edl/api"
+	"github.com/edl-nomad/edl/internal/testenv"
+	"github.com/edl-nomad/edl/jobs"
+)
+
+// scrape reads /metrics into "name{labels}" -> value, as the text format
+// writes them (labels in name order).
+func scrape(t *testing.T, e *env) map[string]float64 {
+	t.Helper()
+	r := e.get("/metrics", "")
+	if r.code != 200 {
+		t.Fatalf("/metrics: %d", r.code)
+	}
+	out := map[string]float64{}
+	for _, l := range strings.Split(string(r.body), "\n") {
+		if l == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(l, ' ')
+		v, err := strconv.ParseFloat(l[i+1:], 64)
+		if err != nil {
+			t.Fatalf("metric line %q: %v", l, err)
+		}
+		out[l[:i]] = v
+	}
+	return out
+}
+
+func TestJobMetrics(t *testing.T) {
+	r := testenv.NewRedis(t)
+	rounds := int64(0)
+	e := newEnvWith(t, r, api.Config{PlannerRounds: func() int64 { return rounds }})
+	ctx := context.Background()
+	a := e.submit(tokA, specWith(t, map[string]any{"gpus_per_worker": 1})).job(t)
+	b := e.submit(tokB, exampleJob(t)).job(t)
+	e.submit(tokB, exampleJob(t))
+
+	// a: running on 2 of 3 workers, training, checkpointed a minute ago
+	if _, err := e.store.Transition(ctx, a.ID, jobs.Starting, "placed"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.Transition(ctx, a.ID, jobs.Running, "training"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.SetWorkers(ctx, a.ID, 2, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.SetProgress(ctx, a.ID, jobs.Progress{Step: 420, Loss: 0.25, SamplesPerS: 1234.5, WorldSize: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.SetCheckpoint(ctx, a.ID, jobs.CheckpointRef{Step: 400, CreatedAt: time.Now().Add(-time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	events := []jobs.Event{
+		{Type: jobs.EventScale, Message: "grow", Data: map[string]any{"from": 1, "to": 2}},
+		{Type: jobs.EventScale, Message: "grow", Data: map[string]any{"from": 2, "to": 3}},
+		{Type: jobs.EventScale, Message: "shrink", Data: map[string]any{"from": 3, "to": 2}},
+		{Type: jobs.EventScale, Message: "pinned to 2 workers by the tenant", Data: map[string]any{"by": "tenant", "pinned": 2}},
+		{Type: jobs.EventWorker, Message: "straggler replaced", Data: map[string]any{"worker": "w1", "step_ms": 90.0, "median_ms": 30.0}},
+		{Type: jobs.EventWorker, Message: "worker w2 died", Data: map[string]any{"worker": "w2", "failed": true}},
+		{Type: jobs.EventWorker, Message: "switch", Data: map[string]any{"worker": "w0", "stall_ms": 350.0}},
+		{Type: jobs.EventCheckpoint, Message: "skipped", Data: map[string]any{"step": 500, "skipped": true}},
+		{Type: jobs.EventCheckpoint, Message: "retrying", Data: map[string]any{"step": 500, "attempt": 1}},
+		{Type: jobs.EventError, Message: "checkpoint at step 600 failed", Data: map[string]any{"step": 600}},
+		{Type: jobs.EventError, Message: "callback failed"}, // neither a resize nor a checkpoint
+	}
+	for _, ev := range events {
+		if _, err := e.store.AppendEvent(ctx, a.ID, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rounds = 7
+
+	m := scrape(t, e)
+	want := map[string]float64{
+		`edl_jobs{state="running",tenant="team-a"}`:                          1,
+		`edl_jobs{state="pending",tenant="team-b"}`:                          2,
+		`edl_job_workers{job="` + a.ID + `",kind="current",tenant="team-a"}`: 2,
+		`edl_job_workers{job="` + a.ID + `",kind="target",tenant="team-a"}`:  3,
+		`edl_job_workers{job="` + b.ID + `",kind="current",tenant="team-b"}`: 0,
+		`edl_job_samples_per_second{job="` + a.ID + `",tenant="team-a"}`:     1234.5,
+		`edl_job_loss{job="` + a.ID + `",tenant="team-a"}`:                   0.25,
+		`edl_job_step{job="` + a.ID + `",tenant="team-a"}`:                   420,
+		`edl_gpus{state="free"}`:                                             4,
+		`edl_gpus{state="held"}`:                                             0,
+		`edl_gpus_held{tenant="team-a"}`:                                     2,
+		`edl_cpu_slots{state="free"}`:                                        2,
+		`edl_resizes_total{kind="grow"}`:                                     2,
+		`edl_resizes_total{kind="shrink"}`:                                   1,
+		`edl_resizes_total{kind="straggler"}`:                                1,
+		`edl_resizes_total{kind="failure"}`:                                  1,
+		`edl_checkpoints_total{result="committed"}`:                          1,
+		`edl_checkpoints_total{result="skipped"}`:                            1,
+		`edl_checkpoints_total{result="failed"}`:                             1,
+		`edl_resize_stall_seconds_count`:                                     1,
+		`edl_resize_stall_seconds_sum`:                                       0.35,
+		`edl_planner_rounds_total`:                                           7,
+	}
+	for k, v := range want {
+		got, ok := m[k]
+		if !ok {
+			t.Errorf("%s missing", k)
+		} else if got != v {
+			t.Errorf("%s = %v, want %v", k, got, v)
+		}
+	}
+	if age := m[`edl_job_checkpoint_age_seconds{job="`+a.ID+`",tenant="team-a"}`]; age < 59 || age > 120 {
+		t.Errorf("checkpoint age %v, want about 60", age)
+	}
+	if _, ok := m[`edl_job_loss{job="`+b.ID+`",tenant="team-b"}`]; ok {
+		t.Errorf("a job that has not trained reports a loss")
+	}
+
+	// A second scrape counts only new events; a job that finished in
+	// between still has its last events counted, then leaves the gauges.
+	if _, err := e.store.AppendEvent(ctx, a.ID, jobs.Event{Type: jobs.EventScale, Data: map[string]any{"from": 2, "to": 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.Transition(ctx, a.ID, jobs.Succeeded, "done"); err != nil {
+		t.Fatal(err)
+	}
+	m = scrape(t, e)
+	if got := m[`edl_resizes_total{kind="shrink"}`]; got != 2 {
+		t.Errorf("shrinks after the second scrape %v, want 2", got)
+	}
+	if got := m[`edl_resizes_total{kind="grow"}`]; got != 2 {
+		t.Errorf("grows counted twice: %v", got)
+	}
+	if _, ok := m[`edl_jobs{state="running",tenant="team-a"}`]; ok {
+		t.Errorf("a finished job still counted as running")
+	}
+	if _, ok := m[`edl_job_workers{job="`+a.ID+`",kind="current",tenant="team-a"}`]; ok {
+		t.Errorf("a finished job still has worker gauges")
+	}
+	m = scrape(t, e)
+	if got := m[`edl_resizes_total{kind="shrink"}`]; got != 2 {
+		t.Errorf("a finished job's events counted again: shrinks %v", got)
+	}
+}
+
+func TestMetricsWithoutStoreOrCluster(t *testing.T) {
+	// Redis down: the scrape still answers with the HTTP and Go series.
+	r := testenv.NewRedis(t)
+	e := newEnvWith(t, r, api.Config{})
+	_ = r.Client.Close()
+	m := scrape(t, e)
+	if _, ok := m[`edl_resizes_total{kind="grow"}`]; !ok {
+		t.Errorf("counters missing when the store is down")
+	}
+	if len(m) < 20 {
+		t.Errorf("only %d series when the store is down", len(m))
+	}
+}
