@@ -14,7 +14,7 @@ setup:
 
 ## tools: build the Go-proxy tools into .tools/bin
 tools:
-	@EDL_SETUP_TORCH=0 scripts/setup.sh
+	@EDL_SETUP_TORCH=0 EDL_SETUP_CHROMIUM=0 scripts/setup.sh
 
 ## build: the edl binary into bin/edl
 build:

@@ -43,13 +43,17 @@ type jobMetrics struct {
 	// live, dropped after its final read once it is no longer live.
 	mu    sync.Mutex
 	tails map[string]string
+	// done are jobs whose final events were counted, so that a late
+	// notification about one does not count its log again (bounded: reset
+	// when full, by which time those jobs are long over).
+	done map[string]bool
 }
 
 func newJobMetrics(s *Server) *jobMetrics {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
-	m := &jobMetrics{s: s, tails: map[string]string{},
+	m := &jobMetrics{s: s, tails: map[string]string{}, done: map[string]bool{},
 		jobs:     d("edl_jobs", "Live (non-terminal) jobs by state and tenant.", "state", "tenant"),
 		workers:  d("edl_job_workers", "Workers of a live job: kind=current (placed) or target (the planner's).", "job", "tenant", "kind"),
 		rate:     d("edl_job_samples_per_second", "Training throughput the job's workers last reported.", "job", "tenant"),
@@ -186,9 +190,13 @@ func (m *jobMetrics) tailEvents(ctx context.Context, active []jobs.Job) {
 		}
 		if live[id] {
 			m.tails[id] = after
-		} else {
-			delete(m.tails, id)
+			continue
 		}
+		delete(m.tails, id)
+		if len(m.done) >= maxTails {
+			clear(m.done)
+		}
+		m.done[id] = true
 	}
 }
 
@@ -239,6 +247,24 @@ func (m *jobMetrics) count(ev jobs.Event) {
 		}
 	}
 }
+
+// follow adds each job submitted from now on to the tail, so that a job
+// that starts and ends between two scrapes still has its events counted.
+func (m *jobMetrics) follow(ctx context.Context) {
+	if m.s.store == nil {
+		return
+	}
+	for id := range m.s.store.Subscribe(ctx) {
+		m.mu.Lock()
+		if _, ok := m.tails[id]; !ok && !m.done[id] && len(m.tails) < maxTails {
+			m.tails[id] = ""
+		}
+		m.mu.Unlock()
+	}
+}
+
+// maxTails bounds the jobs the tail follows (between two scrapes).
+const maxTails = 100000
 
 // ObserveDecide records the time of one planner Decide call; the planner
 // loop calls it (cmd/edl wires it) when it runs in this process.

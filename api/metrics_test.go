@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -158,5 +159,62 @@ func TestMetricsWithoutStoreOrCluster(t *testing.T) {
 	}
 	if len(m) < 20 {
 		t.Errorf("only %d series when the store is down", len(m))
+	}
+}
+
+// A job that starts and ends between two scrapes is counted: the server
+// follows submissions while it runs.
+func TestMetricsCountShortJobs(t *testing.T) {
+	r := testenv.NewRedis(t)
+	store := jobs.NewStore(r.Client, jobs.StoreConfig{Prefix: r.Prefix})
+	srv := api.New(api.Config{}, store, testTenants(t), nil, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx, ln) }()
+	t.Cleanup(func() { cancel(); <-done })
+	e := &env{t: t, url: "http://" + ln.Addr().String(), store: store, redis: r}
+	waitFor(t, func() bool { return e.get("/healthz", "").code == 200 })
+	time.Sleep(100 * time.Millisecond) // the subscription is made as Run starts
+
+	j := e.submit(tokA, exampleJob(t)).job(t)
+	for _, ev := range []jobs.Event{
+		{Type: jobs.EventScale, Data: map[string]any{"from": 0, "to": 2}},
+		{Type: jobs.EventCheckpoint, Data: map[string]any{"step": 10}},
+	} {
+		if _, err := store.AppendEvent(context.Background(), j.ID, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := store.Transition(context.Background(), j.ID, jobs.Cancelling, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Transition(context.Background(), j.ID, jobs.Cancelled, "test"); err != nil {
+		t.Fatal(err)
+	}
+	m := scrape(t, e)
+	if m[`edl_resizes_total{kind="grow"}`] != 1 || m[`edl_checkpoints_total{result="committed"}`] != 1 {
+		t.Fatalf("short job's events not counted: grow %v, committed %v", m[`edl_resizes_total{kind="grow"}`], m[`edl_checkpoints_total{result="committed"}`])
+	}
+	// a late notification about the finished job does not count it again
+	if err := store.Notify(context.Background(), j.ID); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if m := scrape(t, e); m[`edl_resizes_total{kind="grow"}`] != 1 {
+		t.Fatalf("counted again after a notification: %v", m[`edl_resizes_total{kind="grow"}`])
+	}
+}
+
+func waitFor(t *testing.T, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !ok(); {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 5s")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -160,6 +160,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	go s.metrics.jobs.follow(ctx)
 	s.log.Info("api listening", "addr", ln.Addr().String())
 	select {
 	case err := <-errc:

@@ -168,7 +168,8 @@ func eventPage(ctx context.Context, c *client, id, after string) ([]jobs.Event, 
 }
 
 func eventLine(term terminal, ev jobs.Event) string {
-	return fmt.Sprintf("%s  %-10s  %s", ev.Time.Local().Format("15:04:05"), term.event(ev), ev.Message)
+	pad := strings.Repeat(" ", max(0, 10-len(ev.Type))) // after the colour codes, which take no room
+	return fmt.Sprintf("%s  %s%s  %s", ev.Time.Local().Format("15:04:05"), term.event(ev), pad, ev.Message)
 }
 
 func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) error {
