@@ -2,7 +2,11 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"net"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -216,5 +220,55 @@ func waitFor(t *testing.T, ok func() bool) {
 			t.Fatal("condition not met in 5s")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The Grafana dashboard graphs only series /metrics serves.
+func TestGrafanaDashboardUsesServedMetrics(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "deploy", "grafana", "edl.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnvWith(t, testenv.NewRedis(t), api.Config{PlannerRounds: func() int64 { return 1 }})
+	j := e.submit(tokA, exampleJob(t)).job(t)
+	if err := e.store.SetProgress(context.Background(), j.ID, jobs.Progress{Step: 1, Loss: 1, SamplesPerS: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.SetCheckpoint(context.Background(), j.ID, jobs.CheckpointRef{Step: 1, CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	served := map[string]bool{}
+	for k := range scrape(t, e) {
+		name, _, _ := strings.Cut(k, "{")
+		served[name] = true
+	}
+	// histograms have no samples until observed; their _bucket series exist
+	served["edl_resize_stall_seconds_bucket"], served["edl_planner_decide_seconds_bucket"] = true, true
+	metric := regexp.MustCompile(`edl_[a-z_]+`)
+	if len(dash.Panels) < 10 {
+		t.Fatalf("only %d panels", len(dash.Panels))
+	}
+	for _, p := range dash.Panels {
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			for _, name := range metric.FindAllString(tg.Expr, -1) {
+				if !served[name] {
+					t.Errorf("panel %q graphs %s, which /metrics does not serve", p.Title, name)
+				}
+			}
+		}
 	}
 }
