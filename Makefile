@@ -41,6 +41,7 @@ bench: setup build
 ## openapi: regenerate openapi/ from the handlers' swag annotations
 openapi: tools
 	$(TOOLS)/swag init -q -g server.go -d ./api,./jobs -o ./openapi --outputTypes json,yaml
+	$(GO) run ./openapi/gen openapi
 
 ## lint: gofmt must print nothing; go vet must pass
 lint:
