@@ -388,7 +388,7 @@ func TestClientSubmitWatchJSON(t *testing.T) {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
 	var sawProgress, sawEnd bool
-	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n")[1:] { // after "submitted ..."
+	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
 		var m struct {
 			Progress *jobs.Job   `json:"progress"`
 			Event    *jobs.Event `json:"event"`

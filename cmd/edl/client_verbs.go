@@ -93,6 +93,7 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	case out == "json" && !*watch:
 		_, err = stdout.Write(raw)
 		return err
+	case out == "json": // JSON lines only: watch's first line is the job
 	case resp.StatusCode == http.StatusOK:
 		fmt.Fprintf(stdout, "%s already submitted with this idempotency key (%s)\n", j.ID, j.State)
 	default:
