@@ -26,6 +26,9 @@ import (
 //	edl_resizes_total{kind}                     grow | shrink | failure | straggler
 //	edl_resize_stall_seconds                    from workers' events with stall_ms
 //	edl_checkpoints_total{result}               committed | failed | skipped
+//	edl_worker_gpu_utilization_ratio{job,tenant,worker,gpu}  from NVML, as
+//	edl_worker_gpu_memory_used_bytes{...}        workers report it (absent
+//	edl_worker_gpu_power_watts{...}              without NVML)
 //	edl_planner_rounds_total                    Config.PlannerRounds
 //	edl_planner_decide_seconds                  Server.ObserveDecide
 type jobMetrics struct {
@@ -33,6 +36,7 @@ type jobMetrics struct {
 
 	jobs, workers, rate, loss, step, ckAge *prometheus.Desc
 	gpus, gpusHeld, cpuSlots, rounds       *prometheus.Desc
+	gpuUtil, gpuMem, gpuPower              *prometheus.Desc
 
 	resizes     *prometheus.CounterVec
 	stall       prometheus.Histogram
@@ -64,6 +68,9 @@ func newJobMetrics(s *Server) *jobMetrics {
 		gpusHeld: d("edl_gpus_held", "GPUs held by a tenant's live workers.", "tenant"),
 		cpuSlots: d("edl_cpu_slots", "CPU worker slots of the attached cluster: state=free or held.", "state"),
 		rounds:   d("edl_planner_rounds_total", "Planner rounds run by this process."),
+		gpuUtil:  d("edl_worker_gpu_utilization_ratio", "GPU busy time of a worker's GPU (NVML, 0..1).", "job", "tenant", "worker", "gpu"),
+		gpuMem:   d("edl_worker_gpu_memory_used_bytes", "Memory used on a worker's GPU (NVML).", "job", "tenant", "worker", "gpu"),
+		gpuPower: d("edl_worker_gpu_power_watts", "Power drawn by a worker's GPU (NVML).", "job", "tenant", "worker", "gpu"),
 		resizes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edl_resizes_total",
 			Help: "Resizes seen in live jobs' event logs: grow, shrink (planner), failure (an error or a lost worker), straggler (a slow worker replaced)."}, []string{"kind"}),
 		stall: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "edl_resize_stall_seconds",
@@ -92,7 +99,7 @@ func (m *jobMetrics) register(reg *prometheus.Registry) {
 // event tail keeps (collected here, after the tail, so that a scrape shows
 // what it read).
 func (m *jobMetrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.jobs, m.workers, m.rate, m.loss, m.step, m.ckAge, m.gpus, m.gpusHeld, m.cpuSlots, m.rounds} {
+	for _, d := range []*prometheus.Desc{m.jobs, m.workers, m.rate, m.loss, m.step, m.ckAge, m.gpus, m.gpusHeld, m.cpuSlots, m.rounds, m.gpuUtil, m.gpuMem, m.gpuPower} {
 		ch <- d
 	}
 	m.resizes.Describe(ch)
@@ -141,6 +148,9 @@ func (m *jobMetrics) Collect(ch chan<- prometheus.Metric) {
 		if ck := j.LastCheckpoint; ck != nil && !ck.CreatedAt.IsZero() {
 			gauge(m.ckAge, now.Sub(ck.CreatedAt).Seconds())
 		}
+		if j.Spec.GPUsPerWorker > 0 {
+			m.collectGPUs(ctx, ch, j, now)
+		}
 	}
 	for k, n := range counts {
 		ch <- prometheus.MustNewConstMetric(m.jobs, prometheus.GaugeValue, float64(n), k.state, k.tenant)
@@ -161,6 +171,24 @@ func (m *jobMetrics) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	m.tailEvents(ctx, active)
+}
+
+// gpuReportAge is how old a worker's GPU report may be and still count.
+const gpuReportAge = time.Minute
+
+func (m *jobMetrics) collectGPUs(ctx context.Context, ch chan<- prometheus.Metric, j jobs.Job, now time.Time) {
+	reports, err := m.s.store.WorkerGPUStats(ctx, j.ID, now, gpuReportAge)
+	if err != nil {
+		return
+	}
+	for _, r := range reports {
+		for _, g := range r.GPUs {
+			labels := []string{j.ID, j.Tenant, r.Worker, g.UUID}
+			ch <- prometheus.MustNewConstMetric(m.gpuUtil, prometheus.GaugeValue, g.UtilizationRatio, labels...)
+			ch <- prometheus.MustNewConstMetric(m.gpuMem, prometheus.GaugeValue, float64(g.MemoryUsedBytes), labels...)
+			ch <- prometheus.MustNewConstMetric(m.gpuPower, prometheus.GaugeValue, g.PowerWatts, labels...)
+		}
+	}
 }
 
 // tailEvents counts resizes and checkpoints in the events each live job

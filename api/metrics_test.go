@@ -248,6 +248,10 @@ func TestGrafanaDashboardUsesServedMetrics(t *testing.T) {
 	if err := e.store.SetCheckpoint(context.Background(), j.ID, jobs.CheckpointRef{Step: 1, CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
+	g := e.submit(tokA, specWith(t, map[string]any{"gpus_per_worker": 1})).job(t)
+	if err := e.store.SetWorkerGPUStats(context.Background(), g.ID, jobs.WorkerGPUStats{Worker: "w0", GPUs: []jobs.GPUStat{{UUID: "GPU-1"}}}); err != nil {
+		t.Fatal(err)
+	}
 	served := map[string]bool{}
 	for k := range scrape(t, e) {
 		name, _, _ := strings.Cut(k, "{")
@@ -269,6 +273,35 @@ func TestGrafanaDashboardUsesServedMetrics(t *testing.T) {
 					t.Errorf("panel %q graphs %s, which /metrics does not serve", p.Title, name)
 				}
 			}
+		}
+	}
+}
+
+func TestWorkerGPUMetrics(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	gpuJob := e.submit(tokA, specWith(t, map[string]any{"gpus_per_worker": 1})).job(t)
+	cpuJob := e.submit(tokA, exampleJob(t)).job(t)
+	fresh := jobs.WorkerGPUStats{Worker: "w0", GPUs: []jobs.GPUStat{{UUID: "GPU-1", UtilizationRatio: 0.75, MemoryUsedBytes: 1 << 30, MemoryTotalBytes: 80 << 30, PowerWatts: 312.5}}}
+	stale := jobs.WorkerGPUStats{Worker: "w1", Time: time.Now().Add(-10 * time.Minute), GPUs: []jobs.GPUStat{{UUID: "GPU-2", UtilizationRatio: 1}}}
+	for _, st := range []jobs.WorkerGPUStats{fresh, stale} {
+		if err := e.store.SetWorkerGPUStats(ctx, gpuJob.ID, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := scrape(t, e)
+	l := `{gpu="GPU-1",job="` + gpuJob.ID + `",tenant="team-a",worker="w0"}`
+	for name, want := range map[string]float64{"edl_worker_gpu_utilization_ratio": 0.75, "edl_worker_gpu_memory_used_bytes": 1 << 30, "edl_worker_gpu_power_watts": 312.5} {
+		if got, ok := m[name+l]; !ok || got != want {
+			t.Errorf("%s%s = %v (present %v), want %v", name, l, got, ok, want)
+		}
+	}
+	for k := range m {
+		if strings.Contains(k, "GPU-2") {
+			t.Errorf("a stale report is exported: %s", k)
+		}
+		if strings.HasPrefix(k, "edl_worker_gpu") && strings.Contains(k, cpuJob.ID) {
+			t.Errorf("a CPU job has GPU series: %s", k)
 		}
 	}
 }
