@@ -14,7 +14,7 @@ setup:
 
 ## tools: build the Go-proxy tools into .tools/bin
 tools:
-	@EDL_SETUP_TORCH=0 scripts/setup.sh
+	@EDL_SETUP_TORCH=0 EDL_SETUP_CHROMIUM=0 scripts/setup.sh
 
 ## build: the edl binary into bin/edl
 build:
@@ -41,6 +41,7 @@ bench: setup build
 ## openapi: regenerate openapi/ from the handlers' swag annotations
 openapi: tools
 	$(TOOLS)/swag init -q -g server.go -d ./api,./jobs -o ./openapi --outputTypes json,yaml
+	$(GO) run ./openapi/gen openapi
 
 ## lint: gofmt and deadcode must print nothing; go vet and go mod tidy -diff must pass
 lint: tools

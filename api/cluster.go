@@ -28,6 +28,10 @@ type Holding struct {
 	State   jobs.State       `json:"state"`
 	Workers jobs.WorkerCount `json:"workers"`
 	GPUs    int              `json:"gpus"`
+	// Reason is why a pending or suspended job waits (the planner's words).
+	Reason string `json:"reason,omitempty"`
+	// Placement is the job's live workers per node, when the cluster tells.
+	Placement map[string]int `json:"placement,omitempty"`
 }
 
 // ClusterStatus is the admin view: capacity and who holds what.
@@ -79,8 +83,9 @@ func (s *Server) clusterStatus(c echo.Context) error {
 	}
 	for _, j := range active {
 		out.Jobs = append(out.Jobs, Holding{Job: j.ID, Tenant: j.Tenant, State: j.State, Workers: j.Workers,
-			GPUs: j.Workers.Current * j.Spec.GPUsPerWorker})
+			GPUs: j.Workers.Current * j.Spec.GPUsPerWorker, Reason: j.Reason})
 	}
+	s.fillPlacement(ctx, out.Jobs)
 	sort.SliceStable(out.Jobs, func(a, b int) bool { return out.Jobs[a].Tenant < out.Jobs[b].Tenant })
 	return writeJSON(c, http.StatusOK, out)
 }

@@ -23,7 +23,7 @@ func (s *Server) openapiJSON(c echo.Context) error {
 //	@Summary	This API's OpenAPI description, as YAML
 //	@Tags		operations
 //	@Produce	application/yaml
-//	@Success	200	{string}	string
+//	@Success	200	{object}	object
 //	@Router		/openapi.yaml [get]
 func (s *Server) openapiYAML(c echo.Context) error {
 	return c.Blob(http.StatusOK, "application/yaml", openapi.YAML())

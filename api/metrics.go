@@ -15,12 +15,13 @@ import (
 // live in one process.
 type metrics struct {
 	reg      *prometheus.Registry
+	jobs     *jobMetrics
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	handler  http.Handler
 }
 
-func newMetrics() *metrics {
+func newMetrics(s *Server) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -33,6 +34,8 @@ func newMetrics() *metrics {
 	}
 	m.reg.MustRegister(m.requests, m.latency,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.jobs = newJobMetrics(s)
+	m.jobs.register(m.reg)
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 	return m
 }
@@ -45,7 +48,7 @@ func (m *metrics) observe(method, route string, code int, d time.Duration) {
 // metricsHandler godoc
 //
 //	@Summary	Prometheus metrics
-//	@Description	Requests by route and code, latency histograms, Go runtime.
+//	@Description	Requests by route and code, latency histograms, Go runtime; live jobs by state and tenant, workers, samples/s, loss and checkpoint age per job, GPUs and CPU slots free and held, resizes by kind, checkpoints by result, planner rounds and Decide time (see api/metrics_jobs.go).
 //	@Tags		operations
 //	@Produce	plain
 //	@Success	200	{string}	string	"Prometheus text format"

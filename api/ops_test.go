@@ -199,7 +199,7 @@ func TestOperations(t *testing.T) {
 	var spec map[string]any
 	js := e.get("/openapi.json", "")
 	js.json(t, &spec)
-	if spec["swagger"] != "2.0" || spec["paths"].(map[string]any)["/v1/jobs"] == nil {
+	if v, _ := spec["openapi"].(string); !strings.HasPrefix(v, "3.0") || spec["paths"].(map[string]any)["/v1/jobs"] == nil {
 		t.Errorf("openapi.json: %.200s", js.body)
 	}
 	if y := e.get("/openapi.yaml", ""); y.code != 200 || !strings.Contains(string(y.body), "/v1/jobs/{id}/scale:") {

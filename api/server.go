@@ -39,6 +39,9 @@ type Config struct {
 	Now func() time.Time
 	// Checkpoints serves the checkpoint routes; nil answers them 503.
 	Checkpoints CheckpointView
+	// PlannerRounds, when the planner runs in this process, counts its
+	// rounds for edl_planner_rounds_total (planner.Loop.Rounds).
+	PlannerRounds func() int64
 }
 
 // DefaultConfig returns the defaults.
@@ -92,7 +95,8 @@ func New(cfg Config, store *jobs.Store, tenants *jobs.Tenants, cluster ClusterVi
 	}
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, store: store, tenants: tenants, cluster: cluster,
-		log: logger.With("component", "api"), limits: newLimiter(cfg.Now), metrics: newMetrics()}
+		log: logger.With("component", "api"), limits: newLimiter(cfg.Now)}
+	s.metrics = newMetrics(s)
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
@@ -111,6 +115,8 @@ func (s *Server) routes() {
 	e.GET("/openapi.yaml", s.openapiYAML)
 	e.GET("/docs", s.docsRedirect)
 	e.GET("/docs/*", s.docsUI())
+	e.GET("/ui", s.dashboardRedirect)
+	e.GET("/ui/*", s.dashboard())
 
 	// Per-route middleware rather than Group(prefix, mw...): echo gives a
 	// group with middleware catch-all routes that would turn 405 into 404.
@@ -122,6 +128,7 @@ func (s *Server) routes() {
 	v1.DELETE("/jobs/:id", s.cancelJob, auth...)
 	v1.POST("/jobs/:id/scale", s.scaleJob, auth...)
 	v1.GET("/jobs/:id/events", s.jobEvents, auth...)
+	v1.GET("/jobs/:id/progress", s.jobProgress, auth...)
 	v1.GET("/jobs/:id/checkpoints", s.listCheckpoints, auth...)
 	v1.GET("/jobs/:id/checkpoints/:step/model", s.checkpointModel, auth...)
 	v1.GET("/cluster", s.clusterStatus, auth...)
@@ -153,6 +160,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	go s.metrics.jobs.follow(ctx)
 	s.log.Info("api listening", "addr", ln.Addr().String())
 	select {
 	case err := <-errc:

@@ -25,6 +25,11 @@ type StoreConfig struct {
 	IdempotencyTTL time.Duration
 	// MaxRetries bounds optimistic retries of one Update (default 50).
 	MaxRetries int
+	// ProgressEvery is the least time between two points of a job's
+	// progress history (default 1s); ProgressMaxLen caps the points kept
+	// per job, oldest trimmed (default 4000). See progress.go.
+	ProgressEvery  time.Duration
+	ProgressMaxLen int64
 }
 
 func (c StoreConfig) withDefaults() StoreConfig {
@@ -43,6 +48,12 @@ func (c StoreConfig) withDefaults() StoreConfig {
 	if c.MaxRetries <= 0 {
 		c.MaxRetries = 50
 	}
+	if c.ProgressEvery <= 0 {
+		c.ProgressEvery = defaultProgressEvery
+	}
+	if c.ProgressMaxLen <= 0 {
+		c.ProgressMaxLen = defaultProgressMaxLen
+	}
 	return c
 }
 
@@ -52,6 +63,7 @@ func (c StoreConfig) withDefaults() StoreConfig {
 //
 //	p{<job>}:job          hash: v = version, d = the Job as JSON, t = tenant, s = sequence
 //	p{<job>}:events       stream of events, field e = the Event as JSON
+//	p{<job>}:progress     stream of ProgressPoints, field p = JSON (capped)
 //	p tenant:<t>:jobs     zset: creation sequence -> job id (listing, newest first)
 //	p active              zset: creation sequence -> job id, non-terminal jobs only
 //	p seq                 counter giving each job its creation sequence
@@ -395,10 +407,15 @@ func (s *Store) Transition(ctx context.Context, id string, to State, reason stri
 	})
 }
 
-// SetProgress records what the workers report.
+// SetProgress records what the workers report, and adds it to the job's
+// progress history.
 func (s *Store) SetProgress(ctx context.Context, id string, p Progress) error {
-	_, err := s.Update(ctx, id, func(j *Job) error { j.Progress = p; return nil })
-	return err
+	var prev Progress
+	j, err := s.Update(ctx, id, func(j *Job) error { prev, j.Progress = j.Progress, p; return nil })
+	if err != nil {
+		return err
+	}
+	return s.recordProgress(ctx, j, prev)
 }
 
 // SetWorkers records how many workers a job has and how many it should have.

@@ -7,16 +7,20 @@ import (
 	echoSwagger "github.com/swaggo/echo-swagger"
 )
 
-//go:embed swagger.json
+// The served spec is OpenAPI 3.0 (openapi.json, .yaml), which `make
+// openapi` makes from swag's Swagger 2.0 output (swagger.json) with
+// openapi/gen; 3.0 can say that errors are application/problem+json.
+
+//go:embed openapi.json
 var specJSON []byte
 
-//go:embed swagger.yaml
+//go:embed openapi.yaml
 var specYAML []byte
 
-// JSON is the spec as JSON.
+// JSON is the OpenAPI 3.0 spec as JSON.
 func JSON() []byte { return specJSON }
 
-// YAML is the spec as YAML.
+// YAML is the OpenAPI 3.0 spec as YAML.
 func YAML() []byte { return specYAML }
 
 // UI serves the Swagger UI (mount it at /docs/*) reading specURL.

@@ -80,6 +80,11 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	printDevBanner(stdout, d)
+	if d.tokens.Default != "" { // dev tenants (not --tenants): let the client verbs in
+		if err := writeDevClientConfig(stdout, d.apiURL, d.tokens.Default, d.tokens.Admin); err != nil {
+			log.Warn("client config not written", "err", err)
+		}
+	}
 	return d.wait(ctx)
 }
 
@@ -163,7 +168,9 @@ func startDev(parent context.Context, c devConfig, log *slog.Logger) (_ *devEnv,
 	if err != nil {
 		return d, fmt.Errorf("dev: %w", err)
 	}
+	pm := &plannerMetrics{}
 	lc := loop.DefaultConfig()
+	lc.OnDecide = pm.decide
 	lc.Interval = c.interval
 	lc.Holder = "dev-" + strconv.Itoa(os.Getpid())
 	lc.Policy.Cooldown = c.cooldown
@@ -175,12 +182,14 @@ func startDev(parent context.Context, c devConfig, log *slog.Logger) (_ *devEnv,
 	if d.loop, err = loop.New(lc, d.store, d.cluster, d.rdb, log); err != nil {
 		return d, fmt.Errorf("dev: %w", err)
 	}
+	pm.loop.Store(d.loop)
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {
 		return d, fmt.Errorf("dev: --listen %s: %w", c.listen, err)
 	}
 	d.apiURL = "http://" + ln.Addr().String()
-	srv := api.New(api.Config{Checkpoints: checkpointView{ckStore}}, d.store, tenants, d.cluster, log)
+	srv := api.New(api.Config{Checkpoints: checkpointView{ckStore}, PlannerRounds: pm.rounds}, d.store, tenants, d.cluster, log)
+	pm.srv.Store(srv)
 	go func() { d.errc <- d.loop.Run(ctx) }()
 	go func() { d.errc <- srv.Run(ctx, ln) }()
 	return d, nil

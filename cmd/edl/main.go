@@ -61,12 +61,17 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 }
 
 // exitCode maps a command's error to the process exit status: 0 for success
-// or --help, 2 for usage errors, 1 for everything else.
+// or --help, 2 for usage errors, an error's own ExitCode() (edl watch: the
+// job's outcome), 1 for everything else.
 func exitCode(err error, stderr io.Writer) int {
 	var uerr usageError
+	var coded interface{ ExitCode() int }
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
+	case errors.As(err, &coded):
+		fmt.Fprintf(stderr, "edl: %v\n", err)
+		return coded.ExitCode()
 	case errors.As(err, &uerr):
 		fmt.Fprintf(stderr, "edl: %v\n", err)
 		return 2
@@ -89,7 +94,7 @@ func printUsage(w io.Writer) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+		fmt.Fprintf(w, "  %-12s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Run 'edl <command> --help' for a command's flags. Every flag can also be set")

@@ -66,11 +66,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *workerRedis == "" {
 		*workerRedis = *redisURL
 	}
-	hook, cluster, err := nf.plannerOnNomad(rdb, *prefix, *workerRedis, *storeURL, tenants, log)
+	pm := &plannerMetrics{}
+	hook, cluster, err := nf.plannerOnNomad(rdb, *prefix, *workerRedis, *storeURL, tenants, pm, log)
 	if err != nil {
 		return err
 	}
 	setup.Cluster = cluster
+	setup.Metrics = pm
+	setup.Config.PlannerRounds = pm.rounds
 	return serveAPI(ctx, setup, hook)
 }
 
@@ -93,6 +96,7 @@ type apiSetup struct {
 	Cluster  api.ClusterView // nil: GET /v1/cluster shows no capacity
 	Config   api.Config
 	Logger   *slog.Logger
+	Metrics  *plannerMetrics // nil: no planner in this process
 }
 
 // plannerHook runs beside the API with the same store until ctx ends (the
@@ -112,6 +116,9 @@ func serveAPI(ctx context.Context, s apiSetup, withPlanner plannerHook) error {
 	checkRedisPersistence(ctx, s.Redis, log)
 	store := jobs.NewStore(s.Redis, jobs.StoreConfig{Prefix: s.Prefix})
 	srv := api.New(s.Config, store, s.Tenants, s.Cluster, log)
+	if s.Metrics != nil {
+		s.Metrics.srv.Store(srv)
+	}
 	ln := s.Listener
 	if ln == nil {
 		if ln, err = net.Listen("tcp", s.Listen); err != nil {

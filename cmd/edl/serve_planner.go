@@ -63,7 +63,7 @@ func addNomadFlags(fs *flag.FlagSet) *nomadFlags {
 
 // plannerOnNomad returns the hook that runs the planner loop against Nomad,
 // or nil with --no-planner. redisURL and storeURL go to the workers.
-func (n *nomadFlags) plannerOnNomad(rdb redis.UniversalClient, prefix, redisURL, storeURL string, tenants *jobs.Tenants, log *slog.Logger) (plannerHook, *nomadx.Cluster, error) {
+func (n *nomadFlags) plannerOnNomad(rdb redis.UniversalClient, prefix, redisURL, storeURL string, tenants *jobs.Tenants, pm *plannerMetrics, log *slog.Logger) (plannerHook, *nomadx.Cluster, error) {
 	c := n.cfg
 	c.Driver = nomadx.Driver(n.driver)
 	c.Datacenters = nil
@@ -87,6 +87,7 @@ func (n *nomadFlags) plannerOnNomad(rdb redis.UniversalClient, prefix, redisURL,
 		return nil, nil, err
 	}
 	lc := loop.DefaultConfig()
+	lc.OnDecide = pm.decide
 	lc.Interval, lc.LeaseTTL, lc.Prefix = n.plannerInterval, n.leaseTTL, prefix
 	lc.Policy.Cooldown = n.plannerCooldown
 	host, _ := os.Hostname()
@@ -101,6 +102,7 @@ func (n *nomadFlags) plannerOnNomad(rdb redis.UniversalClient, prefix, redisURL,
 		if err != nil {
 			return err
 		}
+		pm.loop.Store(pl)
 		go cluster.Watch(ctx, 0, pl.Wake) // rounds on Nomad's changes, not only every interval
 		return pl.Run(ctx)
 	}, cluster, nil

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/edl-nomad/edl/checkpoint"
+	"github.com/edl-nomad/edl/internal/gpustat"
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/worker"
 	"github.com/edl-nomad/edl/worker/collective"
@@ -153,7 +154,10 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		deps.Store = st
 	}
 	if spec == nil {
-		deps.Jobs = jobs.NewStore(rdb, jobs.StoreConfig{Prefix: *prefix})
+		js := jobs.NewStore(rdb, jobs.StoreConfig{Prefix: *prefix})
+		deps.Jobs = js
+		// GPU use for /metrics, when the worker holds GPUs and NVML is there.
+		go gpustat.Report(ctx, js, *job, *id, gpustat.VisibleGPUs(os.Getenv), 10*time.Second, log)
 	}
 	w, err := worker.New(cfg, deps)
 	if err != nil {

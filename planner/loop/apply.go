@@ -101,7 +101,11 @@ func (l *Loop) round(ctx context.Context) (time.Time, error) {
 		}
 		snap.Jobs = append(snap.Jobs, js)
 	}
+	decideStart := time.Now()
 	plan := planner.Decide(snap, now)
+	if l.cfg.OnDecide != nil {
+		l.cfg.OnDecide(time.Since(decideStart))
+	}
 	if !plan.Recheck.IsZero() && (next.IsZero() || plan.Recheck.Before(next)) {
 		next = plan.Recheck
 	}

@@ -47,6 +47,9 @@ type Config struct {
 	// Callbacks sends the completion callbacks; nil: NewCallbacks with the
 	// zero CallbackConfig (public addresses only, unsigned).
 	Callbacks *Callbacks
+	// OnDecide, when set, is told how long each round's Decide took (the
+	// API's edl_planner_decide_seconds).
+	OnDecide func(time.Duration)
 }
 
 // WorkerSpeeds reads what a job's workers published about their speed, by

@@ -1,0 +1,293 @@
+package main
+
+// The client verbs (submit, ls, get, watch, scale, cancel, events, logs,
+// checkpoints, model) talk to an edl API over HTTP. This file holds what
+// they share: the server and token (flags, EDL_SERVER/EDL_TOKEN, the client
+// config that `edl dev` writes), the HTTP calls, and problem+json errors.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+)
+
+// Exit statuses of the client verbs (documented in the README).
+const (
+	exitOK        = 0
+	exitAPIError  = 1 // the API answered with a problem, or could not be reached
+	exitUsage     = 2
+	exitJobFailed = 3 // watch: the job failed
+	exitCancelled = 4 // watch: the job was cancelled
+)
+
+// exitError carries a specific exit status out of a verb.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+func (e *exitError) ExitCode() int { return e.code }
+
+// apiError is a non-2xx answer: the problem's fields when the body was
+// application/problem+json, the status and body otherwise.
+type apiError struct {
+	Status int              `json:"status"`
+	Type   string           `json:"type"`
+	Title  string           `json:"title"`
+	Detail string           `json:"detail,omitempty"`
+	Errors []apiFieldReason `json:"errors,omitempty"`
+	method string
+	path   string
+}
+
+type apiFieldReason struct {
+	Field  string `json:"field"`
+	Reason string `json:"reason"`
+}
+
+func (e *apiError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s: %d %s", e.method, e.path, e.Status, e.Title)
+	if e.Detail != "" {
+		b.WriteString(": " + e.Detail)
+	}
+	for _, f := range e.Errors {
+		fmt.Fprintf(&b, "\n  %s: %s", f.Field, f.Reason)
+	}
+	return b.String()
+}
+
+// clientFlags are the flags every client verb has.
+type clientFlags struct {
+	server, token string
+}
+
+func (cf *clientFlags) add(fs *flag.FlagSet) {
+	fs.StringVar(&cf.server, "server", "", "edl API URL (default: EDL_SERVER, the client config, else http://127.0.0.1:8080)")
+	fs.StringVar(&cf.token, "token", "", "bearer token (default: EDL_TOKEN, else the client config)")
+}
+
+// outputFlag is -o table|json of the read verbs.
+type outputFlag string
+
+func (o *outputFlag) String() string { return string(*o) }
+func (o *outputFlag) Set(v string) error {
+	if v != "table" && v != "json" {
+		return fmt.Errorf("must be table or json")
+	}
+	*o = outputFlag(v)
+	return nil
+}
+
+func addOutputFlag(fs *flag.FlagSet, o *outputFlag) {
+	*o = "table"
+	fs.Var(o, "o", "output format: table or json")
+}
+
+// newVerbFlagSet is newFlagSet with a usage line of the verb's arguments
+// and the truth about the environment: only --server and --token have one.
+func newVerbFlagSet(name, usage, summary string, stderr io.Writer) *flag.FlagSet {
+	fs := newFlagSet(name, summary, stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: %s\n\n%s\n\nflags (--server also from EDL_SERVER, --token from EDL_TOKEN):\n", usage, summary)
+		fs.SetOutput(stderr)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+	return fs
+}
+
+// parseVerb parses a verb's flags, which may come before, between or after
+// its positional arguments (`edl get ID -o json`), and checks that exactly
+// want positional arguments were given, named in usage. Flags given neither
+// way fall back to EDL_SERVER and EDL_TOKEN only: the other flags of a verb
+// are per call, not per environment.
+func parseVerb(fs *flag.FlagSet, args []string, usage string, want int) ([]string, error) {
+	var pos []string
+	rest := args
+	for {
+		if err := fs.Parse(rest); err != nil {
+			if err == flag.ErrHelp {
+				return nil, flag.ErrHelp
+			}
+			return nil, usageErrorf("%s: %v (usage: %s)", fs.Name(), err, usage)
+		}
+		rest = fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		pos = append(pos, rest[0])
+		rest = rest[1:]
+	}
+	if len(pos) != want {
+		return nil, usageErrorf("%s: want %d argument(s), got %d (usage: %s)", fs.Name(), want, len(pos), usage)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, name := range []string{"server", "token"} {
+		if set[name] || fs.Lookup(name) == nil {
+			continue
+		}
+		if v, ok := os.LookupEnv(envName(name)); ok && v != "" {
+			_ = fs.Set(name, v)
+		}
+	}
+	return pos, nil
+}
+
+// client calls one edl API.
+type client struct {
+	base  *url.URL
+	token string
+	http  *http.Client // no timeout: streams last; calls bound theirs by ctx
+}
+
+// callTimeout bounds every non-streaming call.
+const callTimeout = 30 * time.Second
+
+// newClient resolves the server and token: flag, then environment (already
+// folded in by parseVerb), then the client config file, then the default.
+func newClient(cf clientFlags) (*client, error) {
+	server, token := cf.server, cf.token
+	if server == "" || token == "" {
+		cfg, _, err := loadClientConfig()
+		if err != nil {
+			return nil, err
+		}
+		if server == "" {
+			server = cfg.Server
+		}
+		if token == "" && (cf.server == "" || strings.TrimRight(cf.server, "/") == strings.TrimRight(cfg.Server, "/")) {
+			// The config's token belongs to the config's server only.
+			token = cfg.Token
+		}
+	}
+	if server == "" {
+		server = "http://127.0.0.1:8080"
+	}
+	u, err := url.Parse(strings.TrimRight(server, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, usageErrorf("--server %q: must be an http:// or https:// URL", server)
+	}
+	return &client{base: u, token: token, http: &http.Client{}}, nil
+}
+
+func (c *client) url(path string, q url.Values) string {
+	u := *c.base
+	u.Path = c.base.Path + path
+	if len(q) > 0 {
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
+
+// request sends one request; a non-2xx answer is an *apiError. The caller
+// closes the body of the response it gets.
+func (c *client) request(ctx context.Context, method, path string, q url.Values, body any, hdr map[string]string) (*http.Response, error) {
+	var rd io.Reader
+	ctype := ""
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		rd, ctype = bytes.NewReader(b), "application/json"
+	default:
+		enc, err := json.Marshal(b)
+		if err != nil {
+			return nil, fmt.Errorf("encode request: %w", err)
+		}
+		rd, ctype = bytes.NewReader(enc), "application/json"
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.url(path, q), rd)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%s %s: %w (is edl dev or edl serve running there? see --server)", method, c.url(path, nil), err)
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		return nil, readAPIError(resp, method, path)
+	}
+	return resp, nil
+}
+
+func readAPIError(resp *http.Response, method, path string) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	e := &apiError{method: method, path: path}
+	if err := json.Unmarshal(b, e); err != nil || e.Title == "" {
+		e.Title = http.StatusText(resp.StatusCode)
+		e.Detail = strings.TrimSpace(string(b))
+	}
+	e.Status = resp.StatusCode
+	if e.Status == http.StatusUnauthorized && e.Detail == "" {
+		e.Detail = "set --token or EDL_TOKEN (edl dev writes a client config with one)"
+	}
+	return e
+}
+
+// call sends a request and decodes a JSON answer into out (nil: discard).
+func (c *client) call(ctx context.Context, method, path string, q url.Values, body, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	resp, err := c.request(ctx, method, path, q, body, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		_, err = io.Copy(io.Discard, resp.Body)
+		return err
+	}
+	if raw, ok := out.(*json.RawMessage); ok {
+		b, err := io.ReadAll(resp.Body)
+		*raw = b
+		return err
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("%s %s: decode the answer: %w", method, path, err)
+	}
+	return nil
+}
+
+// jobPath is /v1/jobs/<id> with the ID checked, so that a typo is a usage
+// error and not a request for some other route.
+func jobPath(id string, rest ...string) (string, error) {
+	if id == "" || strings.ContainsAny(id, "/?#% ") {
+		return "", usageErrorf("job ID %q: not a job ID (see 'edl ls')", id)
+	}
+	return "/v1/jobs/" + id + strings.Join(rest, ""), nil
+}
+
+// isAPIError reports whether err came from the API (exit 1 either way, but
+// tests and watch branch on the status).
+func isAPIError(err error, status int) bool {
+	var ae *apiError
+	return errors.As(err, &ae) && ae.Status == status
+}

@@ -1,0 +1,463 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/edl-nomad/edl/api"
+	"github.com/edl-nomad/edl/jobs"
+)
+
+func init() {
+	register(command{name: "submit", summary: "submit a job spec (JSON file, - for stdin); --watch follows it", run: runSubmit})
+	register(command{name: "ls", summary: "list your jobs (--status, --label)", run: runLs})
+	register(command{name: "get", summary: "show one job", run: runGet})
+	register(command{name: "scale", summary: "pin a job to N workers (0 hands it back to the planner)", run: runScale})
+	register(command{name: "cancel", summary: "cancel a job", run: runCancel})
+	register(command{name: "checkpoints", summary: "list a job's committed checkpoints", run: runCheckpoints})
+	register(command{name: "model", summary: "download a checkpoint's model (-o FILE), SHA-256 checked", run: runModel})
+}
+
+// labelFlags is a repeatable --label k=v.
+type labelFlags []string
+
+func (l *labelFlags) String() string { return strings.Join(*l, ",") }
+func (l *labelFlags) Set(v string) error {
+	if k, _, ok := strings.Cut(v, "="); !ok || k == "" {
+		return fmt.Errorf("must be key=value")
+	}
+	*l = append(*l, v)
+	return nil
+}
+
+func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	const usage = "edl submit FILE [--watch] [-o table|json]"
+	fs := newVerbFlagSet("submit", usage, "Submits the job spec in FILE (JSON; - reads stdin) and prints the job's ID.\nWith --watch it then follows the job like 'edl watch' and exits with the job's status.", stderr)
+	var cf clientFlags
+	var out outputFlag
+	cf.add(fs)
+	addOutputFlag(fs, &out)
+	watch := fs.Bool("watch", false, "follow the job until it ends (exit 0 succeeded, 3 failed, 4 cancelled)")
+	key := fs.String("idempotency-key", "", "makes a retried submit return the same job")
+	pos, err := parseVerb(fs, args, usage, 1)
+	if err != nil {
+		return err
+	}
+	var body []byte
+	if pos[0] == "-" {
+		body, err = io.ReadAll(os.Stdin)
+	} else {
+		body, err = os.ReadFile(pos[0])
+	}
+	if err != nil {
+		return usageErrorf("submit: %v", err)
+	}
+	if !json.Valid(body) {
+		return usageErrorf("submit: %s is not valid JSON (a job spec: see examples/job.json)", pos[0])
+	}
+	c, err := newClient(cf)
+	if err != nil {
+		return err
+	}
+	hdr := map[string]string{}
+	if *key != "" {
+		hdr["Idempotency-Key"] = *key
+	}
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	resp, err := c.request(cctx, http.MethodPost, "/v1/jobs", nil, body, hdr)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("submit: read the answer: %w", err)
+	}
+	var j jobs.Job
+	if err := json.Unmarshal(raw, &j); err != nil {
+		return fmt.Errorf("submit: decode the answer: %w", err)
+	}
+	switch {
+	case out == "json" && !*watch:
+		_, err = stdout.Write(raw)
+		return err
+	case out == "json": // JSON lines only: watch's first line is the job
+	case resp.StatusCode == http.StatusOK:
+		fmt.Fprintf(stdout, "%s already submitted with this idempotency key (%s)\n", j.ID, j.State)
+	default:
+		fmt.Fprintf(stdout, "submitted %s (%s)\n", j.ID, j.Spec.Name)
+	}
+	if !*watch {
+		return nil
+	}
+	return watchJob(ctx, c, j.ID, stdout, out == "json")
+}
+
+func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	const usage = "edl ls [--status S[,S]] [--label k=v]... [-o table|json]"
+	fs := newVerbFlagSet("ls", usage, "Lists your jobs, newest first.", stderr)
+	var cf clientFlags
+	var out outputFlag
+	var labels labelFlags
+	cf.add(fs)
+	addOutputFlag(fs, &out)
+	status := fs.String("status", "", "only jobs in these states, comma-separated (pending,running,...)")
+	fs.Var(&labels, "label", "only jobs with this label, key=value (repeat for several)")
+	limit := fs.Int("limit", 0, "at most this many jobs (0: all)")
+	if _, err := parseVerb(fs, args, usage, 0); err != nil {
+		return err
+	}
+	for _, st := range strings.Split(*status, ",") {
+		if st = strings.TrimSpace(st); st != "" && !validState(jobs.State(st)) {
+			return usageErrorf("ls: --status %q: not a state (pending, starting, running, suspended, cancelling, succeeded, failed, cancelled)", st)
+		}
+	}
+	if *limit < 0 {
+		return usageErrorf("ls: --limit %d: must be 0 or more", *limit)
+	}
+	c, err := newClient(cf)
+	if err != nil {
+		return err
+	}
+	list, err := listJobs(ctx, c, *status, labels, *limit)
+	if err != nil {
+		return err
+	}
+	if out == "json" {
+		return writeJSONOut(stdout, api.JobList{Jobs: list})
+	}
+	term, now := terminalOf(stdout), time.Now()
+	t := newTable(stdout, "ID", "NAME", "STATE", "WORKERS", "PROGRESS", "LOSS", "SAMPLES/S", "AGE")
+	for _, j := range list {
+		loss, rate := "-", "-"
+		if j.Progress.Step > 0 {
+			loss, rate = fmt.Sprintf("%.4f", j.Progress.Loss), si(j.Progress.SamplesPerS)
+		}
+		t.row(j.ID, j.Spec.Name, term.state(j.State), fmt.Sprintf("%d/%d", j.Workers.Current, j.Workers.Target),
+			percent(j), loss, rate, age(now.Sub(j.CreatedAt)))
+	}
+	return t.flush()
+}
+
+func validState(s jobs.State) bool {
+	switch s {
+	case jobs.Pending, jobs.Starting, jobs.Running, jobs.Suspended, jobs.Cancelling, jobs.Succeeded, jobs.Failed, jobs.Cancelled:
+		return true
+	}
+	return false
+}
+
+// listJobs follows the list's cursor until limit jobs (0: all) are read.
+func listJobs(ctx context.Context, c *client, status string, labels []string, limit int) ([]jobs.Job, error) {
+	out := []jobs.Job{}
+	cursor := ""
+	for {
+		q := url.Values{"limit": {strconv.Itoa(jobs.MaxListLimit)}}
+		if status != "" {
+			q.Set("status", status)
+		}
+		for _, l := range labels {
+			q.Add("label", l)
+		}
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		var page api.JobList
+		if err := c.call(ctx, http.MethodGet, "/v1/jobs", q, nil, &page); err != nil {
+			return nil, err
+		}
+		out = append(out, page.Jobs...)
+		if limit > 0 && len(out) >= limit {
+			return out[:limit], nil
+		}
+		if page.Next == "" {
+			return out, nil
+		}
+		cursor = page.Next
+	}
+}
+
+func getJob(ctx context.Context, c *client, id string) (jobs.Job, error) {
+	p, err := jobPath(id)
+	if err != nil {
+		return jobs.Job{}, err
+	}
+	var j jobs.Job
+	err = c.call(ctx, http.MethodGet, p, nil, nil, &j)
+	return j, err
+}
+
+func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	const usage = "edl get ID [-o table|json]"
+	fs := newVerbFlagSet("get", usage, "Shows one job: state, workers, progress, last checkpoint.", stderr)
+	var cf clientFlags
+	var out outputFlag
+	cf.add(fs)
+	addOutputFlag(fs, &out)
+	pos, err := parseVerb(fs, args, usage, 1)
+	if err != nil {
+		return err
+	}
+	c, err := newClient(cf)
+	if err != nil {
+		return err
+	}
+	p, err := jobPath(pos[0])
+	if err != nil {
+		return err
+	}
+	var raw json.RawMessage
+	if err := c.call(ctx, http.MethodGet, p, nil, nil, &raw); err != nil {
+		return err
+	}
+	if out == "json" {
+		_, err := stdout.Write(raw)
+		return err
+	}
+	var j jobs.Job
+	if err := json.Unmarshal(raw, &j); err != nil {
+		return fmt.Errorf("get: decode the job: %w", err)
+	}
+	printJob(stdout, terminalOf(stdout), j, time.Now())
+	return nil
+}
+
+func printJob(w io.Writer, term terminal, j jobs.Job, now time.Time) {
+	t := newTable(w, "ID:", j.ID)
+	t.row("Name:", j.Spec.Name)
+	t.row("Tenant:", j.Tenant)
+	t.row("State:", term.state(j.State))
+	if j.Reason != "" {
+		t.row("Reason:", j.Reason)
+	}
+	pin := ""
+	if j.Workers.Pinned > 0 {
+		pin = fmt.Sprintf(", pinned %d", j.Workers.Pinned)
+	}
+	t.row("Workers:", fmt.Sprintf("%d current, %d target (range %d..%d%s)", j.Workers.Current, j.Workers.Target, j.Spec.Workers.Min, j.Spec.Workers.Max, pin))
+	t.row("Trainer:", string(j.Spec.Trainer.Kind))
+	t.row("Priority:", string(j.Spec.Priority))
+	t.row("Progress:", fmt.Sprintf("%s, step %d, %d samples (%s)", epochOf(j), j.Progress.Step, j.Progress.Samples, percent(j)))
+	if j.Progress.Step > 0 {
+		t.row("Loss:", fmt.Sprintf("%.4f", j.Progress.Loss))
+		t.row("Samples/s:", si(j.Progress.SamplesPerS))
+	}
+	if d := eta(j); d > 0 {
+		t.row("ETA:", d.String())
+	}
+	if ck := j.LastCheckpoint; ck != nil {
+		t.row("Checkpoint:", fmt.Sprintf("step %d, epoch %d, %d bytes", ck.Step, ck.Epoch, ck.SizeBytes))
+	}
+	if len(j.Spec.Labels) > 0 {
+		var ls []string
+		for k, v := range j.Spec.Labels {
+			ls = append(ls, k+"="+v)
+		}
+		t.row("Labels:", strings.Join(sortedStrings(ls), ", "))
+	}
+	t.row("Created:", fmt.Sprintf("%s (%s ago)", j.CreatedAt.Local().Format(time.RFC3339), age(now.Sub(j.CreatedAt))))
+	t.row("Updated:", j.UpdatedAt.Local().Format(time.RFC3339))
+	_ = t.flush()
+}
+
+func sortedStrings(s []string) []string {
+	for i := 1; i < len(s); i++ {
+		for k := i; k > 0 && s[k] < s[k-1]; k-- {
+			s[k], s[k-1] = s[k-1], s[k]
+		}
+	}
+	return s
+}
+
+func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	const usage = "edl scale ID N"
+	fs := newVerbFlagSet("scale", usage, "Pins the job to N workers, within its spec's range; 0 unpins (the planner chooses again).", stderr)
+	var cf clientFlags
+	var out outputFlag
+	cf.add(fs)
+	addOutputFlag(fs, &out)
+	pos, err := parseVerb(fs, args, usage, 2)
+	if err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(pos[1])
+	if err != nil || n < 0 {
+		return usageErrorf("scale: N %q: must be a number of workers, 0 or more (usage: %s)", pos[1], usage)
+	}
+	c, err := newClient(cf)
+	if err != nil {
+		return err
+	}
+	p, err := jobPath(pos[0], "/scale")
+	if err != nil {
+		return err
+	}
+	var j jobs.Job
+	if err := c.call(ctx, http.MethodPost, p, nil, api.ScaleRequest{Workers: &n}, &j); err != nil {
+		return err
+	}
+	if out == "json" {
+		return writeJSONOut(stdout, j)
+	}
+	if n == 0 {
+		fmt.Fprintf(stdout, "%s unpinned: the planner chooses its size (now %d/%d)\n", j.ID, j.Workers.Current, j.Workers.Target)
+	} else {
+		fmt.Fprintf(stdout, "%s pinned to %d workers (now %d/%d)\n", j.ID, n, j.Workers.Current, j.Workers.Target)
+	}
+	return nil
+}
+
+func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	const usage = "edl cancel ID"
+	fs := newVerbFlagSet("cancel", usage, "Cancels the job: it goes cancelling at once and cancelled when its workers are gone.", stderr)
+	var cf clientFlags
+	var out outputFlag
+	cf.add(fs)
+	addOutputFlag(fs, &out)
+	pos, err := parseVerb(fs, args, usage, 1)
+	if err != nil {
+		return err
+	}
+	c, err := newClient(cf)
+	if err != nil {
+		return err
+	}
+	p, err := jobPath(pos[0])
+	if err != nil {
+		return err
+	}
+	var j jobs.Job
+	if err := c.call(ctx, http.MethodDelete, p, nil, nil, &j); err != nil {
+		return err
+	}
+	if out == "json" {
+		return writeJSONOut(stdout, j)
+	}
+	fmt.Fprintf(stdout, "%s %s\n", j.ID, j.State)
+	return nil
+}
+
+func listCheckpoints(ctx context.Context, c *client, id string) ([]api.Checkpoint, error) {
+	p, err := jobPath(id, "/checkpoints")
+	if err != nil {
+		return nil, err
+	}
+	var l api.CheckpointList
+	if err := c.call(ctx, http.MethodGet, p, nil, nil, &l); err != nil {
+		return nil, err
+	}
+	return l.Checkpoints, nil
+}
+
+func runCheckpoints(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	const usage = "edl checkpoints ID [-o table|json]"
+	fs := newVerbFlagSet("checkpoints", usage, "Lists the job's committed checkpoints, newest first.", stderr)
+	var cf clientFlags
+	var out outputFlag
+	cf.add(fs)
+	addOutputFlag(fs, &out)
+	pos, err := parseVerb(fs, args, usage, 1)
+	if err != nil {
+		return err
+	}
+	c, err := newClient(cf)
+	if err != nil {
+		return err
+	}
+	list, err := listCheckpoints(ctx, c, pos[0])
+	if err != nil {
+		return err
+	}
+	if out == "json" {
+		return writeJSONOut(stdout, api.CheckpointList{Checkpoints: list})
+	}
+	t := newTable(stdout, "STEP", "EPOCH", "GENERATION", "WORLD", "SIZE", "CREATED")
+	for _, ck := range list {
+		t.row(strconv.FormatInt(ck.Step, 10), strconv.Itoa(ck.Epoch), strconv.FormatInt(ck.Generation, 10),
+			strconv.Itoa(ck.WorldSize), strconv.FormatInt(ck.SizeBytes, 10), ck.CreatedAt.Local().Format(time.RFC3339))
+	}
+	return t.flush()
+}
+
+func runModel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	const usage = "edl model ID [--step N] -o FILE"
+	fs := newVerbFlagSet("model", usage, "Downloads the trained parameters of a checkpoint (the newest unless --step) into FILE\n(- for stdout), checking the body against the SHA-256 the checkpoint's manifest records.", stderr)
+	var cf clientFlags
+	cf.add(fs)
+	step := fs.Int64("step", -1, "the checkpoint's step (default: the newest)")
+	file := fs.String("o", "", "where to write the model (- for stdout)")
+	pos, err := parseVerb(fs, args, usage, 1)
+	if err != nil {
+		return err
+	}
+	if *file == "" {
+		return usageErrorf("model: -o FILE is required (usage: %s)", usage)
+	}
+	c, err := newClient(cf)
+	if err != nil {
+		return err
+	}
+	if *step < 0 {
+		list, err := listCheckpoints(ctx, c, pos[0])
+		if err != nil {
+			return err
+		}
+		if len(list) == 0 {
+			return &exitError{code: exitAPIError, msg: fmt.Sprintf("model: job %s has no committed checkpoint yet", pos[0])}
+		}
+		*step = list[0].Step
+	}
+	p, err := jobPath(pos[0], "/checkpoints/", strconv.FormatInt(*step, 10), "/model")
+	if err != nil {
+		return err
+	}
+	resp, err := c.request(ctx, http.MethodGet, p, nil, nil, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	want := resp.Header.Get("X-Checkpoint-SHA256")
+	var dst io.Writer = stdout
+	var tmp *os.File
+	if *file != "-" {
+		tmp, err = os.CreateTemp(filepath.Dir(*file), ".edl-model-*")
+		if err != nil {
+			return fmt.Errorf("model: %w", err)
+		}
+		defer os.Remove(tmp.Name()) // after the rename, a no-op
+		defer tmp.Close()
+		dst = tmp
+	}
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(dst, h), resp.Body)
+	if err != nil {
+		return fmt.Errorf("model: download step %d: %w", *step, err)
+	}
+	got := hex.EncodeToString(h.Sum(nil))
+	if want != "" && got != want {
+		return fmt.Errorf("model: step %d: SHA-256 %s, the manifest says %s: download corrupted, nothing written", *step, got, want)
+	}
+	if tmp == nil {
+		return nil
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("model: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), *file); err != nil {
+		return fmt.Errorf("model: %w", err)
+	}
+	fmt.Fprintf(stderr, "wrote %s: step %d, %d bytes, sha256 %s\n", *file, *step, n, got)
+	return nil
+}

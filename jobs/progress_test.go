@@ -1,0 +1,144 @@
+package jobs_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/edl-nomad/edl/internal/testenv"
+	"github.com/edl-nomad/edl/jobs"
+)
+
+func TestProgressHistory(t *testing.T) {
+	ctx := context.Background()
+	r := testenv.NewRedis(t)
+	tests := []struct {
+		name    string
+		cfg     jobs.StoreConfig
+		reports []jobs.Progress
+		sleep   time.Duration
+		// want is the steps of the points kept
+		want []int64
+	}{
+		{
+			name:    "every report kept when the interval allows",
+			cfg:     jobs.StoreConfig{ProgressEvery: time.Nanosecond},
+			reports: []jobs.Progress{{Step: 1, WorldSize: 1}, {Step: 2, WorldSize: 1}, {Step: 3, WorldSize: 1}},
+			want:    []int64{1, 2, 3},
+		},
+		{
+			name: "reports faster than the interval are thinned, resizes and epochs always kept",
+			cfg:  jobs.StoreConfig{ProgressEvery: time.Hour},
+			reports: []jobs.Progress{
+				{Step: 1, WorldSize: 1}, {Step: 2, WorldSize: 1}, // 2 dropped: too soon
+				{Step: 3, WorldSize: 2},           // resize
+				{Step: 4, WorldSize: 2},           // dropped
+				{Step: 5, WorldSize: 2, Epoch: 1}, // new epoch
+			},
+			want: []int64{1, 3, 5},
+		},
+		{
+			name: "capped: the oldest are trimmed",
+			cfg:  jobs.StoreConfig{ProgressEvery: time.Nanosecond, ProgressMaxLen: 1},
+			// MAXLEN ~ trims whole nodes only; the exact cap shows that
+			// trimming happens at all without a test of 100s of points.
+			reports: func() []jobs.Progress {
+				var ps []jobs.Progress
+				for i := int64(1); i <= 300; i++ {
+					ps = append(ps, jobs.Progress{Step: i, WorldSize: 1})
+				}
+				return ps
+			}(),
+		},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.Prefix = r.Prefix + string(rune('a'+i)) + ":"
+			s := jobs.NewStore(r.Client, tc.cfg)
+			j, _, err := s.Create(ctx, "team-a", spec("p", nil), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.SetWorkers(ctx, j.ID, 2, 3); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range tc.reports {
+				if err := s.SetProgress(ctx, j.ID, p); err != nil {
+					t.Fatal(err)
+				}
+				if tc.cfg.ProgressEvery < time.Millisecond {
+					time.Sleep(time.Millisecond) // the interval is checked in whole ms
+				}
+			}
+			pts, err := s.ProgressHistory(ctx, j.ID, "", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.want == nil { // the capped case
+				if len(pts) == 0 || len(pts) >= len(tc.reports) {
+					t.Fatalf("%d points kept of %d, want fewer (trimmed) and some", len(pts), len(tc.reports))
+				}
+				if last := pts[len(pts)-1]; last.Step != 300 {
+					t.Fatalf("newest point has step %d, want 300", last.Step)
+				}
+				return
+			}
+			var got []int64
+			for _, p := range pts {
+				got = append(got, p.Step)
+				if p.WorkersCurrent != 2 || p.WorkersTarget != 3 || p.ID == "" || p.Time.IsZero() {
+					t.Errorf("point %+v: want workers 2/3, an ID and a time", p)
+				}
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("steps kept %v, want %v", got, tc.want)
+			}
+			for k := range got {
+				if got[k] != tc.want[k] {
+					t.Fatalf("steps kept %v, want %v", got, tc.want)
+				}
+			}
+			// since= is exclusive and pages on
+			rest, err := s.ProgressHistory(ctx, j.ID, pts[0].ID, 0)
+			if err != nil || len(rest) != len(pts)-1 {
+				t.Fatalf("since %s: %d points, %v; want %d", pts[0].ID, len(rest), err, len(pts)-1)
+			}
+			one, err := s.ProgressHistory(ctx, j.ID, "", 1)
+			if err != nil || len(one) != 1 || one[0].Step != tc.want[0] {
+				t.Fatalf("limit 1: %+v %v", one, err)
+			}
+		})
+	}
+}
+
+func TestProgressHistoryErrors(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	if _, err := s.ProgressHistory(ctx, "../x", "", 0); !errors.Is(err, jobs.ErrNotFound) {
+		t.Errorf("bad ID: %v, want ErrNotFound", err)
+	}
+	var ve *jobs.ValidationError
+	if _, err := s.ProgressHistory(ctx, "j-abc", "yesterday", 0); !errors.As(err, &ve) || ve.Fields[0].Field != "since" {
+		t.Errorf("bad since: %v, want a validation error on since", err)
+	}
+	// a job without reports has an empty history, not an error
+	j, _, err := s.Create(ctx, "team-a", spec("empty", nil), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pts, err := s.ProgressHistory(ctx, j.ID, "", 0); err != nil || len(pts) != 0 {
+		t.Errorf("empty history: %v %v", pts, err)
+	}
+	// SetProgress of a missing job records nothing
+	if err := s.SetProgress(ctx, "j-missing", jobs.Progress{Step: 1}); !errors.Is(err, jobs.ErrNotFound) {
+		t.Errorf("SetProgress of a missing job: %v", err)
+	}
+	if pts, _ := s.ProgressHistory(ctx, "j-missing", "", 0); len(pts) != 0 {
+		t.Errorf("history of a missing job: %v", pts)
+	}
+	_ = jobs.ProgressPointIDAt(time.Now()) // a valid since value
+	if _, err := s.ProgressHistory(ctx, j.ID, jobs.ProgressPointIDAt(time.Now()), 0); err != nil {
+		t.Errorf("since from a time: %v", err)
+	}
+}
