@@ -250,7 +250,9 @@ func (m *jobMetrics) count(ev jobs.Event) {
 		if _, ok := num("median_ms"); ok {
 			m.resizes.WithLabelValues("straggler").Inc()
 		}
-		if failed, _ := ev.Data["failed"].(bool); failed { // a worker's death, as the leader logs it
+		failed, _ := ev.Data["failed"].(bool)
+		lost, _ := ev.Data["lost"].(bool)
+		if failed || lost { // a worker's death, as the leader logs it
 
 			m.resizes.WithLabelValues("failure").Inc()
 		}

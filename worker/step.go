@@ -111,7 +111,13 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 		switches, stops, blocks := count(meta, metaSwitch), count(meta, metaStop), count(meta, metaBlocked)
 		if total > 0 {
 			w.apply(g, rank, world, plan, grad, meta, total)
-			w.sw.end(w.log, g.Number)
+			if d := w.sw.end(w.log, g.Number); d > 0 && rank == 0 {
+				// The switch's cost as this member timed it: from the step
+				// that decided it to the first step applied in g (the
+				// API's edl_resize_stall_seconds).
+				w.rep.event(jobs.EventWorker, fmt.Sprintf("generation %d running: the switch took %d ms", g.Number, d.Milliseconds()),
+					map[string]any{"generation": g.Number, "world": world, "stall_ms": d.Milliseconds()})
+			}
 			if rank == 0 && w.ck.due(w.st.Applied) {
 				w.ck.take(ctx, g.Number, world, false)
 			}

@@ -36,11 +36,14 @@ func (t *switchTrace) mark(name string) {
 	t.last = now
 }
 
-// end logs the phases once the first step of gen is applied.
-func (t *switchTrace) end(log *slog.Logger, gen int64) {
+// end logs the phases once the first step of gen is applied and returns
+// the switch's total (0 when no switch was being traced).
+func (t *switchTrace) end(log *slog.Logger, gen int64) time.Duration {
 	if t.start.IsZero() {
-		return
+		return 0
 	}
-	log.Info("switch timings", "gen", gen, "total", time.Since(t.start).Round(100*time.Microsecond), "phases", t.b.String())
+	total := time.Since(t.start)
+	log.Info("switch timings", "gen", gen, "total", total.Round(100*time.Microsecond), "phases", t.b.String())
 	t.start = time.Time{}
+	return total
 }
