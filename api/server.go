@@ -39,6 +39,15 @@ type Config struct {
 	Now func() time.Time
 	// Checkpoints serves the checkpoint routes; nil answers them 503.
 	Checkpoints CheckpointView
+	// ExecPolicy is called on every submitted exec spec (execpolicy.go);
+	// nil accepts them.
+	ExecPolicy ExecPolicy
+	// Workers and Membership serve GET /v1/jobs/{id}/workers and find
+	// workers for the logs route (workers.go); Logs serves the program logs
+	// (logs.go). Nil answers those routes 503.
+	Workers    WorkerView
+	Membership Membership
+	Logs       LogSource
 }
 
 // DefaultConfig returns the defaults.
@@ -123,6 +132,8 @@ func (s *Server) routes() {
 	v1.POST("/jobs/:id/scale", s.scaleJob, auth...)
 	v1.GET("/jobs/:id/events", s.jobEvents, auth...)
 	v1.GET("/jobs/:id/checkpoints", s.listCheckpoints, auth...)
+	v1.GET("/jobs/:id/workers", s.listWorkers, auth...)
+	v1.GET("/jobs/:id/logs", s.jobLogs, auth...)
 	v1.GET("/jobs/:id/checkpoints/:step/model", s.checkpointModel, auth...)
 	v1.GET("/cluster", s.clusterStatus, auth...)
 	v1.GET("/tenants/me", s.tenantMe, auth...)

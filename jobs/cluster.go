@@ -1,5 +1,7 @@
 package jobs
 
+import "time"
+
 // GPUClass is a set of interchangeable GPUs: same model, same memory.
 // The zero class means CPU-only capacity.
 type GPUClass struct {
@@ -49,4 +51,9 @@ type Worker struct {
 	Node  string      `json:"node"`
 	State WorkerState `json:"state"`
 	GPUs  []string    `json:"gpus,omitempty"` // device IDs held
+	// Started is when the worker's process (task) started; zero if not yet.
+	Started time.Time `json:"started,omitzero"`
+	// ExitCode is the process's exit status once it has exited (-1: killed
+	// by a signal or lost); nil while it runs.
+	ExitCode *int `json:"exit_code,omitempty"`
 }
