@@ -80,6 +80,7 @@ type Server struct {
 	requests []Request
 	faults   []*Fault
 	latency  time.Duration
+	logs     *taskLogs // task logs (logs.go), made on first use
 }
 
 // New starts a server; it stops when the test ends.
