@@ -173,7 +173,7 @@ func startDev(parent context.Context, c devConfig, log *slog.Logger) (_ *devEnv,
 		return d, fmt.Errorf("dev: --listen %s: %w", c.listen, err)
 	}
 	d.apiURL = "http://" + ln.Addr().String()
-	srv := api.New(api.Config{Checkpoints: checkpointView{ckStore}}, d.store, tenants, d.cluster, log)
+	srv := api.New(devAPIConfig(checkpointView{ckStore}, d.cluster, d.rdb), d.store, tenants, d.cluster, log) // exec_flags.go
 	go func() { d.errc <- d.loop.Run(ctx) }()
 	go func() { d.errc <- srv.Run(ctx, ln) }()
 	return d, nil
