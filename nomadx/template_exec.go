@@ -22,7 +22,7 @@ const (
 	MasterPortLabel = "master"
 	// EnvMasterPort and EnvMasterAddr carry the reserved port and this
 	// allocation's host address to `edl worker` under names that do not
-	// depend on Nomad (the local cluster sets the same two).
+	// depend on Nomad.
 	EnvMasterPort = "EDL_MASTER_PORT"
 	EnvMasterAddr = "EDL_MASTER_ADDR"
 	// EnvCheckpointDir is the local folder the worker syncs with the
