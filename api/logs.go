@@ -107,24 +107,23 @@ func (s *Server) jobLogs(c echo.Context) error {
 	if s.cfg.Logs == nil {
 		return newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "no log source is attached", "this server serves no worker logs")
 	}
-	if s.cfg.Workers != nil {
+	// A named worker is asked for even when the cluster no longer lists it
+	// (a finished job's): the source serves only this job's workers' logs.
+	if q.worker == "" {
+		if s.cfg.Workers == nil {
+			return badQuery("worker", "required: this server cannot list the job's workers")
+		}
 		ctx, cancel := s.storeCtx(c)
 		list, err := s.jobWorkers(ctx, j.ID)
 		cancel()
 		if err != nil {
 			return err
 		}
-		if q.worker == "" {
-			w, ok := defaultWorker(list)
-			if !ok {
-				return newProblem(http.StatusNotFound, ProblemNotFound, "the job has no workers yet", "")
-			}
-			q.worker = w.ID
-		} else if !hasWorker(list, q.worker) {
-			return newProblem(http.StatusNotFound, ProblemNotFound, "no such worker of this job", fmt.Sprintf("worker %q; GET /v1/jobs/%s/workers lists them", q.worker, j.ID))
+		w, ok := defaultWorker(list)
+		if !ok {
+			return newProblem(http.StatusNotFound, ProblemNotFound, "the job has no workers now", "name one with ?worker= (its ID is in the job's events)")
 		}
-	} else if q.worker == "" {
-		return badQuery("worker", "required: this server cannot list the job's workers")
+		q.worker = w.ID
 	}
 	ctx := c.Request().Context()
 	rc, err := s.cfg.Logs.Logs(ctx, j.ID, q.worker, q.stream, q.tail, q.follow)
@@ -165,15 +164,6 @@ func (s *Server) jobLogs(c echo.Context) error {
 			return nil // headers are sent: an error can only cut the body
 		}
 	}
-}
-
-func hasWorker(list WorkerList, id string) bool {
-	for _, w := range list.Workers {
-		if w.ID == id {
-			return true
-		}
-	}
-	return false
 }
 
 // streamLogSSE sends each line as an event "log" (a line longer than 1 MiB

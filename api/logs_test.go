@@ -242,3 +242,29 @@ func TestLogsWithoutSource(t *testing.T) {
 	e.get("/v1/jobs/"+j.ID+"/logs", tokA).problem(t, http.StatusServiceUnavailable, api.ProblemUnavailable)
 	e.get("/v1/jobs/"+j.ID+"/workers", tokA).problem(t, http.StatusServiceUnavailable, api.ProblemUnavailable)
 }
+
+// TestLogsOfAFinishedJob: once the cluster has forgotten the job's
+// workers, a named worker's log is still served.
+func TestLogsOfAFinishedJob(t *testing.T) {
+	le := newLogEnv(t)
+	if err := le.cluster.Teardown(context.Background(), le.job.ID); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ws, _ := le.cluster.Workers(context.Background(), le.job.ID)
+		if len(ws) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("workers still listed: %+v", ws)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	base := "/v1/jobs/" + le.job.ID + "/logs"
+	if r := le.get(base+"?worker="+le.ids[1]+"&tail=1", tokA); r.code != http.StatusOK || string(r.body) != "w1 line 3\n" {
+		t.Errorf("finished worker's log: %d %q", r.code, r.body)
+	}
+	le.get(base, tokA).problem(t, http.StatusNotFound, api.ProblemNotFound)
+	le.get(base+"?worker="+le.ids[1], tokB).problem(t, http.StatusNotFound, api.ProblemNotFound)
+}
