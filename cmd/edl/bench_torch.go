@@ -129,7 +129,7 @@ func runBenchTorch(ctx context.Context, args []string, stdout, stderr io.Writer)
 		}
 		return nil
 	}
-	var firstErr error
+	var errs []error // each failed run, reported at the end; the others go on
 	for _, sys := range systems {
 		for _, sc := range scen {
 			var r torchResult
@@ -141,11 +141,7 @@ func runBenchTorch(ctx context.Context, args []string, stdout, stderr io.Writer)
 				r, err = b.runEdlRestart(ctx, sc)
 			}
 			if err != nil {
-				err = fmt.Errorf("bench torch: %s %s: %w", sys, sc, err)
-				fmt.Fprintln(stderr, err)
-				if firstErr == nil {
-					firstErr = err
-				}
+				errs = append(errs, fmt.Errorf("bench torch: %s %s: %w", sys, sc, err))
 				if sys == "edl-restart" && errors.Is(err, errExecRefused) {
 					break // the other scenarios would fail the same way
 				}
@@ -161,7 +157,7 @@ func runBenchTorch(ctx context.Context, args []string, stdout, stderr io.Writer)
 		table = stderr
 	}
 	printTorchTable(table, results)
-	return firstErr
+	return errors.Join(errs...)
 }
 
 func pickList(flagName, v string, allowed []string) ([]string, error) {
