@@ -377,7 +377,7 @@ func (c *Cluster) startLocked(jr *jobRun, index int) bool {
 	if err := cmd.Start(); err != nil {
 		logs.Close()
 		c.log.Error("start worker", "job", jr.job.ID, "index", index, "err", err)
-		p.state = jobs.WorkerFailed
+		p.state, p.exitCode = jobs.WorkerFailed, -1 // never ran
 		c.releaseLocked(p)
 		jr.procs[id] = p
 		close(p.done)
