@@ -69,7 +69,7 @@ func runBenchTorch(ctx context.Context, args []string, stdout, stderr io.Writer)
 	scriptArgs := fs.String("script-args", "", "extra arguments for the script (space-separated)")
 	warmup := fs.Int("warmup", 15, "applied steps before the event")
 	after := fs.Int("after", 10, "steps each survivor applies after its restart before the run stops")
-	ckpt := fs.Int("checkpoint-every", 20, "the script's --checkpoint-every (its checkpoint period)")
+	ckpt := fs.Int("ckpt-every", 20, "the script's --ckpt-every (its checkpoint period in steps)")
 	timeout := fs.Duration("timeout", 4*time.Minute, "limit of one scenario of one system")
 	asJSON := fs.Bool("json", false, "print JSON lines (the table then goes to stderr)")
 	keep := fs.String("keep-dir", "", "keep the agents' and workers' output in this folder")
@@ -85,7 +85,7 @@ func runBenchTorch(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	if *warmup < 2 || *after < 1 || *ckpt < 1 {
-		return usageErrorf("bench torch: need --warmup >= 2, --after >= 1, --checkpoint-every >= 1")
+		return usageErrorf("bench torch: need --warmup >= 2, --after >= 1, --ckpt-every >= 1")
 	}
 	abs, err := filepath.Abs(*script)
 	if err != nil {
@@ -219,10 +219,12 @@ type stepLine struct {
 }
 
 var (
-	reStep  = regexp.MustCompile(`\bstep["']?\s*[=:]?\s*(\d+)`)
-	reTime  = regexp.MustCompile(`\b(?:time|ts|t)["']?\s*[=:]\s*"?(\d+(?:\.\d+)?)`)
-	reWorld = regexp.MustCompile(`\b(?:world_size|world)["']?\s*[=:]\s*(\d+)`)
-	reStamp = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)`)
+	reStep           = regexp.MustCompile(`\bstep["']?\s*[=:]?\s*(\d+)`)
+	reTime           = regexp.MustCompile(`\b(?:time|ts|t)["']?\s*[=:]\s*"?(\d+(?:\.\d+)?)`)
+	reWorld          = regexp.MustCompile(`\b(?:world_size|world)["']?\s*[=:]\s*(\d+)`)
+	reTag            = regexp.MustCompile(`^[A-Z]{2,}$`)
+	reTorchrunPrefix = regexp.MustCompile(`^\[[^\]]*\]:`)
+	reStamp          = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)`)
 )
 
 // parseStepLine reads a step line: a JSON object (after any prefix such as
@@ -263,20 +265,27 @@ func parseStepLine(line string) (stepLine, bool) {
 			return sl, sl.Time != 0
 		}
 	}
-	sm := reStep.FindStringSubmatch(line)
+	// Text: "STEP step=N time=T world=W ..." (examples/torch/train.py) or
+	// any line with step and time; a line tagged otherwise (CKPT, RESUME,
+	// DONE) is not a step.
+	text := strings.TrimSpace(reTorchrunPrefix.ReplaceAllString(line, ""))
+	if f := strings.Fields(text); len(f) > 0 && reTag.MatchString(f[0]) && f[0] != "STEP" {
+		return stepLine{}, false
+	}
+	sm := reStep.FindStringSubmatch(text)
 	if sm == nil {
 		return stepLine{}, false
 	}
 	step, _ := strconv.ParseInt(sm[1], 10, 64)
 	sl := stepLine{Step: step}
-	if tm := reTime.FindStringSubmatch(line); tm != nil {
+	if tm := reTime.FindStringSubmatch(text); tm != nil {
 		sl.Time, _ = strconv.ParseFloat(tm[1], 64)
-	} else if ts := reStamp.FindString(line); ts != "" {
+	} else if ts := reStamp.FindString(text); ts != "" {
 		if t, err := time.Parse(time.RFC3339Nano, ts); err == nil {
 			sl.Time = float64(t.UnixNano()) / 1e9
 		}
 	}
-	if wm := reWorld.FindStringSubmatch(line); wm != nil {
+	if wm := reWorld.FindStringSubmatch(text); wm != nil {
 		sl.World, _ = strconv.Atoi(wm[1])
 	}
 	return sl, sl.Time != 0
@@ -495,7 +504,7 @@ func (b *torchBench) startAgent(ctx context.Context, runDir, name string, port i
 	if b.pythonTeeNeeded {
 		args = append(args, "--redirects=1", "--tee=1", "--log_dir="+filepath.Join(runDir, name+"-logs"))
 	}
-	args = append(args, b.script, "--steps=1000000", fmt.Sprintf("--checkpoint-every=%d", b.ckptEvery))
+	args = append(args, b.script, "--steps=1000000", fmt.Sprintf("--ckpt-every=%d", b.ckptEvery))
 	args = append(args, b.scriptArgs...)
 	cmd := exec.Command(b.python, args...)
 	cmd.Env = append(os.Environ(), "EDL_CHECKPOINT_DIR="+filepath.Join(runDir, "checkpoint"), "OMP_NUM_THREADS=1", "PYTHONUNBUFFERED=1")

@@ -42,7 +42,7 @@ func (b *torchBench) runEdlRestart(ctx context.Context, scenario string) (torchR
 	case "failure":
 		lo, hi, workers = 3, 3, "3 (one killed)"
 	}
-	command := append([]string{b.python, b.script, "--steps=1000000", fmt.Sprintf("--checkpoint-every=%d", b.ckptEvery)}, b.scriptArgs...)
+	command := append([]string{b.python, b.script, "--steps=1000000", fmt.Sprintf("--ckpt-every=%d", b.ckptEvery)}, b.scriptArgs...)
 	spec := jobs.Spec{Name: "bench-torch-" + strings.ReplaceAll(scenario, "_", "-"), Workers: jobs.WorkerRange{Min: lo, Max: hi},
 		Priority: jobs.Guaranteed,
 		Trainer: jobs.Trainer{Kind: jobs.TrainerExec, Exec: &jobs.ExecTrainer{Command: command,

@@ -21,6 +21,11 @@ func TestParseStepLine(t *testing.T) {
 		{`step=9 loss=0.3 time=1700000004.75 world=3`, stepLine{9, 1700000004.75, 3}, true},
 		{`2023-11-14T22:13:20Z rank 1 step 10 loss 2.1`, stepLine{10, 1700000000, 0}, true},
 		{`INFO:torch.distributed.elastic:rendezvous round 2`, stepLine{}, false},
+		{`STEP step=41 time=1700000005.123456 rank=1 world=3 restart=0 gen=4 loss=2.2`, stepLine{41, 1700000005.123456, 3}, true},
+		{`[default1]:STEP step=42 time=1700000006.5 rank=1 world=2 restart=1 gen=- loss=2.1`, stepLine{42, 1700000006.5, 2}, true},
+		{`CKPT step=40 time=1700000005.0 reason=periodic`, stepLine{}, false},
+		{`[default0]:RESUME step=40 time=1700000009.0 rank=0`, stepLine{}, false},
+		{`DONE step=300 time=1700000100.0 rank=0`, stepLine{}, false},
 		{`[default0]:loading checkpoint`, stepLine{}, false},
 	} {
 		got, ok := parseStepLine(tc.line)

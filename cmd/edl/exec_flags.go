@@ -25,15 +25,15 @@ func (l *imageList) Set(v string) error {
 	return api.CheckImagePatterns(*l)
 }
 
-// execFlags are `edl serve`'s exec-mode safety flags; the artifact flags
+// serveExecFlags are `edl serve`'s exec-mode safety flags; the artifact flags
 // write into the Nomad config.
-type execFlags struct {
+type serveExecFlags struct {
 	images       imageList
 	allowRawExec bool
 }
 
-func addExecFlags(fs *flag.FlagSet, n *nomadFlags) *execFlags {
-	e := &execFlags{}
+func addServeExecFlags(fs *flag.FlagSet, n *nomadFlags) *serveExecFlags {
+	e := &serveExecFlags{}
 	fs.Var(&e.images, "exec-images", "glob patterns (comma-separated; '*' stays within one '/' segment) of the images exec jobs may run in with --driver docker, e.g. registry.internal/ml/*; empty: exec jobs are refused on docker (422 naming trainer.exec.image)")
 	fs.BoolVar(&e.allowRawExec, "allow-raw-exec", false, "allow exec jobs with --driver raw_exec or exec. WARNING: their programs then run on the Nomad clients themselves, with raw_exec unisolated as the Nomad client's user (often root): any tenant can run any code there. Off: such jobs get 422")
 	fs.StringVar(&n.cfg.Exec.ArtifactURL, "exec-artifact-url", "", "archive (.tar.gz, .zip, ...) with the edl binary at its root that Nomad fetches into each exec task (artifact block); empty: the job's image must contain edl at --exec-binary (COPY --from edl's image)")
@@ -43,7 +43,7 @@ func addExecFlags(fs *flag.FlagSet, n *nomadFlags) *execFlags {
 }
 
 // policy is the submit-time exec policy for the Nomad driver in use.
-func (e *execFlags) policy(driver nomadx.Driver, defaultImage string) (api.ExecPolicy, error) {
+func (e *serveExecFlags) policy(driver nomadx.Driver, defaultImage string) (api.ExecPolicy, error) {
 	r := api.ExecRules{Images: e.images, DefaultImage: defaultImage, AllowHost: e.allowRawExec}
 	switch driver {
 	case nomadx.DriverDocker:

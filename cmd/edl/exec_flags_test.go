@@ -24,11 +24,11 @@ func refusedField(err error) string {
 	return ""
 }
 
-func parseExecFlags(t *testing.T, args ...string) (*execFlags, *nomadFlags, error) {
+func parseExecFlags(t *testing.T, args ...string) (*serveExecFlags, *nomadFlags, error) {
 	t.Helper()
 	fs := newFlagSet("serve", "", io.Discard)
 	nf := addNomadFlags(fs)
-	ef := addExecFlags(fs, nf)
+	ef := addServeExecFlags(fs, nf)
 	return ef, nf, parseFlags(fs, args)
 }
 
@@ -79,7 +79,7 @@ func TestServeExecFlagErrors(t *testing.T) {
 func TestServeHelpWarnsAboutRawExec(t *testing.T) {
 	var errb bytes.Buffer
 	fs := newFlagSet("serve", "", &errb)
-	addExecFlags(fs, addNomadFlags(fs))
+	addServeExecFlags(fs, addNomadFlags(fs))
 	if err := parseFlags(fs, []string{"--help"}); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("--help: %v", err)
 	}

@@ -33,7 +33,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	storeURL := fs.String("store", "", "checkpoint store URL (file:// or s3://; credentials from AWS_* variables), handed to workers and served by the checkpoint routes")
 	workerRedis := fs.String("worker-redis", "", "Redis URL the workers use (default: --redis); must be reachable from Nomad clients")
 	nf := addNomadFlags(fs)
-	ef := addExecFlags(fs, nf) // exec_flags.go
+	ef := addServeExecFlags(fs, nf) // exec_flags.go
 	prefix := fs.String("prefix", "edl:", "Redis key prefix")
 	var level logLevel
 	fs.Var(&level, "log-level", "debug, info, warn or error")

@@ -4,7 +4,7 @@
 An MLP (512 -> 1024 -> 1024 -> 10, about 1.6M parameters) on synthetic
 data, batch 24 per rank, gloo. Written for `torchrun --nnodes=MIN:MAX`: it
 reads only torchrun's environment, checkpoints (rank 0, every
---checkpoint-every steps, atomically) to $EDL_CHECKPOINT_DIR (or
+--ckpt-every steps, atomically) to $EDL_CHECKPOINT_DIR (or
 --checkpoint-dir) and resumes from there after a restart. Every rank prints
 one JSON line per applied step:
 
@@ -30,7 +30,7 @@ def main():
     p.add_argument("--hidden", type=int, default=1024)
     p.add_argument("--classes", type=int, default=10)
     p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--checkpoint-every", type=int, default=20)
+    p.add_argument("--ckpt-every", "--checkpoint-every", dest="checkpoint_every", type=int, default=20)
     p.add_argument("--checkpoint-dir", default="")
     p.add_argument("--seed", type=int, default=1)
     a = p.parse_args()
