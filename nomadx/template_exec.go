@@ -17,19 +17,14 @@ import (
 // which starts the user's program with torchrun's environment. The group
 // reserves a port "master" for rank 0's MASTER_PORT.
 const (
-	// MasterPortLabel is the group network port; Nomad gives the task
+	// MasterPortLabel is the group network port: Nomad gives the task
 	// NOMAD_PORT_master and NOMAD_IP_master.
 	MasterPortLabel = "master"
-	// EnvMasterPort and EnvMasterAddr carry the reserved port and this
-	// allocation's host address to `edl worker` under names that do not
-	// depend on Nomad.
-	EnvMasterPort = "EDL_MASTER_PORT"
-	EnvMasterAddr = "EDL_MASTER_ADDR"
-	// EnvCheckpointDir is the local folder the worker syncs with the
-	// checkpoint store and hands the program as EDL_CHECKPOINT_DIR: in the
-	// allocation directory, which outlives an in-place task restart.
-	EnvCheckpointDir = "EDL_CHECKPOINT_DIR"
-	CheckpointDir    = "${NOMAD_ALLOC_DIR}/edl-checkpoint"
+	// ExecDir is the worker's folder (`edl worker --exec-dir`): the
+	// program's EDL_CHECKPOINT_DIR is <ExecDir>/checkpoint, which the worker
+	// syncs with the checkpoint store (--store). In the allocation
+	// directory, it outlives an in-place task restart.
+	ExecDir = "${NOMAD_ALLOC_DIR}/edl-exec"
 	// artifactDir is where an artifact archive is unpacked, relative to
 	// the task directory (docker mounts the task's local/ at /local).
 	artifactDir = "local/edl-bin"
@@ -102,9 +97,11 @@ func isArchive(u *url.URL) bool {
 
 // execTemplate turns the task of JobTemplate into an exec-mode task:
 //
-//   - group network { port "master" {} }, and the task's environment gets
-//     EDL_MASTER_PORT=${NOMAD_PORT_master}, EDL_MASTER_ADDR=${NOMAD_IP_master}
-//     and EDL_CHECKPOINT_DIR=${NOMAD_ALLOC_DIR}/edl-checkpoint;
+//   - group network { port "master" {} }; `edl worker` gets
+//     --advertise ${NOMAD_IP_master} (the host the other ranks dial, rank 0's
+//     MASTER_ADDR), --master-port ${NOMAD_PORT_master} (MASTER_PORT) and
+//     --exec-dir ${NOMAD_ALLOC_DIR}/edl-exec (EDL_CHECKPOINT_DIR is its
+//     checkpoint/ folder, synced with --store);
 //   - the edl binary comes from cfg.Exec.ArtifactURL (an artifact block,
 //     unpacked to local/edl-bin) or, on docker, from the user's image at
 //     cfg.Exec.Binary; on raw_exec/exec without an artifact, cfg.Command;
@@ -115,16 +112,13 @@ func isArchive(u *url.URL) bool {
 func execTemplate(cfg Config, job jobs.Job, tg *api.TaskGroup, task *api.Task) {
 	ex := job.Spec.Trainer.Exec
 	tg.Networks = []*api.NetworkResource{{DynamicPorts: []api.Port{{Label: MasterPortLabel}}}}
-	if task.Env == nil {
-		task.Env = map[string]string{}
-	}
-	task.Env[EnvMasterPort] = "${NOMAD_PORT_" + MasterPortLabel + "}"
-	task.Env[EnvMasterAddr] = "${NOMAD_IP_" + MasterPortLabel + "}"
-	task.Env[EnvCheckpointDir] = CheckpointDir
 	if g := execGrace(ex) + execKillMargin; task.KillTimeout == nil || *task.KillTimeout < g {
 		task.KillTimeout = ptr(g)
 	}
-	args := cfg.workerArgs(job.ID)
+	args := append(cfg.workerArgs(job.ID),
+		"--advertise", "${NOMAD_IP_"+MasterPortLabel+"}",
+		"--master-port", "${NOMAD_PORT_"+MasterPortLabel+"}",
+		"--exec-dir", ExecDir)
 	var binary string
 	if cfg.Exec.ArtifactURL != "" {
 		art := &api.TaskArtifact{GetterSource: ptr(cfg.Exec.ArtifactURL), RelativeDest: ptr(artifactDir + "/")}
