@@ -216,12 +216,17 @@ type stepLine struct {
 	Step  int64
 	Time  float64 // Unix seconds
 	World int     // world size when printed; 0 when the line does not say
+	// Run names the program's start: its restart count and generation
+	// (torchrun's TORCHELASTIC_RESTART_COUNT, edl's EDL_GENERATION) when
+	// the line says; "" otherwise.
+	Run string
 }
 
 var (
 	reStep           = regexp.MustCompile(`\bstep["']?\s*[=:]?\s*(\d+)`)
 	reTime           = regexp.MustCompile(`\b(?:time|ts|t)["']?\s*[=:]\s*"?(\d+(?:\.\d+)?)`)
 	reWorld          = regexp.MustCompile(`\b(?:world_size|world)["']?\s*[=:]\s*(\d+)`)
+	reRun            = regexp.MustCompile(`\b(restart|gen)["']?\s*[=:]\s*"?([\w-]+)`)
 	reTag            = regexp.MustCompile(`^[A-Z]{2,}$`)
 	reTorchrunPrefix = regexp.MustCompile(`^\[[^\]]*\]:`)
 	reStamp          = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)`)
@@ -262,6 +267,13 @@ func parseStepLine(line string) (stepLine, bool) {
 					sl.World = int(v)
 				}
 			}
+			var run []string
+			for _, k := range []string{"restart", "gen"} {
+				if v, ok := m[k]; ok && v != nil {
+					run = append(run, k+"="+fmt.Sprint(v))
+				}
+			}
+			sl.Run = strings.Join(run, " ")
 			return sl, sl.Time != 0
 		}
 	}
@@ -288,12 +300,18 @@ func parseStepLine(line string) (stepLine, bool) {
 	if wm := reWorld.FindStringSubmatch(text); wm != nil {
 		sl.World, _ = strconv.Atoi(wm[1])
 	}
+	var run []string
+	for _, m := range reRun.FindAllStringSubmatch(text, -1) {
+		run = append(run, m[1]+"="+m[2])
+	}
+	sl.Run = strings.Join(run, " ")
 	return sl, sl.Time != 0
 }
 
 // restartedAfter reports whether seq shows a restart after event (Unix
-// seconds): the step went back, or the world size changed; and how many
-// steps were applied after it.
+// seconds): the step went back, the world size changed or the line's run
+// (restart count, generation) changed; and how many steps were applied
+// after it.
 func restartedAfter(seq []stepLine, event float64) (bool, int) {
 	var prev *stepLine
 	restarted, n := false, 0
@@ -303,7 +321,7 @@ func restartedAfter(seq []stepLine, event float64) (bool, int) {
 			n++
 		}
 		if prev != nil && l.Time >= event && !restarted &&
-			(l.Step <= prev.Step || (l.World != 0 && prev.World != 0 && l.World != prev.World)) {
+			(l.Step <= prev.Step || (l.World != 0 && prev.World != 0 && l.World != prev.World) || l.Run != prev.Run) {
 			restarted, n = true, 1
 		}
 		prev = l

@@ -12,17 +12,17 @@ func TestParseStepLine(t *testing.T) {
 		want stepLine
 		ok   bool
 	}{
-		{`{"event": "step", "step": 12, "time": 1700000000.25, "rank": 0, "world_size": 3}`, stepLine{12, 1700000000.25, 3}, true},
-		{`[default0]:{"event": "step", "step": 7, "time": 1700000001.5, "world_size": 2}`, stepLine{7, 1700000001.5, 2}, true},
-		{`{"step": 3, "t": 1700000002}`, stepLine{3, 1700000002, 0}, true},
-		{`{"step": 4, "timestamp": "2023-11-14T22:13:20.5Z", "world": 2}`, stepLine{4, 1700000000.5, 2}, true},
+		{`{"event": "step", "step": 12, "time": 1700000000.25, "rank": 0, "world_size": 3, "restart": 1, "gen": null}`, stepLine{12, 1700000000.25, 3, "restart=1"}, true},
+		{`[default0]:{"event": "step", "step": 7, "time": 1700000001.5, "world_size": 2}`, stepLine{7, 1700000001.5, 2, ""}, true},
+		{`{"step": 3, "t": 1700000002}`, stepLine{3, 1700000002, 0, ""}, true},
+		{`{"step": 4, "timestamp": "2023-11-14T22:13:20.5Z", "world": 2}`, stepLine{4, 1700000000.5, 2, ""}, true},
 		{`{"event": "checkpoint", "step": 20, "time": 1700000003}`, stepLine{}, false},
 		{`{"step": 5}`, stepLine{}, false},
-		{`step=9 loss=0.3 time=1700000004.75 world=3`, stepLine{9, 1700000004.75, 3}, true},
-		{`2023-11-14T22:13:20Z rank 1 step 10 loss 2.1`, stepLine{10, 1700000000, 0}, true},
+		{`step=9 loss=0.3 time=1700000004.75 world=3`, stepLine{9, 1700000004.75, 3, ""}, true},
+		{`2023-11-14T22:13:20Z rank 1 step 10 loss 2.1`, stepLine{10, 1700000000, 0, ""}, true},
 		{`INFO:torch.distributed.elastic:rendezvous round 2`, stepLine{}, false},
-		{`STEP step=41 time=1700000005.123456 rank=1 world=3 restart=0 gen=4 loss=2.2`, stepLine{41, 1700000005.123456, 3}, true},
-		{`[default1]:STEP step=42 time=1700000006.5 rank=1 world=2 restart=1 gen=- loss=2.1`, stepLine{42, 1700000006.5, 2}, true},
+		{`STEP step=41 time=1700000005.123456 rank=1 world=3 restart=0 gen=4 loss=2.2`, stepLine{41, 1700000005.123456, 3, "restart=0 gen=4"}, true},
+		{`[default1]:STEP step=42 time=1700000006.5 rank=1 world=2 restart=1 gen=- loss=2.1`, stepLine{42, 1700000006.5, 2, "restart=1 gen=-"}, true},
 		{`CKPT step=40 time=1700000005.0 reason=periodic`, stepLine{}, false},
 		{`[default0]:RESUME step=40 time=1700000009.0 rank=0`, stepLine{}, false},
 		{`DONE step=300 time=1700000100.0 rank=0`, stepLine{}, false},
@@ -48,18 +48,18 @@ func TestAnalyzeSteps(t *testing.T) {
 	// restart at t=106.5 resumes from checkpoint 20 (steps 21..25 redone).
 	var a []stepLine
 	for s := 1; s <= 25; s++ {
-		a = append(a, stepLine{int64(s), 100 + float64(s)*0.1, 2})
+		a = append(a, stepLine{int64(s), 100 + float64(s)*0.1, 2, ""})
 	}
 	for s := 21; s <= 30; s++ {
-		a = append(a, stepLine{int64(s), 106.5 + float64(s-21)*0.1, 3})
+		a = append(a, stepLine{int64(s), 106.5 + float64(s-21)*0.1, 3, ""})
 	}
 	// b: the same with a 3 s stall and no step redone (it checkpointed at 25).
 	var b []stepLine
 	for s := 1; s <= 25; s++ {
-		b = append(b, stepLine{int64(s), 100 + float64(s)*0.1, 2})
+		b = append(b, stepLine{int64(s), 100 + float64(s)*0.1, 2, ""})
 	}
 	for s := 26; s <= 30; s++ {
-		b = append(b, stepLine{int64(s), 105.5 + float64(s-26)*0.1, 3})
+		b = append(b, stepLine{int64(s), 105.5 + float64(s-26)*0.1, 3, ""})
 	}
 	newcomer := seq(21, 106.5, 3, 22, 106.6, 3)
 	leaver := seq(1, 100.1, 2, 24, 102.4, 2)
@@ -95,6 +95,11 @@ func TestRestartedAfter(t *testing.T) {
 	}
 	if ok, _ := restartedAfter(s, 10); ok {
 		t.Error("restart seen after the end")
+	}
+	// Resumed at the next step with the same world: the run tells.
+	r := []stepLine{{5, 1, 3, "restart=0"}, {6, 2, 3, "restart=0"}, {7, 5, 3, "restart=1"}, {8, 6, 3, "restart=1"}}
+	if ok, n := restartedAfter(r, 1.5); !ok || n != 2 {
+		t.Errorf("run change: %v %d, want true 2", ok, n)
 	}
 }
 

@@ -8,7 +8,8 @@ reads only torchrun's environment, checkpoints (rank 0, every
 --checkpoint-dir) and resumes from there after a restart. Every rank prints
 one JSON line per applied step:
 
-  {"event": "step", "step": N, "time": UNIX_SECONDS, "rank": R, "world_size": W, "loss": L}
+  {"event": "step", "step": N, "time": UNIX_SECONDS, "rank": R, "world_size": W,
+   "restart": TORCHELASTIC_RESTART_COUNT, "gen": EDL_GENERATION, "loss": L}
 """
 import argparse
 import json
@@ -45,6 +46,8 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
     ckdir = os.environ.get("EDL_CHECKPOINT_DIR") or a.checkpoint_dir
     path = os.path.join(ckdir, "ckpt.pt") if ckdir else ""
+    restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "-")
+    gen = os.environ.get("EDL_GENERATION", "-")
     step = 0
     if path and os.path.exists(path):
         st = torch.load(path)
@@ -65,7 +68,8 @@ def main():
         opt.step()
         step += 1
         print(json.dumps({"event": "step", "step": step, "time": time.time(), "rank": rank,
-                          "world_size": world, "loss": round(loss.item(), 4)}), flush=True)
+                          "world_size": world, "restart": restart, "gen": gen,
+                          "loss": round(loss.item(), 4)}), flush=True)
         if path and rank == 0 and step % a.checkpoint_every == 0:
             os.makedirs(ckdir, exist_ok=True)
             tmp = path + ".tmp"
