@@ -338,15 +338,18 @@ type torchFigures struct {
 }
 
 // analyzeSteps takes each worker's steps in the order printed. Survivors
-// are the workers not in exclude with steps both before and after event.
+// are the workers not in exclude with steps before event that restarted
+// after it (a leaver may still apply a step after the event); when none
+// restarted, those with steps both before and after event.
 // stall is the longest gap between consecutive steps of a survivor that
 // ends after event; redone sums, per survivor, how far the step went back
 // at each restart after event (max step before - first step after + 1),
 // and the worst survivor's count is reported.
 func analyzeSteps(seqs map[string][]stepLine, event float64, exclude map[string]bool) torchFigures {
 	f := torchFigures{restarted: true}
+	survivor := survivorsOf(seqs, event, exclude)
 	for name, seq := range seqs {
-		if exclude[name] || len(seq) == 0 || seq[0].Time >= event || seq[len(seq)-1].Time < event {
+		if !survivor[name] {
 			continue
 		}
 		f.survivors++
@@ -372,6 +375,24 @@ func analyzeSteps(seqs map[string][]stepLine, event float64, exclude map[string]
 	}
 	f.stall = math.Round(f.stall*1000) / 1000
 	return f
+}
+
+// survivorsOf picks the survivors (see analyzeSteps).
+func survivorsOf(seqs map[string][]stepLine, event float64, exclude map[string]bool) map[string]bool {
+	restarted, spanning := map[string]bool{}, map[string]bool{}
+	for name, seq := range seqs {
+		if exclude[name] || len(seq) == 0 || seq[0].Time >= event || seq[len(seq)-1].Time < event {
+			continue
+		}
+		spanning[name] = true
+		if ok, _ := restartedAfter(seq, event); ok {
+			restarted[name] = true
+		}
+	}
+	if len(restarted) > 0 {
+		return restarted
+	}
+	return spanning
 }
 
 // stepLog collects step lines from several named streams.

@@ -113,16 +113,18 @@ func (b *torchBench) runEdlRestart(ctx context.Context, scenario string) (torchR
 		exclude[victim] = true
 	}
 	fmt.Fprintf(b.log, "bench torch: edl-restart %s: event sent, waiting for the restart\n", scenario)
-	var survivors []string
-	werr := waitFor(ctx, b.timeout, "the survivors to restart and train", func() bool {
-		seqs := log.snapshot()
-		survivors = nil
-		for name, seq := range seqs {
-			if !exclude[name] && len(seq) > 0 && seq[0].Time < event && seq[len(seq)-1].Time >= event {
-				survivors = append(survivors, name)
+	// Two workers (the job's minimum) keep training through every scenario.
+	werr := waitFor(ctx, b.timeout, "two survivors to restart and train", func() bool {
+		done := 0
+		for name, seq := range log.snapshot() {
+			if exclude[name] || len(seq) == 0 || seq[0].Time >= event {
+				continue
+			}
+			if ok, n := restartedAfter(seq, event); ok && n >= b.after {
+				done++
 			}
 		}
-		return len(survivors) >= 2 && doneAfter(log, survivors, event, b.after)()
+		return done >= 2
 	})
 	f := analyzeSteps(log.snapshot(), event, exclude)
 	if werr != nil && f.survivors == 0 {

@@ -62,7 +62,8 @@ func TestAnalyzeSteps(t *testing.T) {
 		b = append(b, stepLine{int64(s), 105.5 + float64(s-26)*0.1, 3, ""})
 	}
 	newcomer := seq(21, 106.5, 3, 22, 106.6, 3)
-	leaver := seq(1, 100.1, 2, 24, 102.4, 2)
+	// The leaver applies one more step just after the event, then goes.
+	leaver := seq(1, 100.1, 2, 24, 102.4, 2, 25, 102.5, 2)
 	f := analyzeSteps(map[string][]stepLine{"a": a, "b": b, "new": newcomer, "gone": leaver, "killed": a}, 102.45, map[string]bool{"killed": true})
 	if f.survivors != 2 {
 		t.Errorf("survivors %d, want 2 (a and b; not the newcomer, the leaver or the excluded)", f.survivors)
