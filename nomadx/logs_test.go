@@ -12,6 +12,7 @@ import (
 
 	"github.com/edl-nomad/edl/nomadx"
 	"github.com/edl-nomad/edl/nomadx/nomadtest"
+	"github.com/hashicorp/nomad/api"
 )
 
 // logJob places one worker of job j and returns its allocation ID.
@@ -20,11 +21,24 @@ func logJob(t *testing.T, e env, id string) string {
 	if err := e.c.Scale(context.Background(), gpuJob(id, 0, nil), 1, "test"); err != nil {
 		t.Fatal(err)
 	}
-	allocs := e.srv.Allocations("default", e.cfg.NomadJobID(id))
-	if len(allocs) != 1 {
-		t.Fatalf("allocations: %d", len(allocs))
+	return waitAllocs(t, e, id, 1)[0].ID
+}
+
+// waitAllocs waits until Nomad placed n allocations of job (placement
+// may come after the register's answer, as in Nomad).
+func waitAllocs(t *testing.T, e env, job string, n int) []api.Allocation {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		allocs := e.srv.Allocations("default", e.cfg.NomadJobID(job))
+		if len(allocs) == n {
+			return allocs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("allocations of %s: %d after 5s, want %d", job, len(allocs), n)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	return allocs[0].ID
 }
 
 func readAll(t *testing.T, e env, job, alloc, stream string, tail int) string {

@@ -32,9 +32,7 @@ func registered(t *testing.T, mut func(*nomadx.Config), job jobs.Job) *api.Job {
 	if nj == nil {
 		t.Fatal("job not registered")
 	}
-	if n := len(e.srv.Allocations("default", e.cfg.NomadJobID(job.ID))); n != 2 {
-		t.Errorf("allocations placed: %d, want 2", n)
-	}
+	waitAllocs(t, e, job.ID, 2) // Nomad placed the workers
 	return nj
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/nomad/api"
 )
@@ -15,7 +16,13 @@ func TestLogsEndpointErrors(t *testing.T) {
 	if _, aerr := s.register(&api.JobRegisterRequest{Job: batchJob("j", 1, nil)}, "default"); aerr != nil {
 		t.Fatal(aerr.body)
 	}
-	alloc := s.Allocations("default", "j")[0].ID
+	var allocs []api.Allocation
+	for deadline := time.Now().Add(5 * time.Second); len(allocs) == 0; time.Sleep(10 * time.Millisecond) {
+		if allocs = s.Allocations("default", "j"); len(allocs) == 0 && time.Now().After(deadline) {
+			t.Fatal("no allocation placed after 5s")
+		}
+	}
+	alloc := allocs[0].ID
 	s.AppendLog(alloc, "worker", "stdout", []byte("hello\nworld\n"))
 	for _, tc := range []struct {
 		query  string
