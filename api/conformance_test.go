@@ -3,7 +3,9 @@ package api_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"strings"
 	"testing"
@@ -38,7 +40,9 @@ func TestEveryRouteConformsToTheServedSpec(t *testing.T) {
 	fake := fakeCheckpoints{job: job.ID, model: map[int64]string{200: "EDLM-model-bytes"},
 		list: []api.Checkpoint{{Step: 200, Epoch: 1, WorldSize: 2, SizeBytes: 16, CreatedAt: time.Unix(1, 0).UTC(),
 			Shards: []api.CheckpointShard{{Name: "params", Size: 16, SHA256: "abc123"}}}}}
-	e := newEnvWith(t, r, api.Config{Checkpoints: fake, SSEKeepAlive: 100 * time.Millisecond})
+	wl := fakeWorkerLogs{job: job.ID, worker: "w-1"}
+	e := newEnvWith(t, r, api.Config{Checkpoints: fake, SSEKeepAlive: 100 * time.Millisecond,
+		Workers: wl, Logs: wl, Membership: api.RedisMembership{Redis: r.Client, Prefix: r.Prefix}})
 
 	served := e.get("/openapi.json", "")
 	loader := openapi3.NewLoader()
@@ -100,6 +104,11 @@ func TestEveryRouteConformsToTheServedSpec(t *testing.T) {
 		{name: "events bad after", method: "GET", path: "/v1/jobs/" + id + "/events?after=x", token: tokA, status: 400},
 		{name: "events stream of a finished job", method: "GET", path: "/v1/jobs/" + other + "/events?follow=true", token: tokA, header: map[string]string{"Accept": "text/event-stream"}, status: 200},
 		{name: "progress", method: "GET", path: "/v1/jobs/" + id + "/progress", token: tokA, status: 200},
+		{name: "workers", method: "GET", path: "/v1/jobs/" + id + "/workers", token: tokA, status: 200},
+		{name: "workers of another tenant's", method: "GET", path: "/v1/jobs/" + id + "/workers", token: tokB, status: 404},
+		{name: "logs", method: "GET", path: "/v1/jobs/" + id + "/logs?worker=w-1&stream=stdout&tail=10", token: tokA, status: 200},
+		{name: "logs bad stream", method: "GET", path: "/v1/jobs/" + id + "/logs?stream=both", token: tokA, status: 400, invalid: true},
+		{name: "logs unknown job", method: "GET", path: "/v1/jobs/j-nope/logs", token: tokA, status: 404},
 		{name: "progress bad since", method: "GET", path: "/v1/jobs/" + id + "/progress?since=x", token: tokA, status: 400},
 		{name: "progress of another tenant's", method: "GET", path: "/v1/jobs/" + id + "/progress", token: tokB, status: 404},
 		{name: "checkpoints", method: "GET", path: "/v1/jobs/" + id + "/checkpoints", token: tokA, status: 200},
@@ -176,4 +185,21 @@ func trim(b []byte) string {
 		return string(b[:600]) + "..."
 	}
 	return string(b)
+}
+
+// fakeWorkerLogs is one running worker of job with a two-line stdout.
+type fakeWorkerLogs struct{ job, worker string }
+
+func (f fakeWorkerLogs) Workers(_ context.Context, jobID string) ([]jobs.Worker, error) {
+	if jobID != f.job {
+		return nil, nil
+	}
+	return []jobs.Worker{{ID: f.worker, JobID: jobID, Node: "n1", State: jobs.WorkerRunning, Started: time.Unix(5, 0).UTC()}}, nil
+}
+
+func (f fakeWorkerLogs) Logs(_ context.Context, jobID, workerID, stream string, tail int, follow bool) (io.ReadCloser, error) {
+	if jobID != f.job || workerID != f.worker {
+		return nil, fmt.Errorf("worker %s of %s: %w", workerID, jobID, fs.ErrNotExist)
+	}
+	return io.NopCloser(strings.NewReader("line 1\nline 2\n")), nil
 }

@@ -95,7 +95,7 @@ func (s *Server) createJob(c echo.Context) error {
 	if len(key) > 255 || strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 		return jobs.Invalid("Idempotency-Key", "at most 255 printable characters")
 	}
-	spec, err := jobs.DecodeSpec(body)
+	spec, err := s.decodeSpec(body) // validation, then the exec policy
 	if err != nil {
 		return err
 	}

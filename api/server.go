@@ -42,6 +42,15 @@ type Config struct {
 	// PlannerRounds, when the planner runs in this process, counts its
 	// rounds for edl_planner_rounds_total (planner.Loop.Rounds).
 	PlannerRounds func() int64
+	// ExecPolicy is called on every submitted exec spec (execpolicy.go);
+	// nil accepts them.
+	ExecPolicy ExecPolicy
+	// Workers and Membership serve GET /v1/jobs/{id}/workers and find
+	// workers for the logs route (workers.go); Logs serves the program logs
+	// (logs.go). Nil answers those routes 503.
+	Workers    WorkerView
+	Membership Membership
+	Logs       LogSource
 }
 
 // DefaultConfig returns the defaults.
@@ -130,6 +139,8 @@ func (s *Server) routes() {
 	v1.GET("/jobs/:id/events", s.jobEvents, auth...)
 	v1.GET("/jobs/:id/progress", s.jobProgress, auth...)
 	v1.GET("/jobs/:id/checkpoints", s.listCheckpoints, auth...)
+	v1.GET("/jobs/:id/workers", s.listWorkers, auth...)
+	v1.GET("/jobs/:id/logs", s.jobLogs, auth...)
 	v1.GET("/jobs/:id/checkpoints/:step/model", s.checkpointModel, auth...)
 	v1.GET("/cluster", s.clusterStatus, auth...)
 	v1.GET("/tenants/me", s.tenantMe, auth...)

@@ -1,5 +1,7 @@
 package jobs
 
+import "time"
+
 // GPUClass is a set of interchangeable GPUs: same model, same memory.
 // The zero class means CPU-only capacity.
 type GPUClass struct {
@@ -62,4 +64,6 @@ type Worker struct {
 	// allocation statuses), for display; empty where there are none.
 	DesiredStatus string `json:"desired_status,omitempty"`
 	ClientStatus  string `json:"client_status,omitempty"`
+	// Started is when the worker's process (task) started; zero if not yet.
+	Started time.Time `json:"started,omitzero"`
 }

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
@@ -27,8 +27,14 @@ type Config struct {
 	WorkerArgs func(job jobs.Job, index int, workerID string) []string
 	// Env is added to this process's environment for every worker.
 	Env []string
-	// LogDir holds one log file per worker: LogDir/<job>/worker-<index>.log.
+	// LogDir holds each worker's stdout and stderr, apart:
+	// LogDir/<job>/<workerID>.stdout.log and .stderr.log (logs.go).
 	LogDir string
+	// LogMaxBytes is the size at which a worker's log file is rotated
+	// (default 16 MiB); LogKeep is how many files of each stream are kept,
+	// the current one included (default 2).
+	LogMaxBytes int64
+	LogKeep     int
 	// Slots is how many CPU-only workers fit at once; default: the cores.
 	Slots int
 	// GPUs are this machine's GPUs (DiscoverGPUs); nil means CPU only.
@@ -44,7 +50,8 @@ type Config struct {
 
 // DefaultConfig fills what a zero Config leaves out.
 func DefaultConfig() Config {
-	return Config{Slots: runtime.NumCPU(), Grace: 30 * time.Second, RestartDelay: time.Second, Now: time.Now}
+	return Config{Slots: runtime.NumCPU(), Grace: 30 * time.Second, RestartDelay: time.Second, Now: time.Now,
+		LogMaxBytes: DefaultLogMaxBytes, LogKeep: DefaultLogKeep}
 }
 
 // Validate names the field at fault.
@@ -60,6 +67,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("local: Slots = %d, want >= 0", c.Slots)
 	case c.Grace <= 0:
 		return fmt.Errorf("local: Grace = %s, want > 0", c.Grace)
+	case c.LogMaxBytes < 0:
+		return fmt.Errorf("local: LogMaxBytes = %d, want > 0", c.LogMaxBytes)
+	case c.LogKeep < 0:
+		return fmt.Errorf("local: LogKeep = %d, want >= 1", c.LogKeep)
 	}
 	return nil
 }
@@ -115,6 +126,12 @@ func New(cfg Config) (*Cluster, error) {
 	if cfg.Now == nil {
 		cfg.Now = d.Now
 	}
+	if cfg.LogMaxBytes == 0 {
+		cfg.LogMaxBytes = d.LogMaxBytes
+	}
+	if cfg.LogKeep == 0 {
+		cfg.LogKeep = d.LogKeep
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -164,6 +181,9 @@ func (c *Cluster) Workers(ctx context.Context, jobID string) ([]jobs.Worker, err
 	out := make([]jobs.Worker, 0, len(jr.procs))
 	for _, p := range jr.procs {
 		w := jobs.Worker{ID: p.id, JobID: jobID, Index: p.index, Node: "local", State: p.state, GPUs: append([]string(nil), p.gpus...)}
+		if p.cmd != nil {
+			w.Started = p.started
+		}
 		if p.state == jobs.WorkerComplete || p.state == jobs.WorkerFailed {
 			code := p.exitCode
 			w.ExitCode = &code
@@ -343,23 +363,21 @@ func (c *Cluster) startLocked(jr *jobRun, index int) bool {
 		cmd.Env = append(cmd.Env, "NVIDIA_VISIBLE_DEVICES=void")
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	logPath := filepath.Join(c.cfg.LogDir, jr.job.ID, fmt.Sprintf("worker-%d.log", index))
-	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
-		c.log.Error("worker log dir", "job", jr.job.ID, "err", err)
-		c.releaseLocked(p)
-		return false
-	}
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	stdout, stderr, err := c.workerLogs(jr.job.ID, id)
 	if err != nil {
 		c.log.Error("worker log", "job", jr.job.ID, "err", err)
 		c.releaseLocked(p)
 		return false
 	}
-	cmd.Stdout, cmd.Stderr = logFile, logFile
+	logs := closers{stdout, stderr}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	// The output is copied through pipes: do not let a grandchild that
+	// keeps them open hold up the worker's exit.
+	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
-		logFile.Close()
+		logs.Close()
 		c.log.Error("start worker", "job", jr.job.ID, "index", index, "err", err)
-		p.state = jobs.WorkerFailed
+		p.state, p.exitCode = jobs.WorkerFailed, -1 // never ran
 		c.releaseLocked(p)
 		jr.procs[id] = p
 		close(p.done)
@@ -369,7 +387,7 @@ func (c *Cluster) startLocked(jr *jobRun, index int) bool {
 	jr.procs[id] = p
 	c.log.Info("worker started", "job", jr.job.ID, "worker", id, "index", index, "pid", cmd.Process.Pid, "gpus", gpus)
 	c.wg.Add(1)
-	go c.wait(jr.job.ID, p, logFile)
+	go c.wait(jr.job.ID, p, logs)
 	return true
 }
 
@@ -415,10 +433,10 @@ func (c *Cluster) stopLocked(p *proc) {
 }
 
 // wait records a worker's exit and lets the job's other workers take its place.
-func (c *Cluster) wait(jobID string, p *proc, logFile *os.File) {
+func (c *Cluster) wait(jobID string, p *proc, logs io.Closer) {
 	defer c.wg.Done()
 	err := p.cmd.Wait()
-	logFile.Close()
+	logs.Close()
 	code := 0
 	if err != nil {
 		code = -1

@@ -56,6 +56,8 @@ type Config struct {
 	Command string // the edl binary for exec/raw_exec (default "edl"); docker: entrypoint, default none (the image's)
 	// WorkerEnv is added to the task's environment (e.g. EDL_LOG_LEVEL).
 	WorkerEnv map[string]string
+	// Exec is how exec-mode tasks get the edl binary (template_exec.go).
+	Exec ExecConfig
 
 	CPUMHz    int // task resources.cpu
 	MemoryMiB int // task resources.memory
@@ -154,6 +156,9 @@ func (c Config) Validate() error {
 	}
 	if c.Retry.Timeout <= 0 {
 		bad("retry.timeout", "must be > 0")
+	}
+	if err := c.Exec.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if (c.TLS.ClientCert == "") != (c.TLS.ClientKey == "") {
 		bad("tls.client_cert", "client_cert and client_key go together")

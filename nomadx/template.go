@@ -114,6 +114,9 @@ func JobTemplate(cfg Config, job jobs.Job, count int) *api.Job {
 			Tasks:            []*api.Task{task},
 		}},
 	}
+	if job.Spec.Trainer.Kind == jobs.TrainerExec {
+		execTemplate(cfg, job, nj.TaskGroups[0], task) // template_exec.go
+	}
 	if cfg.Region != "" {
 		nj.Region = ptr(cfg.Region)
 	}

@@ -188,7 +188,9 @@ func startDev(parent context.Context, c devConfig, log *slog.Logger) (_ *devEnv,
 		return d, fmt.Errorf("dev: --listen %s: %w", c.listen, err)
 	}
 	d.apiURL = "http://" + ln.Addr().String()
-	srv := api.New(api.Config{Checkpoints: checkpointView{ckStore}, PlannerRounds: pm.rounds}, d.store, tenants, d.cluster, log)
+	apiCfg := devAPIConfig(checkpointView{ckStore}, d.cluster, d.rdb) // exec_flags.go
+	apiCfg.PlannerRounds = pm.rounds
+	srv := api.New(apiCfg, d.store, tenants, d.cluster, log)
 	pm.srv.Store(srv)
 	go func() { d.errc <- d.loop.Run(ctx) }()
 	go func() { d.errc <- srv.Run(ctx, ln) }()

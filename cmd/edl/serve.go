@@ -13,6 +13,7 @@ import (
 	"github.com/edl-nomad/edl/api"
 	"github.com/edl-nomad/edl/checkpoint"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/nomadx"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -32,6 +33,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	storeURL := fs.String("store", "", "checkpoint store URL (file:// or s3://; credentials from AWS_* variables), handed to workers and served by the checkpoint routes")
 	workerRedis := fs.String("worker-redis", "", "Redis URL the workers use (default: --redis); must be reachable from Nomad clients")
 	nf := addNomadFlags(fs)
+	ef := addServeExecFlags(fs, nf) // exec_flags.go
 	prefix := fs.String("prefix", "edl:", "Redis key prefix")
 	var level logLevel
 	fs.Var(&level, "log-level", "debug, info, warn or error")
@@ -74,6 +76,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	setup.Cluster = cluster
 	setup.Metrics = pm
 	setup.Config.PlannerRounds = pm.rounds
+	if setup.Config.ExecPolicy, err = ef.policy(nomadx.Driver(nf.driver), nf.cfg.Image); err != nil {
+		return err
+	}
+	setup.Config.Workers, setup.Config.Logs = cluster, cluster
+	setup.Config.Membership = api.RedisMembership{Redis: rdb, Prefix: "edl:"} // the workers' default prefix
 	return serveAPI(ctx, setup, hook)
 }
 

@@ -140,6 +140,8 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte) {
 		s.read(w, r, func() (any, *apiError) { return s.nodeList(res), nil })
 	case parts[0] == "node" && len(parts) == 2 && r.Method == http.MethodGet:
 		s.read(w, r, func() (any, *apiError) { return s.nodeView(parts[1]) })
+	case len(parts) == 4 && parts[0] == "client" && parts[1] == "fs" && parts[2] == "logs" && r.Method == http.MethodGet:
+		s.serveLogs(w, r, parts[3]) // logs.go
 	default:
 		writeError(w, errf(http.StatusNotFound, "Invalid URL"), 0)
 	}

@@ -106,6 +106,7 @@ type Server struct {
 	timers int
 	idle   chan struct{}
 	closed bool
+	logs   *taskLogs // task logs (logs.go), made on first use
 }
 
 // New starts a server; it stops when the test ends.

@@ -1,0 +1,270 @@
+package api_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edl-nomad/edl/api"
+	"github.com/edl-nomad/edl/internal/testenv"
+	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/local"
+	"github.com/edl-nomad/edl/worker/coord"
+)
+
+// chatty is a worker that writes three stdout lines and one stderr line,
+// waits for $CTL/go-<index>, writes one more line and exits 0.
+const chatty = `echo "w$EDL_WORKER_INDEX line 1"; echo "w$EDL_WORKER_INDEX line 2"; echo "w$EDL_WORKER_INDEX line 3"
+echo "w$EDL_WORKER_INDEX oops" >&2
+while [ ! -f "$CTL/go-$EDL_WORKER_INDEX" ]; do sleep 0.02; done
+echo "w$EDL_WORKER_INDEX bye"`
+
+type logEnv struct {
+	*env
+	cluster *local.Cluster
+	ctl     string
+	job     jobs.Job
+	ids     []string // worker IDs by index
+}
+
+// newLogEnv runs the API over a real local cluster with a job of team-a
+// that has two chatty workers; worker 1 is rank 0 of generation 4.
+func newLogEnv(t *testing.T) *logEnv {
+	t.Helper()
+	r := testenv.NewRedis(t)
+	ctl, logDir := t.TempDir(), t.TempDir()
+	cl, err := local.New(local.Config{
+		Command:    []string{"/bin/sh", "-c", chatty, "chatty"},
+		WorkerArgs: func(jobs.Job, int, string) []string { return nil },
+		Env:        []string{"CTL=" + ctl},
+		LogDir:     logDir,
+		Slots:      4,
+		Grace:      2 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = cl.Close(ctx)
+	})
+	e := newEnvWith(t, r, api.Config{Workers: cl, Logs: cl, Membership: api.RedisMembership{Redis: r.Client, Prefix: r.Prefix},
+		SSEKeepAlive: 50 * time.Millisecond})
+	sub := e.submit(tokA, exampleJob(t))
+	if sub.code != http.StatusCreated {
+		t.Fatalf("submit: %d %s", sub.code, sub.body)
+	}
+	le := &logEnv{env: e, cluster: cl, ctl: ctl, job: sub.job(t)}
+	if err := cl.Scale(context.Background(), le.job, 2, "test"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ws, _ := cl.Workers(context.Background(), le.job.ID)
+		ready := len(ws) == 2
+		for _, w := range ws {
+			b, _ := os.ReadFile(local.LogPath(logDir, le.job.ID, w.ID, "stdout"))
+			ready = ready && strings.Count(string(b), "\n") == 3
+		}
+		if ready {
+			le.ids = []string{ws[0].ID, ws[1].ID}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("workers never wrote their lines: %+v", ws)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	k := coord.NewKeys(r.Prefix, le.job.ID)
+	g, _ := json.Marshal(coord.Generation{Number: 4, Members: []string{le.ids[1], le.ids[0]}, Addrs: []string{"a", "b"}})
+	m, _ := json.Marshal(coord.Member{ID: le.ids[1], State: coord.Active})
+	ctx := context.Background()
+	if err := r.Client.Set(ctx, k.Gen(), g, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Client.HSet(ctx, k.Members(), le.ids[1], m).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return le
+}
+
+func (le *logEnv) release(t *testing.T, index int) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(le.ctl, "go-"+string(rune('0'+index))), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWorkersRoute(t *testing.T) {
+	le := newLogEnv(t)
+	r := le.get("/v1/jobs/"+le.job.ID+"/workers", tokA)
+	if r.code != http.StatusOK {
+		t.Fatalf("workers: %d %s", r.code, r.body)
+	}
+	var list api.WorkerList
+	r.json(t, &list)
+	if list.Generation != 4 || len(list.Workers) != 2 {
+		t.Fatalf("list %+v, want generation 4 and 2 workers", list)
+	}
+	w0, w1 := list.Workers[0], list.Workers[1]
+	if w0.ID != le.ids[0] || w0.Index != 0 || w0.Rank != 1 || w0.Generation != 4 || w0.Node != "local" || w0.State != jobs.WorkerRunning || w0.Started == nil || w0.ExitCode != nil {
+		t.Errorf("worker 0: %+v", w0)
+	}
+	if w1.Rank != 0 || w1.MemberState != "active" || w0.MemberState != "" {
+		t.Errorf("worker 1: %+v (worker 0 member state %q)", w1, w0.MemberState)
+	}
+	for _, field := range []string{`"id"`, `"rank"`, `"generation"`, `"node"`, `"state"`, `"started"`} {
+		if !strings.Contains(string(r.body), field) {
+			t.Errorf("body lacks %s: %s", field, r.body)
+		}
+	}
+	// Finished: exit code shown, rank kept from the generation.
+	le.release(t, 0)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		le.get("/v1/jobs/"+le.job.ID+"/workers", tokA).json(t, &list)
+		if list.Workers[0].ExitCode != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("exit code never shown: %+v", list.Workers[0])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if *list.Workers[0].ExitCode != 0 || list.Workers[0].State != jobs.WorkerComplete {
+		t.Errorf("finished worker: %+v", list.Workers[0])
+	}
+	le.get("/v1/jobs/"+le.job.ID+"/workers", tokB).problem(t, http.StatusNotFound, api.ProblemNotFound)
+	le.get("/v1/jobs/j-nope/workers", tokA).problem(t, http.StatusNotFound, api.ProblemNotFound)
+}
+
+func TestLogsRoute(t *testing.T) {
+	le := newLogEnv(t)
+	base := "/v1/jobs/" + le.job.ID + "/logs"
+	r := le.get(base+"?worker="+le.ids[0], tokA)
+	if r.code != http.StatusOK || string(r.body) != "w0 line 1\nw0 line 2\nw0 line 3\n" || !strings.HasPrefix(r.header.Get("Content-Type"), "text/plain") {
+		t.Fatalf("stdout of w0: %d %q %s", r.code, r.body, r.header.Get("Content-Type"))
+	}
+	if r.header.Get("X-Edl-Worker") != le.ids[0] {
+		t.Errorf("X-Edl-Worker %q", r.header.Get("X-Edl-Worker"))
+	}
+	if r := le.get(base+"?worker="+le.ids[0]+"&stream=stderr", tokA); string(r.body) != "w0 oops\n" {
+		t.Errorf("stderr = %q", r.body)
+	}
+	if r := le.get(base+"?worker="+le.ids[0]+"&tail=2", tokA); string(r.body) != "w0 line 2\nw0 line 3\n" {
+		t.Errorf("tail 2 = %q", r.body)
+	}
+	// No worker: rank 0 of the generation, which is worker index 1.
+	if r := le.get(base+"?tail=1", tokA); r.header.Get("X-Edl-Worker") != le.ids[1] || string(r.body) != "w1 line 3\n" {
+		t.Errorf("default worker: %s %q, want rank 0 = %s", r.header.Get("X-Edl-Worker"), r.body, le.ids[1])
+	}
+	for _, tc := range []struct{ query, field string }{
+		{"stream=both", "stream"}, {"tail=-1", "tail"}, {"tail=x", "tail"}, {"tail=100001", "tail"},
+		{"follow=maybe", "follow"}, {"worker=a/b", "worker"},
+	} {
+		p := le.get(base+"?"+tc.query, tokA).problem(t, http.StatusBadRequest, api.ProblemValidation)
+		if len(p.Errors) != 1 || p.Errors[0].Field != tc.field {
+			t.Errorf("%s: errors %+v, want field %s", tc.query, p.Errors, tc.field)
+		}
+	}
+	le.get(base+"?worker="+le.ids[0], tokB).problem(t, http.StatusNotFound, api.ProblemNotFound)
+	le.get(base+"?worker=nobody", tokA).problem(t, http.StatusNotFound, api.ProblemNotFound)
+	le.get("/v1/jobs/j-nope/logs", tokA).problem(t, http.StatusNotFound, api.ProblemNotFound)
+}
+
+func TestLogsFollow(t *testing.T) {
+	le := newLogEnv(t)
+	base := le.url + "/v1/jobs/" + le.job.ID + "/logs?worker=" + le.ids[0]
+	get := func(url, accept string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		req.Header.Set("Authorization", "Bearer "+tokA)
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	plain := get(base+"&follow=true&tail=1", "")
+	sse := get(base+"&tail=1", "text/event-stream")
+	if ct := sse.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("SSE content type %q", ct)
+	}
+	br := bufio.NewReader(plain.Body)
+	if line, err := br.ReadString('\n'); err != nil || line != "w0 line 3\n" {
+		t.Fatalf("first followed line %q, %v", line, err)
+	}
+	le.release(t, 0) // w0 writes "bye" and exits: both streams must end
+	done := make(chan string, 2)
+	go func() { rest, _ := io.ReadAll(br); done <- string(rest) }()
+	go func() { b, _ := io.ReadAll(sse.Body); done <- string(b) }()
+	var got []string
+	for range 2 {
+		select {
+		case s := <-done:
+			got = append(got, s)
+		case <-time.After(10 * time.Second):
+			t.Fatal("a followed log did not end after the worker exited")
+		}
+	}
+	var rest, events string
+	for _, s := range got {
+		if strings.Contains(s, "event:") {
+			events = s
+		} else {
+			rest = s
+		}
+	}
+	if rest != "w0 bye\n" {
+		t.Errorf("plain follow rest %q, want the line written later", rest)
+	}
+	if !strings.Contains(events, "event: log\ndata: w0 line 3\n\n") || !strings.Contains(events, "event: log\ndata: w0 bye\n\n") ||
+		!strings.HasSuffix(events, "event: end\ndata: {}\n\n") {
+		t.Errorf("SSE stream %q", events)
+	}
+}
+
+func TestLogsWithoutSource(t *testing.T) {
+	e := newEnv(t)
+	j := e.submit(tokA, exampleJob(t)).job(t)
+	e.get("/v1/jobs/"+j.ID+"/logs", tokA).problem(t, http.StatusServiceUnavailable, api.ProblemUnavailable)
+	e.get("/v1/jobs/"+j.ID+"/workers", tokA).problem(t, http.StatusServiceUnavailable, api.ProblemUnavailable)
+}
+
+// TestLogsOfAFinishedJob: once the cluster has forgotten the job's
+// workers, a named worker's log is still served.
+func TestLogsOfAFinishedJob(t *testing.T) {
+	le := newLogEnv(t)
+	if err := le.cluster.Teardown(context.Background(), le.job.ID); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ws, _ := le.cluster.Workers(context.Background(), le.job.ID)
+		if len(ws) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("workers still listed: %+v", ws)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	base := "/v1/jobs/" + le.job.ID + "/logs"
+	if r := le.get(base+"?worker="+le.ids[1]+"&tail=1", tokA); r.code != http.StatusOK || string(r.body) != "w1 line 3\n" {
+		t.Errorf("finished worker's log: %d %q", r.code, r.body)
+	}
+	le.get(base, tokA).problem(t, http.StatusNotFound, api.ProblemNotFound)
+	le.get(base+"?worker="+le.ids[1], tokB).problem(t, http.StatusNotFound, api.ProblemNotFound)
+}
