@@ -99,6 +99,9 @@ func (s *Server) createJob(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := tenantOf(c).Admit(spec, ""); err != nil {
+		return err
+	}
 	ctx, cancel := s.storeCtx(c)
 	defer cancel()
 	job, raw, created, err := s.store.CreateJSON(ctx, tenantOf(c).Name, spec, key)
@@ -261,6 +264,9 @@ func (s *Server) patchJob(c echo.Context) error {
 	j, err := s.update(c, func(j *jobs.Job) ([]jobs.Event, error) {
 		next, err := jobs.ApplyMergePatch(*j, body)
 		if err != nil {
+			return nil, err
+		}
+		if err := tenantOf(c).Admit(next, "spec."); err != nil {
 			return nil, err
 		}
 		old := j.Spec

@@ -34,6 +34,10 @@ type Tenant struct {
 	// RatePerS and Burst bound API requests (token bucket).
 	RatePerS float64 `json:"rate_per_s" yaml:"rate_per_s"`
 	Burst    int     `json:"burst" yaml:"burst"`
+	// Limits bound each job the tenant submits (limits.go); 0 is the
+	// global bound.
+	MaxWorkers    int   `json:"max_workers,omitempty" yaml:"max_workers"`
+	MaxParameters int64 `json:"max_parameters,omitempty" yaml:"max_parameters"`
 }
 
 // Tenants is the set of principals, looked up by token or name.
@@ -51,6 +55,8 @@ type Tenants struct {
 //	    weight: 2
 //	    rate_per_s: 50          # optional, default 50
 //	    burst: 100              # optional, default 100
+//	    max_workers: 16         # optional: workers.max of a job, default 1024
+//	    max_parameters: 1000000 # optional: built-in model size, default 67108864
 //	admins:
 //	  - name: ops
 //	    token_sha256: 9f86...
@@ -128,6 +134,7 @@ func NewTenants(list ...Tenant) (*Tenants, error) {
 		if tn.RatePerS < 0 || tn.Burst < 1 {
 			v.add(field+".rate_per_s", "rate_per_s must be > 0 and burst >= 1")
 		}
+		checkLimits(v, field, tn)
 		t.byHash[tn.TokenSHA256] = tn
 		t.byName[tn.Name] = tn
 	}
