@@ -39,6 +39,7 @@ type devConfig struct {
 	workerLogLevel                  string
 	stragglerFactor                 float64
 	stragglerRounds                 int
+	api                             api.Config
 }
 
 func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -54,6 +55,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.DurationVar(&c.interval, "planner-interval", time.Second, "planner round interval when nothing happens")
 	fs.StringVar(&c.workerLogLevel, "worker-log-level", "info", "log level of the worker processes")
 	addStragglerFlags(fs, &c.stragglerFactor, &c.stragglerRounds)
+	addAPIFlags(fs, &c.api)
 	var level logLevel
 	fs.Var(&level, "log-level", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
@@ -68,6 +70,9 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := checkStragglerFlags("dev", c.stragglerFactor, c.stragglerRounds); err != nil {
 		return err
 	}
+	if err := checkAPIFlags("dev", c.api); err != nil {
+		return err
+	}
 	log := newLogger(stderr, level.Level, false)
 	d, err := startDev(ctx, c, log)
 	if err != nil {
@@ -79,7 +84,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 
 // devEnv is a running `edl dev`: everything it started, to stop in order.
 type devEnv struct {
-	redis   *redisproc.Proc
+	redis   *redisproc.Supervised
 	rdb     *redis.Client
 	store   *jobs.Store
 	cluster *local.Cluster
@@ -109,7 +114,10 @@ func startDev(parent context.Context, c devConfig, log *slog.Logger) (_ *devEnv,
 			d.shutdown()
 		}
 	}()
-	if d.redis, err = redisproc.Start(ctx, filepath.Join(dataDir, "redis"), redisproc.Options{}); err != nil {
+	// Supervised: a dead child is started again on the same port and data
+	// (AOF), and if it cannot be, wait ends edl dev: it never serves on
+	// without its store.
+	if d.redis, err = redisproc.StartSupervised(ctx, filepath.Join(dataDir, "redis"), redisproc.Options{}, redisproc.SuperviseOptions{}, log); err != nil {
 		return d, fmt.Errorf("dev: %w", err)
 	}
 	log.Info("redis-server started", "addr", d.redis.Addr(), "pid", d.redis.Pid())
@@ -173,7 +181,9 @@ func startDev(parent context.Context, c devConfig, log *slog.Logger) (_ *devEnv,
 		return d, fmt.Errorf("dev: --listen %s: %w", c.listen, err)
 	}
 	d.apiURL = "http://" + ln.Addr().String()
-	srv := api.New(api.Config{Checkpoints: checkpointView{ckStore}}, d.store, tenants, d.cluster, log)
+	apiCfg := c.api
+	apiCfg.Checkpoints = checkpointView{ckStore}
+	srv := api.New(apiCfg, d.store, tenants, d.cluster, log)
 	go func() { d.errc <- d.loop.Run(ctx) }()
 	go func() { d.errc <- srv.Run(ctx, ln) }()
 	return d, nil
@@ -185,6 +195,8 @@ func (d *devEnv) wait(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 	case err = <-d.errc:
+	case <-d.redis.Failed():
+		err = fmt.Errorf("dev: stopping: the child redis-server is gone and edl dev does not serve without it: %w", d.redis.Err())
 	}
 	d.shutdown()
 	return err
