@@ -40,6 +40,7 @@ type devConfig struct {
 	stragglerFactor                 float64
 	stragglerRounds                 int
 	api                             api.Config
+	workerEnv                       []string // added to each worker's environment (edl bench chaos: EDL_DEBUG_SAMPLES)
 }
 
 func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -89,6 +90,7 @@ type devEnv struct {
 	store   *jobs.Store
 	cluster *local.Cluster
 	loop    *planner.Loop
+	planner plannerRun // the loop's goroutine, restartable (dev_planner.go)
 	apiURL  string
 	tokens  jobs.DevTokens
 	dataDir string
@@ -155,6 +157,7 @@ func startDev(parent context.Context, c devConfig, log *slog.Logger) (_ *devEnv,
 			return []string{"--job", job.ID, "--redis", redisURL, "--store", storeURL,
 				"--worker-id", id, "--listen", "127.0.0.1:0", "--log-level", c.workerLogLevel}
 		},
+		Env:    c.workerEnv,
 		LogDir: filepath.Join(dataDir, "workers"),
 		Slots:  c.slots,
 		GPUs:   gpus,
@@ -173,7 +176,8 @@ func startDev(parent context.Context, c devConfig, log *slog.Logger) (_ *devEnv,
 	if c.stragglerFactor > 0 {
 		lc.StragglerFactor, lc.StragglerRounds = c.stragglerFactor, c.stragglerRounds
 	}
-	if d.loop, err = planner.NewLoop(lc, d.store, d.cluster, d.rdb, log); err != nil {
+	d.planner.make = func() (*planner.Loop, error) { return planner.NewLoop(lc, d.store, d.cluster, d.rdb, log) }
+	if d.loop, err = d.planner.make(); err != nil {
 		return d, fmt.Errorf("dev: %w", err)
 	}
 	ln, err := net.Listen("tcp", c.listen)
@@ -184,7 +188,7 @@ func startDev(parent context.Context, c devConfig, log *slog.Logger) (_ *devEnv,
 	apiCfg := c.api
 	apiCfg.Checkpoints = checkpointView{ckStore}
 	srv := api.New(apiCfg, d.store, tenants, d.cluster, log)
-	go func() { d.errc <- d.loop.Run(ctx) }()
+	d.startPlanner(ctx)
 	go func() { d.errc <- srv.Run(ctx, ln) }()
 	return d, nil
 }
