@@ -34,8 +34,10 @@ type EventPage struct {
 //	@Param			follow			query		bool	false	"stream as Server-Sent Events"
 //	@Param			Last-Event-ID	header		string	false	"resume a stream after this ID"
 //	@Success		200				{object}	EventPage
-//	@Failure		400				{object}	Problem
+//	@Failure		400				{object}	Problem	"after or Last-Event-ID is not an event ID (two unsigned 64-bit integers, MS-SEQ)"
 //	@Failure		404				{object}	Problem
+//	@Failure		429				{object}	Problem	"the tenant holds its most event streams open (follow=true); Retry-After"
+//	@Failure		503				{object}	Problem	"the store is unavailable; Retry-After"
 //	@Router			/v1/jobs/{id}/events [get]
 func (s *Server) jobEvents(c echo.Context) error {
 	j, err := s.ownJob(c)
