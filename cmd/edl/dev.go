@@ -41,6 +41,7 @@ type devConfig struct {
 	stragglerRounds                 int
 	api                             api.Config
 	workerEnv                       []string // added to each worker's environment (edl bench chaos: EDL_DEBUG_SAMPLES)
+	redisSupervise                  redisproc.SuperviseOptions
 }
 
 func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -119,7 +120,7 @@ func startDev(parent context.Context, c devConfig, log *slog.Logger) (_ *devEnv,
 	// Supervised: a dead child is started again on the same port and data
 	// (AOF), and if it cannot be, wait ends edl dev: it never serves on
 	// without its store.
-	if d.redis, err = redisproc.StartSupervised(ctx, filepath.Join(dataDir, "redis"), redisproc.Options{}, redisproc.SuperviseOptions{}, log); err != nil {
+	if d.redis, err = redisproc.StartSupervised(ctx, filepath.Join(dataDir, "redis"), redisproc.Options{}, c.redisSupervise, log); err != nil {
 		return d, fmt.Errorf("dev: %w", err)
 	}
 	log.Info("redis-server started", "addr", d.redis.Addr(), "pid", d.redis.Pid())

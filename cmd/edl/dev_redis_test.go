@@ -12,6 +12,7 @@ import (
 
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/local/redisproc"
 )
 
 // edl dev carried on without its child Redis when it died (every request
@@ -79,5 +80,40 @@ func TestDevRestartsItsRedis(t *testing.T) {
 	case <-d.redis.Failed():
 		t.Fatalf("supervisor gave up: %v", d.redis.Err())
 	default:
+	}
+}
+
+// When the child cannot be kept up, edl dev stops with an error that says
+// so, rather than serving on without its store.
+func TestDevExitsWhenItsRedisStaysDown(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		testenv.Unavailable(t, "redis-server not installed")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	d, err := startDev(ctx, devConfig{listen: "127.0.0.1:0", dataDir: t.TempDir(), slots: 1, grace: 5 * time.Second,
+		cooldown: time.Second, interval: 200 * time.Millisecond, workerLogLevel: "warn",
+		redisSupervise: redisproc.SuperviseOptions{MaxRestarts: 1, Window: time.Minute}}, newLogger(io.Discard, 0, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.wait(ctx) }()
+	for kills := 0; kills < 2; kills++ {
+		pid := d.redis.Pid()
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		for kills == 0 && d.redis.Pid() == pid { // the first death is restarted
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "redis-server") || !strings.Contains(err.Error(), "does not serve without it") {
+			t.Fatalf("edl dev ended with %v; want an error naming the redis-server", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("edl dev still running 30s after its Redis was given up")
 	}
 }
