@@ -89,6 +89,8 @@ the succeeded jobs, and 5xx answers (503s while Redis is down apart).`, stderr)
 	only := fs.String("scenarios", strings.Join(chaosScenarios, ","), "scenarios to run, comma-separated")
 	wait := fs.Duration("wait", 120*time.Second, "longest wait for a scenario's jobs to finish")
 	asJSON := fs.Bool("json", false, "print one JSON line per scenario and a summary line")
+	devLog := fs.String("dev-log", "", "write edl dev's own log (API, planner, local cluster; info level) to this file; the workers' logs are under its data dir, removed at the end unless --keep")
+	keep := fs.Bool("keep", false, "keep the data dir (Redis AOF, worker logs) and print where it is")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -114,7 +116,20 @@ the succeeded jobs, and 5xx answers (503s while Redis is down apart).`, stderr)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	if *keep {
+		fmt.Fprintf(stderr, "bench chaos: data dir %s (kept)\n", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	logw := io.Discard
+	if *devLog != "" {
+		f, err := os.Create(*devLog)
+		if err != nil {
+			return usageErrorf("bench chaos: --dev-log: %v", err)
+		}
+		defer f.Close()
+		logw = f
+	}
 	token := jobs.NewToken()
 	tf := filepath.Join(dir, "tenants.yaml")
 	if err := os.WriteFile(tf, []byte(fmt.Sprintf("tenants:\n  - name: chaos\n    token_sha256: %s\n    rate_per_s: 100000\n    burst: 100000\n", jobs.HashToken(token))), 0o600); err != nil {
@@ -122,7 +137,7 @@ the succeeded jobs, and 5xx answers (503s while Redis is down apart).`, stderr)
 	}
 	d, err := startDev(ctx, devConfig{listen: "127.0.0.1:0", dataDir: filepath.Join(dir, "dev"), tenants: tf, slots: *slots,
 		grace: 5 * time.Second, cooldown: time.Second, interval: 200 * time.Millisecond, workerLogLevel: "warn",
-		workerEnv: []string{"EDL_DEBUG_SAMPLES=true"}}, newLogger(io.Discard, 0, false))
+		workerEnv: []string{"EDL_DEBUG_SAMPLES=true"}}, newLogger(logw, 0, false))
 	if err != nil {
 		return err
 	}
@@ -239,10 +254,10 @@ func (l *idList) random() string {
 }
 
 // chaosJob is a small built-in trainer job; samples x epochs sets its
-// length. Jobs of the fault scenarios train a few seconds (two hidden
-// layers of 128), the burst's are tiny.
+// length. Jobs of the fault scenarios train for some 10-20 s on 2 cores
+// without faults (two hidden layers of 256), the burst's are tiny.
 func chaosJob(scenario string, i, min, max, samples, epochs int) jobs.Spec {
-	hidden := 128
+	hidden := 256
 	if scenario == "submit-burst" {
 		hidden = 8
 	}
@@ -290,7 +305,7 @@ func (ch *chaos) probe(ctx context.Context, ids *idList) {
 
 func (ch *chaos) workerKills(ctx context.Context, row *chaosRow, ids *idList) error {
 	for i := range 2 {
-		ch.submit(ctx, row, ids, chaosJob("worker-kills", i, 1, 2, 16000, 2))
+		ch.submit(ctx, row, ids, chaosJob("worker-kills", i, 1, 2, 100000, 2))
 	}
 	for row.Faults < 4 {
 		if !sleepCtx(ctx, 1500*time.Millisecond) {
@@ -312,7 +327,7 @@ func (ch *chaos) workerKills(ctx context.Context, row *chaosRow, ids *idList) er
 }
 
 func (ch *chaos) sigstop(ctx context.Context, row *chaosRow, ids *idList) error {
-	ch.submit(ctx, row, ids, chaosJob("sigstop-worker", 0, 2, 2, 16000, 2))
+	ch.submit(ctx, row, ids, chaosJob("sigstop-worker", 0, 2, 2, 100000, 2))
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		if !sleepCtx(ctx, 200*time.Millisecond) {
@@ -337,7 +352,7 @@ func (ch *chaos) sigstop(ctx context.Context, row *chaosRow, ids *idList) error 
 
 func (ch *chaos) redisRestart(ctx context.Context, row *chaosRow, ids *idList) error {
 	for i := range 2 {
-		ch.submit(ctx, row, ids, chaosJob("redis-restart", i, 1, 2, 16000, 2))
+		ch.submit(ctx, row, ids, chaosJob("redis-restart", i, 1, 2, 100000, 2))
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) && !ch.stepping(ctx, ids.all()[0]) {
@@ -377,7 +392,7 @@ func (ch *chaos) redisRestart(ctx context.Context, row *chaosRow, ids *idList) e
 
 func (ch *chaos) plannerRestart(ctx context.Context, row *chaosRow, ids *idList) error {
 	for i := range 2 {
-		ch.submit(ctx, row, ids, chaosJob("planner-restart", i, 1, 2, 16000, 2))
+		ch.submit(ctx, row, ids, chaosJob("planner-restart", i, 1, 2, 100000, 2))
 	}
 	for range 3 {
 		// A random point within rounds of 200 ms: often mid-round.
