@@ -6,7 +6,7 @@ export PATH := $(TOOLS):$(PATH)
 # go-nvml's cgo prolog warns about deprecated NVML calls; keep build output readable.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: run test bench openapi lint tools setup build
+.PHONY: run test bench chaos openapi lint tools setup build
 
 ## setup: install what is missing (redis-server, python3-torch, swag, weed); idempotent
 setup:
@@ -27,6 +27,10 @@ run: setup build
 ## test: all tests with the race detector, against real servers
 test: setup
 	$(GO) test -race -timeout 15m ./...
+
+## chaos: edl dev under faults (worker kills, SIGSTOP, Redis restart, planner restarts, a submit burst)
+chaos: setup build
+	bin/edl bench chaos --json
 
 ## bench: every benchmark, each printing JSON figures
 bench: setup build

@@ -12,13 +12,17 @@ import (
 
 // TenantStatus is a tenant's quota and what it holds now.
 type TenantStatus struct {
-	Name     string     `json:"name"`
-	Admin    bool       `json:"admin"`
-	GPUQuota int        `json:"gpu_quota"`
-	Weight   float64    `json:"weight"`
-	RatePerS float64    `json:"rate_per_s"`
-	Burst    int        `json:"burst"`
-	Usage    jobs.Usage `json:"usage"`
+	Name     string  `json:"name"`
+	Admin    bool    `json:"admin"`
+	GPUQuota int     `json:"gpu_quota"`
+	Weight   float64 `json:"weight"`
+	RatePerS float64 `json:"rate_per_s"`
+	Burst    int     `json:"burst"`
+	// MaxWorkers and MaxParameters bound each job: the tenant's limits, or
+	// the global bounds where the tenants file sets none.
+	MaxWorkers    int        `json:"max_workers" example:"1024"`
+	MaxParameters int64      `json:"max_parameters" example:"67108864"`
+	Usage         jobs.Usage `json:"usage"`
 }
 
 // Holding is what one live job holds.
@@ -94,8 +98,15 @@ func tenantStatus(tn jobs.Tenant, u jobs.Usage) TenantStatus {
 	if u.Jobs == nil {
 		u.Jobs = map[jobs.State]int{}
 	}
-	return TenantStatus{Name: tn.Name, Admin: tn.Admin, GPUQuota: tn.GPUQuota, Weight: tn.Weight,
-		RatePerS: tn.RatePerS, Burst: tn.Burst, Usage: u}
+	st := TenantStatus{Name: tn.Name, Admin: tn.Admin, GPUQuota: tn.GPUQuota, Weight: tn.Weight,
+		RatePerS: tn.RatePerS, Burst: tn.Burst, MaxWorkers: tn.MaxWorkers, MaxParameters: tn.MaxParameters, Usage: u}
+	if st.MaxWorkers == 0 {
+		st.MaxWorkers = jobs.MaxWorkers
+	}
+	if st.MaxParameters == 0 {
+		st.MaxParameters = jobs.MaxParameters
+	}
+	return st
 }
 
 // tenantMe godoc

@@ -3,7 +3,8 @@
 // Prometheus metrics and the OpenAPI document and UI. Its handlers carry the
 // swag annotations from which openapi/ is generated (make openapi).
 //
-// It owns no state of its own beyond rate-limit buckets: jobs live in
-// jobs.Store. It must not schedule, place or talk to Nomad; the planner
+// It owns no state of its own beyond rate-limit buckets, the per-tenant
+// count of open event streams and the one jobs.Follower their wake-ups come
+// from: jobs live in jobs.Store. It must not schedule, place or talk to Nomad; the planner
 // reacts to what the store records (and to Store.Subscribe wake-ups).
 package api

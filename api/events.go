@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/edl-nomad/edl/jobs"
@@ -33,20 +34,22 @@ type EventPage struct {
 //	@Param			follow			query		bool	false	"stream as Server-Sent Events"
 //	@Param			Last-Event-ID	header		string	false	"resume a stream after this ID"
 //	@Success		200				{object}	EventPage
-//	@Failure		400				{object}	Problem
+//	@Failure		400				{object}	Problem	"after or Last-Event-ID is not an event ID (two unsigned 64-bit integers, MS-SEQ)"
 //	@Failure		404				{object}	Problem
+//	@Failure		429				{object}	Problem	"the tenant holds its most event streams open (follow=true); Retry-After"
+//	@Failure		503				{object}	Problem	"the store is unavailable; Retry-After"
 //	@Router			/v1/jobs/{id}/events [get]
 func (s *Server) jobEvents(c echo.Context) error {
 	j, err := s.ownJob(c)
 	if err != nil {
 		return err
 	}
-	after := c.QueryParam("after")
+	after, param := c.QueryParam("after"), "after"
 	if id := c.Request().Header.Get("Last-Event-ID"); id != "" {
-		after = id
+		after, param = id, "Last-Event-ID"
 	}
 	if after != "" && !jobs.ValidEventID(after) {
-		return badQuery("after", "not an event ID")
+		return badQuery(param, "not an event ID: MS-SEQ, two unsigned 64-bit integers (as an event's id)")
 	}
 	limit := 100
 	if l := c.QueryParam("limit"); l != "" {
@@ -78,8 +81,20 @@ func (s *Server) jobEvents(c echo.Context) error {
 
 // streamEvents sends the log as Server-Sent Events until the client leaves,
 // the server stops, or the job has reached a terminal state and every event
-// up to it has been sent.
+// up to it has been sent. It holds no Redis connection while idle: the
+// server's one Follower wakes it when the job's log may have grown, and it
+// then reads the new events with a short XRANGE.
 func (s *Server) streamEvents(c echo.Context, j jobs.Job, after string) error {
+	tenant := tenantOf(c).Name
+	if !s.streams.acquire(tenant, s.cfg.MaxStreamsPerTenant) {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(retryAfterStreams))
+		return newProblem(http.StatusTooManyRequests, ProblemTooManyStreams, "too many open event streams",
+			fmt.Sprintf("tenant %s may hold %d event streams open at once; close one or read pages without follow", tenant, s.cfg.MaxStreamsPerTenant))
+	}
+	defer s.streams.release(tenant)
+	woken, unfollow := s.follow.Follow(j.ID)
+	defer unfollow()
+
 	ctx := c.Request().Context()
 	w := c.Response()
 	h := w.Header()
@@ -90,50 +105,96 @@ func (s *Server) streamEvents(c echo.Context, j jobs.Job, after string) error {
 	fmt.Fprint(w, "retry: 2000\n\n")
 	w.Flush()
 	last := after
-	// Each XREAD blocks at most poll, because a blocked read does not notice
-	// that the client left or the server is stopping.
-	poll := min(s.cfg.SSEKeepAlive, time.Second)
-	lastWrite := time.Now()
+	quiet := time.NewTicker(s.cfg.SSEKeepAlive)
+	defer quiet.Stop()
+	ending := false // the job was seen terminal: send what is left, then end
 	for {
-		evs, err := s.store.WaitEvents(ctx, j.ID, last, 100, poll)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err != nil {
-			s.log.Warn("event stream ended", "job", j.ID, "err", err)
-			return nil
-		}
-		if len(evs) == 0 {
-			if time.Since(lastWrite) < s.cfg.SSEKeepAlive {
-				continue
-			}
-			// Quiet: a keep-alive, or the end if the job finished earlier.
-			cur, err := s.store.Get(ctx, j.ID)
-			if err != nil || cur.State.Terminal() {
+		// Everything after last, in pages.
+		wrote := false
+		for {
+			evs, err := s.store.Events(ctx, j.ID, last, 100)
+			if ctx.Err() != nil {
 				return nil
 			}
-			fmt.Fprint(w, ": keep-alive\n\n")
-			w.Flush()
-			lastWrite = time.Now()
-			continue
-		}
-		done := false
-		for _, ev := range evs {
-			if err := writeSSE(w, ev); err != nil {
+			if err != nil {
+				s.log.Warn("event stream ended", "job", j.ID, "err", err)
 				return nil
 			}
-			last = ev.ID
-			if ev.Type == jobs.EventState {
-				if to, _ := ev.Data["to"].(string); jobs.State(to).Terminal() {
-					done = true
+			for _, ev := range evs {
+				if err := writeSSE(w, ev); err != nil {
+					return nil
+				}
+				last = ev.ID
+				if ev.Type == jobs.EventState {
+					if to, _ := ev.Data["to"].(string); jobs.State(to).Terminal() {
+						ending = true
+					}
 				}
 			}
+			if len(evs) > 0 {
+				w.Flush()
+				wrote = true
+			}
+			if len(evs) < 100 {
+				break
+			}
 		}
-		w.Flush()
-		lastWrite = time.Now()
-		if done {
+		if ending {
 			return nil
 		}
+		if wrote {
+			quiet.Reset(s.cfg.SSEKeepAlive)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-woken:
+		case <-quiet.C:
+			// Quiet: a keep-alive, or the end if the job finished without
+			// a terminal state event in reach (trimmed, say).
+			cur, err := s.store.Get(ctx, j.ID)
+			if err != nil {
+				return nil
+			}
+			if cur.State.Terminal() {
+				ending = true
+				continue
+			}
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+				return nil
+			}
+			w.Flush()
+		}
+	}
+}
+
+// retryAfterStreams is the Retry-After (seconds) of a 429 for too many streams.
+const retryAfterStreams = 5
+
+// streamCounts counts each tenant's open event streams in this process.
+type streamCounts struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func newStreamCounts() *streamCounts { return &streamCounts{n: map[string]int{}} }
+
+// acquire takes one of tenant's max streams, or says there is none left.
+func (sc *streamCounts) acquire(tenant string, max int) bool {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.n[tenant] >= max {
+		return false
+	}
+	sc.n[tenant]++
+	return true
+}
+
+func (sc *streamCounts) release(tenant string) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.n[tenant]--; sc.n[tenant] <= 0 {
+		delete(sc.n, tenant)
 	}
 }
 

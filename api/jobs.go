@@ -83,8 +83,10 @@ const (
 //	@Failure		401				{object}	Problem
 //	@Failure		413				{object}	Problem
 //	@Failure		415				{object}	Problem
-//	@Failure		422				{object}	Problem	"invalid fields, or Idempotency-Key reused with another body"
+//	@Failure		408				{object}	Problem	"the body was not sent within the server's body read timeout"
+//	@Failure		422				{object}	Problem	"invalid fields (duplicate keys, bounds on the model's parameters and batch x width, the tenant's max_workers and max_parameters included), or Idempotency-Key reused with another body"
 //	@Failure		429				{object}	Problem
+//	@Failure		503				{object}	Problem	"the store is unavailable; Retry-After"
 //	@Router			/v1/jobs [post]
 func (s *Server) createJob(c echo.Context) error {
 	body, err := s.readBody(c, mimeJSON)
@@ -97,6 +99,9 @@ func (s *Server) createJob(c echo.Context) error {
 	}
 	spec, err := s.decodeSpec(body) // validation, then the exec policy
 	if err != nil {
+		return err
+	}
+	if err := tenantOf(c).Admit(spec, ""); err != nil {
 		return err
 	}
 	ctx, cancel := s.storeCtx(c)
@@ -238,7 +243,7 @@ func jobFinished(st jobs.State) error {
 // patchJob godoc
 //
 //	@Summary		Change a live job's worker range or priority
-//	@Description	A JSON merge patch (RFC 7396) of the job: only spec.workers.min, spec.workers.max and spec.priority may change. A pinned size outside the new range is unpinned.
+//	@Description	A JSON merge patch (RFC 7396) of the job: only spec.workers.min, spec.workers.max and spec.priority may change; any other member is refused by name before anything is merged (unless it repeats the current value exactly), and so are duplicate keys. A pinned size outside the new range is unpinned.
 //	@Tags			jobs
 //	@Security		BearerAuth
 //	@Accept			application/merge-patch+json
@@ -261,6 +266,9 @@ func (s *Server) patchJob(c echo.Context) error {
 	j, err := s.update(c, func(j *jobs.Job) ([]jobs.Event, error) {
 		next, err := jobs.ApplyMergePatch(*j, body)
 		if err != nil {
+			return nil, err
+		}
+		if err := tenantOf(c).Admit(next, "spec."); err != nil {
 			return nil, err
 		}
 		old := j.Spec

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"mime"
+	"net"
 	"net/http"
 	"runtime/debug"
 	"strconv"
@@ -51,16 +52,45 @@ func (s *Server) recover(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // limitBody refuses bodies over MaxBodyBytes with 413, early when the
-// Content-Length says so, otherwise when reading passes the limit.
+// Content-Length says so, otherwise when reading passes the limit. A request
+// with a body must send all of it within BodyReadTimeout (a read deadline on
+// the connection, set here and lifted once readBody has it), so a client
+// trickling its body cannot hold a connection and a handler; requests
+// without a body, event streams among them, get no read deadline, and
+// writes are never bounded by it.
 func (s *Server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
 		if req.ContentLength > s.cfg.MaxBodyBytes {
 			return tooLarge(s.cfg.MaxBodyBytes)
 		}
+		if req.Body != nil && req.Body != http.NoBody {
+			rc := http.NewResponseController(c.Response())
+			// An error means the writer cannot set deadlines (a test
+			// recorder); the body is then read without one.
+			if err := rc.SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout)); err == nil {
+				c.Set(string(deadlineKey), rc)
+			}
+		}
 		req.Body = http.MaxBytesReader(c.Response(), req.Body, s.cfg.MaxBodyBytes)
 		return next(c)
 	}
+}
+
+const deadlineKey ctxKey = "body-deadline"
+
+// liftBodyDeadline clears the read deadline limitBody set, once the body has
+// been read: the server's background read of the connection would otherwise
+// cancel the request when it passes.
+func liftBodyDeadline(c echo.Context) {
+	if rc, ok := c.Get(string(deadlineKey)).(*http.ResponseController); ok {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
+}
+
+func bodyTimeout(limit time.Duration) error {
+	return newProblem(http.StatusRequestTimeout, ProblemRequestTimeout, "the request body was not sent in time",
+		fmt.Sprintf("a body must arrive within %s of the request", limit))
 }
 
 func tooLarge(limit int64) error {
@@ -82,11 +112,17 @@ func (s *Server) readBody(c echo.Context, want ...string) ([]byte, error) {
 	buf, err := io.ReadAll(c.Request().Body)
 	if err != nil {
 		var mbe *http.MaxBytesError
+		var ne net.Error
 		if errors.As(err, &mbe) {
 			return nil, tooLarge(s.cfg.MaxBodyBytes)
 		}
+		if errors.As(err, &ne) && ne.Timeout() {
+			c.Response().Header().Set("Connection", "close")
+			return nil, bodyTimeout(s.cfg.BodyReadTimeout)
+		}
 		return nil, newProblem(http.StatusBadRequest, ProblemMalformedJSON, "could not read the body", err.Error())
 	}
+	liftBodyDeadline(c)
 	return buf, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/edl-nomad/edl/jobs"
@@ -42,8 +43,13 @@ const (
 	ProblemTooLarge            = "urn:edl:problem:payload-too-large"
 	ProblemUnsupportedMedia    = "urn:edl:problem:unsupported-media-type"
 	ProblemUnavailable         = "urn:edl:problem:unavailable"
+	ProblemRequestTimeout      = "urn:edl:problem:request-timeout"
+	ProblemTooManyStreams      = "urn:edl:problem:too-many-streams"
 	ProblemInternal            = "urn:edl:problem:internal"
 )
+
+// RetryAfterUnavailable is the Retry-After (seconds) of a 503.
+const RetryAfterUnavailable = 1
 
 // problemError is a handler's way to answer with a specific problem.
 type problemError struct {
@@ -90,6 +96,8 @@ func problemFor(err error) (Problem, bool) {
 		return httpErrorProblem(he), he.Code >= 500
 	case errors.Is(err, context.DeadlineExceeded):
 		return Problem{Type: ProblemUnavailable, Title: "the store did not answer in time", Status: http.StatusServiceUnavailable}, true
+	case jobs.Unavailable(err):
+		return Problem{Type: ProblemUnavailable, Title: "the store is unavailable; retry later", Status: http.StatusServiceUnavailable}, true
 	}
 	return Problem{Type: ProblemInternal, Title: "internal error", Status: http.StatusInternalServerError}, true
 }
@@ -129,7 +137,15 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 	p, internal := problemFor(err)
 	p.Instance = c.Request().URL.Path
-	if internal {
+	switch {
+	case p.Status == http.StatusServiceUnavailable:
+		// Redis down or restarting: the client should come back, and
+		// says so in a way that retrying clients and proxies understand.
+		if c.Response().Header().Get("Retry-After") == "" {
+			c.Response().Header().Set("Retry-After", strconv.Itoa(RetryAfterUnavailable))
+		}
+		s.log.Warn("request failed: store unavailable", "method", c.Request().Method, "path", p.Instance, "err", err)
+	case internal:
 		s.log.Error("request failed", "method", c.Request().Method, "path", p.Instance, "err", err)
 	}
 	if err := writeProblem(c, p); err != nil {

@@ -29,6 +29,12 @@ import (
 type Config struct {
 	// MaxBodyBytes caps request bodies (default 1 MiB); more is 413.
 	MaxBodyBytes int64
+	// BodyReadTimeout is how long a request with a body has to send all of
+	// it (default 10s); a slower one gets 408 and its connection closed.
+	BodyReadTimeout time.Duration
+	// MaxStreamsPerTenant caps the event streams (follow=true) one tenant
+	// holds open in this process (default 100); more get 429.
+	MaxStreamsPerTenant int
 	// SSEKeepAlive is how often an idle event stream gets a comment (default 15s).
 	SSEKeepAlive time.Duration
 	// StoreTimeout bounds each store call of a request (default 5s).
@@ -55,14 +61,20 @@ type Config struct {
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
-	return Config{MaxBodyBytes: 1 << 20, SSEKeepAlive: 15 * time.Second, StoreTimeout: 5 * time.Second,
-		ShutdownGrace: 5 * time.Second, Now: time.Now}
+	return Config{MaxBodyBytes: 1 << 20, BodyReadTimeout: 10 * time.Second, MaxStreamsPerTenant: 100,
+		SSEKeepAlive: 15 * time.Second, StoreTimeout: 5 * time.Second, ShutdownGrace: 5 * time.Second, Now: time.Now}
 }
 
 func (c Config) withDefaults() Config {
 	d := DefaultConfig()
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = d.MaxBodyBytes
+	}
+	if c.BodyReadTimeout <= 0 {
+		c.BodyReadTimeout = d.BodyReadTimeout
+	}
+	if c.MaxStreamsPerTenant <= 0 {
+		c.MaxStreamsPerTenant = d.MaxStreamsPerTenant
 	}
 	if c.SSEKeepAlive <= 0 {
 		c.SSEKeepAlive = d.SSEKeepAlive
@@ -95,6 +107,8 @@ type Server struct {
 	echo    *echo.Echo
 	limits  *limiter
 	metrics *metrics
+	follow  *jobs.Follower
+	streams *streamCounts
 }
 
 // New builds the server and registers its routes.
@@ -104,7 +118,8 @@ func New(cfg Config, store *jobs.Store, tenants *jobs.Tenants, cluster ClusterVi
 	}
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, store: store, tenants: tenants, cluster: cluster,
-		log: logger.With("component", "api"), limits: newLimiter(cfg.Now)}
+		log: logger.With("component", "api"), limits: newLimiter(cfg.Now),
+		follow: store.NewFollower(0), streams: newStreamCounts()}
 	s.metrics = newMetrics(s)
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true

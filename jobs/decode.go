@@ -36,9 +36,10 @@ func DecodeSpec(data []byte) (Spec, error) {
 	return s, nil
 }
 
-// DecodeStrict decodes one JSON value into v, refusing unknown fields and
-// trailing data, and maps the decoder's errors to *DecodeError (syntax) or
-// *ValidationError (a field of the wrong type, an unknown field).
+// DecodeStrict decodes one JSON value into v, refusing unknown fields,
+// duplicate keys and trailing data, and maps the decoder's errors to
+// *DecodeError (syntax) or *ValidationError (a field of the wrong type or
+// out of range, an unknown field, a key given twice).
 func DecodeStrict(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -48,7 +49,8 @@ func DecodeStrict(data []byte, v any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return &DecodeError{Offset: dec.InputOffset(), Msg: "trailing data after the JSON value"}
 	}
-	return nil
+	// After the decode, which bounds the nesting depth and judged the syntax.
+	return checkDuplicateKeys(data)
 }
 
 func decodeErr(err error, offset int64) error {

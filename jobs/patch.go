@@ -1,25 +1,29 @@
 package jobs
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 )
 
 // ApplyMergePatch applies an RFC 7396 JSON merge patch to a job's resource and
 // returns the new spec. Only spec.workers.min, spec.workers.max and
-// spec.priority may change; any other member is refused by name. The result
-// is validated like a submitted spec.
+// spec.priority may change; any other member is refused by name before any
+// value is decoded or merged (a member that repeats the spec's current value
+// exactly is allowed, as the no-op it is). Duplicate keys are refused. The
+// result is validated like a submitted spec.
 func ApplyMergePatch(j Job, patch []byte) (Spec, error) {
-	var doc map[string]json.RawMessage
-	if err := DecodeStrict(patch, &doc); err != nil {
+	if err := validJSON(patch); err != nil {
 		return Spec{}, err
 	}
-	if doc == nil {
-		return Spec{}, Invalid("(body)", "must be a JSON object")
+	keys, doc, err := objectMembers(patch, "")
+	if err != nil {
+		return Spec{}, err
 	}
 	v := &ValidationError{}
-	for k := range doc {
+	for _, k := range keys {
 		if k != "spec" {
 			v.add(k, "read-only: only spec.workers and spec.priority can be patched")
 		}
@@ -31,93 +35,167 @@ func ApplyMergePatch(j Job, patch []byte) (Spec, error) {
 	if !ok {
 		return j.Spec, nil
 	}
-	cur, err := json.Marshal(j.Spec)
+	if isNull(raw) {
+		return Spec{}, Invalid("spec", "must be an object (a merge patch of the spec); the spec cannot be removed")
+	}
+	keys, members, err := objectMembers(raw, "spec")
 	if err != nil {
 		return Spec{}, err
 	}
-	var target any
-	if err := json.Unmarshal(cur, &target); err != nil {
-		return Spec{}, err
-	}
-	var p any
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return Spec{}, &DecodeError{Msg: err.Error()}
-	}
-	if _, isObj := p.(map[string]any); !isObj {
-		return Spec{}, Invalid("spec", "must be an object (a merge patch of the spec)")
-	}
-	merged, err := json.Marshal(mergePatch(target, p))
+	next := j.Spec
+	cur, err := currentMembers(j.Spec)
 	if err != nil {
 		return Spec{}, err
 	}
-	var next Spec
-	if err := DecodeStrict(merged, &next); err != nil {
-		return Spec{}, prefixFields(err, "spec.")
+	for _, k := range keys {
+		val := members[k]
+		switch k {
+		case "workers":
+			if err := patchWorkers(&next.Workers, val); err != nil {
+				v.Fields = append(v.Fields, err.(*ValidationError).Fields...)
+			}
+		case "priority":
+			if isNull(val) {
+				next.Priority = ""
+				continue
+			}
+			var p Priority
+			if err := DecodeStrict(val, &p); err != nil {
+				return Spec{}, prefixFields(renameBody(err, "priority"), "spec.")
+			}
+			next.Priority = p
+		default:
+			switch {
+			case !specMembers[k]:
+				v.add("spec."+k, "unknown field")
+			case !sameValue(cur[k], val):
+				v.add("spec."+k, "cannot be changed after submission")
+			}
+		}
+	}
+	if err := v.orNil(); err != nil {
+		return Spec{}, err
 	}
 	next = next.WithDefaults()
-	before, after := j.Spec.Clone(), next.Clone()
-	before.Workers, after.Workers = WorkerRange{}, WorkerRange{}
-	before.Priority, after.Priority = "", ""
-	if !reflect.DeepEqual(before, after) {
-		for _, f := range changedFields(before, after) {
-			v.add("spec."+f, "cannot be changed after submission")
-		}
-		return Spec{}, v
-	}
 	if err := next.Validate(); err != nil {
 		return Spec{}, prefixFields(err, "spec.")
 	}
 	return next, nil
 }
 
-// mergePatch is RFC 7396's MergePatch(Target, Patch).
-func mergePatch(target, patch any) any {
-	p, ok := patch.(map[string]any)
-	if !ok {
-		return patch
+// validJSON refuses a body that is not well-formed JSON as a whole, so a
+// syntax error anywhere is malformed JSON (400) whatever member it is in.
+func validJSON(b []byte) error {
+	if !json.Valid(b) {
+		var v any
+		return DecodeStrict(b, &v) // for the offset and message
 	}
-	t, ok := target.(map[string]any)
-	if !ok {
-		t = map[string]any{}
+	return nil
+}
+
+// patchWorkers merges a patch of spec.workers: null removes both bounds
+// (which validation then refuses), an object may name min and max.
+func patchWorkers(w *WorkerRange, raw json.RawMessage) error {
+	if isNull(raw) {
+		*w = WorkerRange{}
+		return nil
 	}
-	for k, v := range p {
-		if v == nil {
-			delete(t, k)
+	keys, members, err := objectMembers(raw, "spec.workers")
+	if err != nil {
+		if ve, ok := err.(*ValidationError); ok {
+			return ve
+		}
+		return Invalid("spec.workers", err.Error())
+	}
+	v := &ValidationError{}
+	for _, k := range keys {
+		var dst *int
+		switch k {
+		case "min":
+			dst = &w.Min
+		case "max":
+			dst = &w.Max
+		default:
+			v.add("spec.workers."+k, "unknown field")
 			continue
 		}
-		t[k] = mergePatch(t[k], v)
-	}
-	return t
-}
-
-// changedFields names the top-level spec members that differ.
-func changedFields(a, b Spec) []string {
-	var ma, mb map[string]any
-	ja, _ := json.Marshal(a)
-	jb, _ := json.Marshal(b)
-	_ = json.Unmarshal(ja, &ma)
-	_ = json.Unmarshal(jb, &mb)
-	var out []string
-	for _, k := range sortedKeys(mergeKeys(ma, mb)) {
-		if !reflect.DeepEqual(ma[k], mb[k]) {
-			out = append(out, k)
+		if isNull(members[k]) {
+			*dst = 0
+			continue
+		}
+		if err := DecodeStrict(members[k], dst); err != nil {
+			ve, ok := renameBody(err, k).(*ValidationError)
+			if !ok {
+				return Invalid("spec.workers."+k, err.Error())
+			}
+			v.Fields = append(v.Fields, prefixFields(ve, "spec.workers.").(*ValidationError).Fields...)
 		}
 	}
-	if len(out) == 0 {
-		out = []string{"(spec)"}
+	if len(v.Fields) > 0 {
+		return v
+	}
+	return nil
+}
+
+// renameBody names a whole-value decode error after the member it came from.
+func renameBody(err error, field string) error {
+	ve, ok := err.(*ValidationError)
+	if !ok {
+		return err
+	}
+	out := &ValidationError{}
+	for _, f := range ve.Fields {
+		if f.Field == "(body)" {
+			f.Field = field
+		}
+		out.Fields = append(out.Fields, f)
 	}
 	return out
 }
 
-func mergeKeys(a, b map[string]any) map[string]bool {
+func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
+
+// specMembers are the JSON names of Spec's fields.
+var specMembers = func() map[string]bool {
 	out := map[string]bool{}
-	for k := range a {
-		out[k] = true
-	}
-	for k := range b {
-		out[k] = true
+	t := reflect.TypeOf(Spec{})
+	for i := 0; i < t.NumField(); i++ {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			out[name] = true
+		}
 	}
 	return out
+}()
+
+// currentMembers is the spec as the API shows it, member by member.
+func currentMembers(s Spec) (map[string]json.RawMessage, error) {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// sameValue says whether a merge patch member leaves the current value as
+// it is: null for an absent member, or the same JSON (compared compacted,
+// so layout does not matter but member order does).
+func sameValue(cur, patch json.RawMessage) bool {
+	if isNull(patch) {
+		return cur == nil || isNull(cur)
+	}
+	if cur == nil {
+		return false
+	}
+	var a, b bytes.Buffer
+	if json.Compact(&a, cur) != nil || json.Compact(&b, patch) != nil {
+		return false
+	}
+	return bytes.Equal(a.Bytes(), b.Bytes())
 }
 
 func prefixFields(err error, prefix string) error {

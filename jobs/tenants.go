@@ -41,6 +41,10 @@ type Tenant struct {
 	// header X-Edl-Signature; see docs/api.md); empty: unsigned. Never
 	// shown by the API.
 	CallbackSecret string `json:"-" yaml:"callback_secret"`
+	// Limits bound each job the tenant submits (limits.go); 0 is the
+	// global bound.
+	MaxWorkers    int   `json:"max_workers,omitempty" yaml:"max_workers"`
+	MaxParameters int64 `json:"max_parameters,omitempty" yaml:"max_parameters"`
 }
 
 // Tenants is the set of principals, looked up by token or name.
@@ -59,6 +63,8 @@ type Tenants struct {
 //	    rate_per_s: 50          # optional, default 50
 //	    burst: 100              # optional, default 100
 //	    callback_secret: s3cr... # optional: signs callbacks (>= 16 chars)
+//	    max_workers: 16         # optional: workers.max of a job, default 1024
+//	    max_parameters: 1000000 # optional: built-in model size, default 67108864
 //	admins:
 //	  - name: ops
 //	    token_sha256: 9f86...
@@ -139,6 +145,7 @@ func NewTenants(list ...Tenant) (*Tenants, error) {
 		if tn.CallbackSecret != "" && len(tn.CallbackSecret) < MinCallbackSecretLen {
 			v.add(field+".callback_secret", "must be at least %d characters (or absent: unsigned callbacks)", MinCallbackSecretLen)
 		}
+		checkLimits(v, field, tn)
 		t.byHash[tn.TokenSHA256] = tn
 		t.byName[tn.Name] = tn
 	}

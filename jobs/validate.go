@@ -24,6 +24,15 @@ const (
 	MaxExecEnv       = 128
 	MaxCheckpoints   = 100
 	DefaultKeep      = 3
+	// MaxParameters bounds a built-in model's parameter count (weights and
+	// biases): 64 Mi float32 values, 256 MiB, held three times by each
+	// worker (parameters, gradient, momentum). A tenant's max_parameters
+	// may lower it.
+	MaxParameters = 64 << 20
+	// MaxBatchValues bounds batch_size x the sum of the layer widths
+	// (features + hidden + classes): the activations of one step at world
+	// size 1, 128 Mi float32 values (512 MiB), kept again for the gradient.
+	MaxBatchValues = 128 << 20
 )
 
 var (
@@ -164,6 +173,7 @@ func validateTrainer(v *ValidationError, t Trainer) {
 
 func validateBuiltin(v *ValidationError, b BuiltinTrainer) {
 	const p = "trainer.builtin."
+	before := len(v.Fields)
 	if len(b.Model.Hidden) > MaxHiddenLayers {
 		v.add(p+"model.hidden", "at most %d layers", MaxHiddenLayers)
 	}
@@ -204,6 +214,48 @@ func validateBuiltin(v *ValidationError, b BuiltinTrainer) {
 	default:
 		v.add(p+"batch_policy", "must be %q or %q", FixedGlobal, FixedLocal)
 	}
+	if len(v.Fields) > before {
+		return // the products below are only meaningful for fields in range
+	}
+	if n := b.Parameters(); n > MaxParameters {
+		v.add(p+"model.hidden", "dataset.features (%d), model.hidden %v and dataset.classes (%d) make %d parameters; at most %d",
+			d.Features, b.Model.Hidden, d.Classes, n, MaxParameters)
+	}
+	if n := b.BatchValues(); n > MaxBatchValues {
+		v.add(p+"batch_size", "batch_size (%d) x the layer widths (dataset.features + model.hidden + dataset.classes = %d) is %d activation values per step; at most %d",
+			b.BatchSize, n/int64(b.BatchSize), n, MaxBatchValues)
+	}
+}
+
+// Parameters is the model's parameter count: a weight matrix and a bias
+// vector per layer, from dataset.features through model.hidden to
+// dataset.classes. Each width is bounded by validation, so it cannot
+// overflow.
+func (b BuiltinTrainer) Parameters() int64 {
+	dims := b.dims()
+	var n int64
+	for l := 0; l+1 < len(dims); l++ {
+		n += dims[l]*dims[l+1] + dims[l+1]
+	}
+	return n
+}
+
+// BatchValues is batch_size x the sum of the layer widths: the activations
+// one step holds at world size 1.
+func (b BuiltinTrainer) BatchValues() int64 {
+	var width int64
+	for _, d := range b.dims() {
+		width += d
+	}
+	return int64(b.BatchSize) * width
+}
+
+func (b BuiltinTrainer) dims() []int64 {
+	dims := []int64{int64(b.Dataset.Features)}
+	for _, h := range b.Model.Hidden {
+		dims = append(dims, int64(h))
+	}
+	return append(dims, int64(b.Dataset.Classes))
 }
 
 func validateExec(v *ValidationError, e ExecTrainer) {

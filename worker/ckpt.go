@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -48,14 +49,21 @@ type checkpointer struct {
 }
 
 func newCheckpointer(w *Worker, store checkpoint.Store) (*checkpointer, error) {
-	cat, err := checkpoint.NewCatalog(store, checkpoint.Config{Job: CheckpointJob(w.cfg.Job), Keep: w.spec.Checkpoint.Keep,
-		KeepPerEpoch: true, Log: w.deps.Log})
+	cat, err := checkpoint.NewCatalog(store, catalogConfig(w.cfg.Job, w.spec, w.deps.Log))
 	if err != nil {
 		return nil, fmt.Errorf("worker: checkpoints: %w", err)
 	}
 	c := &checkpointer{w: w, cat: cat, every: int64(w.spec.Checkpoint.EverySteps), size: len(w.model.MarshalState(nil))}
 	c.up = checkpoint.NewUploader(cat, checkpoint.UploaderConfig{OnEvent: c.onEvent})
 	return c, nil
+}
+
+// catalogConfig is the retention of a job's checkpoints: the newest
+// spec.checkpoint.keep, whatever wrote them (every_steps, an epoch end, a
+// stop). Keeping the newest of every epoch as well (KeepPerEpoch) let
+// epoch-end checkpoints escape keep: 8 kept with keep 3.
+func catalogConfig(job string, spec jobs.Spec, log *slog.Logger) checkpoint.Config {
+	return checkpoint.Config{Job: CheckpointJob(job), Keep: spec.Checkpoint.Keep, Log: log}
 }
 
 func (c *checkpointer) onEvent(e checkpoint.Event) {

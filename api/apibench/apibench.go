@@ -37,7 +37,11 @@ type Config struct {
 	// OpenWorkers caps the requests in flight in an open-loop phase
 	// (default 256); requests beyond it wait, their wait counted.
 	OpenWorkers int
-	Logger      *slog.Logger
+	// SSEStreams idle event streams are held open (default 0: none) while
+	// gets are sent open loop at SSEGetRate per second (default 1,000).
+	SSEStreams int
+	SSEGetRate float64
+	Logger     *slog.Logger
 }
 
 // Result is what `edl bench api --json` prints. The closed-loop figures
@@ -71,9 +75,18 @@ type Result struct {
 	// CPU microseconds of this process (API server and load generator,
 	// not Redis) per closed-loop request: steadier than rates on a
 	// machine shared with other work.
-	SubmitCPUUs float64 `json:"submit_cpu_us"`
-	GetCPUUs    float64 `json:"get_cpu_us"`
-	Errors      int64   `json:"errors"`
+	// Gets while SSEStreams idle event streams are open, open loop at
+	// GetSSERate per second (0s when skipped); ReadyzSSE is the status of
+	// /readyz then.
+	SSEStreams    int     `json:"sse_streams"`
+	GetSSERate    float64 `json:"get_sse_rate"`
+	GetSSEPerS    float64 `json:"get_sse_per_s"`
+	GetSSEP50Ms   float64 `json:"get_sse_p50_ms"`
+	GetSSEP99Ms   float64 `json:"get_sse_p99_ms"`
+	ReadyzSSECode int     `json:"readyz_sse_code"`
+	SubmitCPUUs   float64 `json:"submit_cpu_us"`
+	GetCPUUs      float64 `json:"get_cpu_us"`
+	Errors        int64   `json:"errors"`
 }
 
 const (
@@ -104,7 +117,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	store := jobs.NewStore(cfg.Redis, jobs.StoreConfig{Prefix: cfg.Prefix})
-	srv := api.New(api.Config{}, store, tenants, nil, cfg.Logger)
+	if cfg.SSEGetRate <= 0 {
+		cfg.SSEGetRate = 1000
+	}
+	srv := api.New(api.Config{MaxStreamsPerTenant: max(cfg.SSEStreams, 1)}, store, tenants, nil, cfg.Logger)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return Result{}, err
@@ -170,6 +186,23 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	listReq := request(http.MethodGet, addr, fmt.Sprintf("/v1/jobs?limit=%d", listLimit), benchToken, nil)
 	_, rate, lat = phase(ctx, cfg.Clients, cfg.Duration, func(w *worker) { call(w, listReq) })
 	res.ListPerS, res.ListP99Ms = rate, pct(lat, 0.99)
+	if cfg.SSEStreams > 0 && ctx.Err() == nil {
+		conns, err := openStreams(addr, ids, cfg.SSEStreams)
+		if err != nil {
+			return res, fmt.Errorf("open %d event streams: %w", cfg.SSEStreams, err)
+		}
+		time.Sleep(500 * time.Millisecond) // let the streams' first reads settle: idle is what is measured
+		res.SSEStreams, res.GetSSERate = len(conns), cfg.SSEGetRate
+		_, rate, lat = openPhase(ctx, cfg.SSEGetRate, cfg.OpenWorkers, cfg.Duration, get)
+		res.GetSSEPerS, res.GetSSEP50Ms, res.GetSSEP99Ms = rate, pct(lat, 0.50), pct(lat, 0.99)
+		var w worker
+		w.c.addr, w.c.timeout = addr, 10*time.Second
+		if status, _, err := w.c.do(request(http.MethodGet, addr, "/readyz", "", nil)); err == nil {
+			res.ReadyzSSECode = status
+		}
+		w.c.close()
+		closeAll(conns)
+	}
 	res.Errors = errs.Load()
 	return res, ctx.Err()
 }

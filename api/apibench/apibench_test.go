@@ -65,3 +65,20 @@ func TestPct(t *testing.T) {
 		t.Error("pct of nothing")
 	}
 }
+
+// The get_sse_* phase holds idle event streams open and still answers.
+func TestRunWithIdleStreams(t *testing.T) {
+	r := testenv.NewRedis(t)
+	spec, err := os.ReadFile("../../examples/job.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(context.Background(), Config{Redis: r.Client, Prefix: r.Prefix, Clients: 2, Duration: 200 * time.Millisecond, Spec: spec,
+		OpenWorkers: 4, SSEStreams: 30, SSEGetRate: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Errors != 0 || res.SSEStreams != 30 || res.GetSSEPerS <= 0 || res.GetSSEP99Ms < res.GetSSEP50Ms || res.GetSSEP50Ms <= 0 || res.ReadyzSSECode != 200 {
+		t.Errorf("result %+v", res)
+	}
+}

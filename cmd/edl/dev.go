@@ -41,6 +41,9 @@ type devConfig struct {
 	stragglerFactor                 float64
 	stragglerRounds                 int
 	callbackAllow                   string
+	api                             api.Config
+	workerEnv                       []string // added to each worker's environment (edl bench chaos: EDL_DEBUG_SAMPLES)
+	redisSupervise                  redisproc.SuperviseOptions
 }
 
 func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -57,6 +60,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&c.workerLogLevel, "worker-log-level", "info", "log level of the worker processes")
 	addStragglerFlags(fs, &c.stragglerFactor, &c.stragglerRounds)
 	addCallbackFlags(fs, &c.callbackAllow, devCallbackAllow)
+	addAPIFlags(fs, &c.api)
 	var level logLevel
 	fs.Var(&level, "log-level", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
@@ -74,6 +78,9 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if _, err := loop.ParseAllow(c.callbackAllow); err != nil {
 		return usageErrorf("dev: --callback-allow: %v", err)
 	}
+	if err := checkAPIFlags("dev", c.api); err != nil {
+		return err
+	}
 	log := newLogger(stderr, level.Level, false)
 	d, err := startDev(ctx, c, log)
 	if err != nil {
@@ -90,11 +97,12 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 
 // devEnv is a running `edl dev`: everything it started, to stop in order.
 type devEnv struct {
-	redis   *redisproc.Proc
+	redis   *redisproc.Supervised
 	rdb     *redis.Client
 	store   *jobs.Store
 	cluster *local.Cluster
 	loop    *loop.Loop
+	planner plannerRun // the loop's goroutine, restartable (dev_planner.go)
 	apiURL  string
 	tokens  jobs.DevTokens
 	dataDir string
@@ -120,7 +128,10 @@ func startDev(parent context.Context, c devConfig, log *slog.Logger) (_ *devEnv,
 			d.shutdown()
 		}
 	}()
-	if d.redis, err = redisproc.Start(ctx, filepath.Join(dataDir, "redis"), redisproc.Options{}); err != nil {
+	// Supervised: a dead child is started again on the same port and data
+	// (AOF), and if it cannot be, wait ends edl dev: it never serves on
+	// without its store.
+	if d.redis, err = redisproc.StartSupervised(ctx, filepath.Join(dataDir, "redis"), redisproc.Options{}, c.redisSupervise, log); err != nil {
 		return d, fmt.Errorf("dev: %w", err)
 	}
 	log.Info("redis-server started", "addr", d.redis.Addr(), "pid", d.redis.Pid())
@@ -159,6 +170,7 @@ func startDev(parent context.Context, c devConfig, log *slog.Logger) (_ *devEnv,
 				"--worker-id", id, "--listen", "127.0.0.1:0", "--log-level", c.workerLogLevel,
 				"--exec-dir", filepath.Join(dataDir, "exec", job.ID, id)}
 		},
+		Env:    c.workerEnv,
 		LogDir: filepath.Join(dataDir, "workers"),
 		Slots:  c.slots,
 		GPUs:   gpus,
@@ -179,7 +191,14 @@ func startDev(parent context.Context, c devConfig, log *slog.Logger) (_ *devEnv,
 	if lc.Callbacks, err = plannerCallbacks("dev", c.callbackAllow, tenants, log); err != nil {
 		return d, err
 	}
-	if d.loop, err = loop.New(lc, d.store, d.cluster, d.rdb, log); err != nil {
+	d.planner.make = func() (*loop.Loop, error) {
+		l, err := loop.New(lc, d.store, d.cluster, d.rdb, log)
+		if err == nil {
+			pm.loop.Store(l)
+		}
+		return l, err
+	}
+	if d.loop, err = d.planner.make(); err != nil {
 		return d, fmt.Errorf("dev: %w", err)
 	}
 	pm.loop.Store(d.loop)
@@ -189,10 +208,11 @@ func startDev(parent context.Context, c devConfig, log *slog.Logger) (_ *devEnv,
 	}
 	d.apiURL = "http://" + ln.Addr().String()
 	apiCfg := devAPIConfig(checkpointView{ckStore}, d.cluster, d.rdb) // exec_flags.go
+	apiCfg.BodyReadTimeout, apiCfg.MaxStreamsPerTenant = c.api.BodyReadTimeout, c.api.MaxStreamsPerTenant
 	apiCfg.PlannerRounds = pm.rounds
 	srv := api.New(apiCfg, d.store, tenants, d.cluster, log)
 	pm.srv.Store(srv)
-	go func() { d.errc <- d.loop.Run(ctx) }()
+	d.startPlanner(ctx)
 	go func() { d.errc <- srv.Run(ctx, ln) }()
 	return d, nil
 }
@@ -203,6 +223,8 @@ func (d *devEnv) wait(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 	case err = <-d.errc:
+	case <-d.redis.Failed():
+		err = fmt.Errorf("dev: stopping: the child redis-server is gone and edl dev does not serve without it: %w", d.redis.Err())
 	}
 	d.shutdown()
 	return err

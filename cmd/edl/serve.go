@@ -38,7 +38,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var level logLevel
 	fs.Var(&level, "log-level", "debug, info, warn or error")
 	logJSON := fs.Bool("log-json", false, "log as JSON lines")
+	var apiCfg api.Config
+	addAPIFlags(fs, &apiCfg)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := checkAPIFlags("serve", apiCfg); err != nil {
 		return err
 	}
 	if *tenantsFile == "" {
@@ -55,7 +60,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	log := newLogger(stderr, level.Level, *logJSON)
 	rdb := redis.NewClient(apiRedisOptions(opts))
 	defer rdb.Close()
-	setup := apiSetup{Listen: *listen, Redis: rdb, Prefix: *prefix, Tenants: tenants, Logger: log}
+	setup := apiSetup{Listen: *listen, Redis: rdb, Prefix: *prefix, Tenants: tenants, Logger: log, Config: apiCfg}
 	if *storeURL != "" {
 		st, err := checkpoint.Open(ctx, *storeURL, checkpoint.OptionsFromEnv(os.Getenv))
 		if err != nil {
@@ -84,8 +89,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return serveAPI(ctx, setup, hook)
 }
 
-// apiRedisOptions sizes the pool for the API: event streams each hold a
-// connection while they block, so the default (10 per CPU) is too small.
+// apiRedisOptions sizes the pool for the API: requests burst beyond the
+// default (10 per CPU); event streams share one reader and hold none.
 func apiRedisOptions(o *redis.Options) *redis.Options {
 	if o.PoolSize == 0 {
 		o.PoolSize = 256

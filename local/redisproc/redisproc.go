@@ -22,10 +22,31 @@ import (
 type Proc struct {
 	addr string
 	cmd  *exec.Cmd
-	log  *bytes.Buffer
+	log  *syncBuffer
 	once sync.Once
 	done chan struct{}
 }
+
+// syncBuffer is the child's output, safe to read while it writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// output is what the child has printed so far.
+func (p *Proc) output() string { return p.log.String() }
 
 // Options tune the child; the zero value is fine.
 type Options struct {
@@ -71,7 +92,7 @@ func Start(ctx context.Context, dir string, opts Options) (*Proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proc{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), log: &bytes.Buffer{}, done: make(chan struct{})}
+	p := &Proc{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), log: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(bin,
 		"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", abs,
 		"--appendonly", "yes", "--appendfsync", fsync, "--save", "",

@@ -1,0 +1,672 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/worker"
+	"github.com/edl-nomad/edl/worker/coord"
+	"github.com/edl-nomad/edl/worker/datapipe"
+)
+
+func init() {
+	registerBench(benchmark{
+		name:    "chaos",
+		summary: "edl dev under faults: worker kills, a stopped worker, Redis restart, planner restarts, a submit burst",
+		run:     runBenchChaos,
+	})
+}
+
+// chaosRow is one scenario's line of `edl bench chaos --json`.
+type chaosRow struct {
+	Scenario     string `json:"scenario"`
+	Faults       int    `json:"faults"` // faults injected
+	Acknowledged int    `json:"jobs_acknowledged"`
+	Succeeded    int    `json:"jobs_succeeded"`
+	Cancelled    int    `json:"jobs_cancelled"`
+	Failed       int    `json:"jobs_failed"`
+	// Unfinished: acknowledged jobs neither succeeded, failed nor cancelled
+	// when the scenario's wait ended (then cancelled, to clear the way).
+	Unfinished int `json:"jobs_unfinished"`
+	// Samples of the succeeded jobs, from the workers' per-step records
+	// (--debug-samples): each sample of each epoch must be in exactly one
+	// applied step.
+	SamplesChecked int   `json:"jobs_samples_checked"`
+	Missed         int64 `json:"samples_missed"`
+	Repeated       int64 `json:"samples_repeated"`
+	// HTTP5xx counts every 5xx answer except 503s while Redis was down,
+	// which HTTP503RedisDown counts; HTTPErrors counts requests that got no
+	// answer at all.
+	HTTP5xx          int64   `json:"http_5xx"`
+	HTTP503RedisDown int64   `json:"http_503_redis_down"`
+	HTTPErrors       int64   `json:"http_errors"`
+	Requests         int64   `json:"requests"`
+	Seconds          float64 `json:"seconds"`
+	Note             string  `json:"note,omitempty"`
+}
+
+// chaosSummary is the last line: whether the aims held.
+type chaosSummary struct {
+	Summary          bool    `json:"summary"`
+	AllFinished      bool    `json:"every_acknowledged_job_finished"`
+	ExactlyOnce      bool    `json:"no_sample_missed_or_repeated"`
+	No5xx            bool    `json:"no_5xx_but_503_while_redis_down"`
+	Seconds          float64 `json:"seconds"`
+	ScenariosRun     int     `json:"scenarios"`
+	SamplesJobsCheck int     `json:"jobs_samples_checked"`
+}
+
+var chaosScenarios = []string{"worker-kills", "sigstop-worker", "redis-restart", "planner-restart", "submit-burst"}
+
+func runBenchChaos(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("bench chaos", `Starts edl dev in this process (child Redis, API, planner, local edl worker
+processes that record which samples each step used) and runs, one after the other:
+  worker-kills     SIGKILL a random worker of the running jobs, 4 times
+  sigstop-worker   SIGSTOP one of a job's two workers for 5 s, then SIGCONT
+  redis-restart    SIGKILL the child redis-server (edl dev restarts it on its AOF)
+  planner-restart  kill the planner loop 3 times at random points, a fresh one each time
+  submit-burst     --burst submits at once (64 clients), then cancel what has not run
+A prober reads jobs and /readyz all along. Per scenario it prints jobs acknowledged
+(201), succeeded, cancelled, failed and unfinished, samples missed and repeated in
+the succeeded jobs, and 5xx answers (503s while Redis is down apart).`, stderr)
+	slots := fs.Int("slots", 3, "CPU worker slots")
+	burst := fs.Int("burst", 2000, "submits in the submit-burst scenario")
+	only := fs.String("scenarios", strings.Join(chaosScenarios, ","), "scenarios to run, comma-separated")
+	wait := fs.Duration("wait", 120*time.Second, "longest wait for a scenario's jobs to finish")
+	asJSON := fs.Bool("json", false, "print one JSON line per scenario and a summary line")
+	devLog := fs.String("dev-log", "", "write edl dev's own log (API, planner, local cluster; info level) to this file; the workers' logs are under its data dir, removed at the end unless --keep")
+	keep := fs.Bool("keep", false, "keep the data dir (Redis AOF, worker logs) and print where it is")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *slots < 2 || *burst < 1 || *wait <= 0 {
+		return usageErrorf("bench chaos: need --slots >= 2, --burst >= 1, --wait > 0")
+	}
+	var run []string
+	for _, s := range strings.Split(*only, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		known := false
+		for _, k := range chaosScenarios {
+			known = known || k == s
+		}
+		if !known {
+			return usageErrorf("bench chaos: --scenarios: unknown %q (known: %s)", s, strings.Join(chaosScenarios, ", "))
+		}
+		run = append(run, s)
+	}
+	dir, err := os.MkdirTemp("", "edl-bench-chaos-")
+	if err != nil {
+		return err
+	}
+	if *keep {
+		fmt.Fprintf(stderr, "bench chaos: data dir %s (kept)\n", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	logw := io.Discard
+	if *devLog != "" {
+		f, err := os.Create(*devLog)
+		if err != nil {
+			return usageErrorf("bench chaos: --dev-log: %v", err)
+		}
+		defer f.Close()
+		logw = f
+	}
+	token := jobs.NewToken()
+	tf := filepath.Join(dir, "tenants.yaml")
+	if err := os.WriteFile(tf, []byte(fmt.Sprintf("tenants:\n  - name: chaos\n    token_sha256: %s\n    rate_per_s: 100000\n    burst: 100000\n", jobs.HashToken(token))), 0o600); err != nil {
+		return err
+	}
+	d, err := startDev(ctx, devConfig{listen: "127.0.0.1:0", dataDir: filepath.Join(dir, "dev"), tenants: tf, slots: *slots,
+		grace: 5 * time.Second, cooldown: time.Second, interval: 200 * time.Millisecond, workerLogLevel: "warn",
+		workerEnv: []string{"EDL_DEBUG_SAMPLES=true"}}, newLogger(logw, 0, false))
+	if err != nil {
+		return err
+	}
+	defer d.shutdown()
+	ch := &chaos{d: d, c: newChaosClient(d.apiURL, token), wait: *wait, burst: *burst}
+	start := time.Now()
+	sum := chaosSummary{Summary: true, AllFinished: true, ExactlyOnce: true, No5xx: true}
+	if !*asJSON {
+		fmt.Fprintf(stdout, "%-16s %6s %5s %5s %5s %5s %5s %7s %7s %6s %6s %8s %6s\n", "scenario", "faults", "ack", "ok", "cancl", "fail", "unfin", "missed", "repeat", "5xx", "503rd", "requests", "secs")
+	}
+	for _, name := range run {
+		row, err := ch.scenario(ctx, name)
+		if err != nil {
+			return fmt.Errorf("bench chaos %s: %w", name, err)
+		}
+		sum.ScenariosRun++
+		sum.SamplesJobsCheck += row.SamplesChecked
+		sum.AllFinished = sum.AllFinished && row.Unfinished == 0 && row.Failed == 0
+		sum.ExactlyOnce = sum.ExactlyOnce && row.Missed == 0 && row.Repeated == 0
+		sum.No5xx = sum.No5xx && row.HTTP5xx == 0 && row.HTTPErrors == 0
+		if *asJSON {
+			if err := json.NewEncoder(stdout).Encode(row); err != nil {
+				return err
+			}
+			continue
+		}
+		fmt.Fprintf(stdout, "%-16s %6d %5d %5d %5d %5d %5d %7d %7d %6d %6d %8d %6.1f  %s\n", row.Scenario, row.Faults, row.Acknowledged, row.Succeeded,
+			row.Cancelled, row.Failed, row.Unfinished, row.Missed, row.Repeated, row.HTTP5xx, row.HTTP503RedisDown, row.Requests, row.Seconds, row.Note)
+	}
+	sum.Seconds = time.Since(start).Seconds()
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(sum)
+	}
+	fmt.Fprintf(stdout, "every acknowledged job finished: %v; no sample missed or repeated: %v; no 5xx but 503 while Redis was down: %v (%.0f s)\n",
+		sum.AllFinished, sum.ExactlyOnce, sum.No5xx, sum.Seconds)
+	return nil
+}
+
+// chaos drives one edl dev through the scenarios.
+type chaos struct {
+	d     *devEnv
+	c     *chaosClient
+	wait  time.Duration
+	burst int
+	specs sync.Map // job id -> jobs.Spec, for the sample check
+}
+
+func (ch *chaos) scenario(ctx context.Context, name string) (chaosRow, error) {
+	row := chaosRow{Scenario: name}
+	before := ch.c.counts()
+	t0 := time.Now()
+	pctx, stopProbe := context.WithCancel(ctx)
+	var ids idList
+	probeDone := make(chan struct{})
+	go func() { defer close(probeDone); ch.probe(pctx, &ids) }()
+
+	var err error
+	switch name {
+	case "worker-kills":
+		err = ch.workerKills(ctx, &row, &ids)
+	case "sigstop-worker":
+		err = ch.sigstop(ctx, &row, &ids)
+	case "redis-restart":
+		err = ch.redisRestart(ctx, &row, &ids)
+	case "planner-restart":
+		err = ch.plannerRestart(ctx, &row, &ids)
+	case "submit-burst":
+		err = ch.submitBurst(ctx, &row, &ids)
+	}
+	if err != nil {
+		stopProbe()
+		<-probeDone
+		return row, err
+	}
+	if err := ch.settle(ctx, name, &row, ids.all()); err != nil {
+		stopProbe()
+		<-probeDone
+		return row, err
+	}
+	stopProbe()
+	<-probeDone
+	after := ch.c.counts()
+	row.HTTP5xx, row.HTTP503RedisDown = after.n5xx-before.n5xx, after.n503down-before.n503down
+	row.HTTPErrors, row.Requests = after.errors-before.errors, after.requests-before.requests
+	row.Seconds = time.Since(t0).Seconds()
+	return row, nil
+}
+
+// idList is the acknowledged jobs of a scenario, shared with the prober.
+type idList struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+func (l *idList) add(id string) {
+	l.mu.Lock()
+	l.ids = append(l.ids, id)
+	l.mu.Unlock()
+}
+
+func (l *idList) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.ids...)
+}
+
+func (l *idList) random() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.ids) == 0 {
+		return ""
+	}
+	return l.ids[rand.IntN(len(l.ids))]
+}
+
+// chaosJob is a small built-in trainer job; samples x epochs sets its
+// length. Jobs of the fault scenarios train for some 10-20 s on 2 cores
+// without faults (two hidden layers of 256), the burst's are tiny.
+func chaosJob(scenario string, i, min, max, samples, epochs int) jobs.Spec {
+	hidden := 256
+	if scenario == "submit-burst" {
+		hidden = 8
+	}
+	return jobs.Spec{
+		Name:    fmt.Sprintf("%s-%d", scenario, i),
+		Workers: jobs.WorkerRange{Min: min, Max: max},
+		Trainer: jobs.Trainer{Kind: jobs.TrainerBuiltin, Builtin: &jobs.BuiltinTrainer{
+			Model:   jobs.MLPModel{Hidden: []int{hidden, hidden}},
+			Dataset: jobs.SyntheticDataset{Seed: int64(i + 1), Samples: samples, Features: 32, Classes: 4, Partitions: 16},
+			Epochs:  epochs, BatchSize: 32, LearningRate: 0.05, Momentum: 0.9,
+		}},
+		Checkpoint: jobs.CheckpointPolicy{EverySteps: 50, Keep: 2},
+		Labels:     map[string]string{"chaos": scenario},
+	}
+}
+
+// submit posts spec; a 201 is an acknowledged job.
+func (ch *chaos) submit(ctx context.Context, row *chaosRow, ids *idList, spec jobs.Spec) {
+	var j jobs.Job
+	if code, _ := ch.c.do(ctx, http.MethodPost, "/v1/jobs", spec, &j); code == http.StatusCreated {
+		ch.specs.Store(j.ID, spec)
+		ids.add(j.ID)
+		row.Acknowledged++
+	}
+}
+
+// probe reads a random job, a list page and /readyz every 100 ms: the
+// answers a user would get during the fault.
+func (ch *chaos) probe(ctx context.Context, ids *idList) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if id := ids.random(); id != "" {
+			ch.c.do(ctx, http.MethodGet, "/v1/jobs/"+id, nil, nil)
+		}
+		ch.c.do(ctx, http.MethodGet, "/v1/jobs?limit=20", nil, nil)
+		ch.c.do(ctx, http.MethodGet, "/readyz", nil, nil)
+	}
+}
+
+func (ch *chaos) workerKills(ctx context.Context, row *chaosRow, ids *idList) error {
+	for i := range 2 {
+		ch.submit(ctx, row, ids, chaosJob("worker-kills", i, 1, 2, 100000, 2))
+	}
+	for row.Faults < 4 {
+		if !pause(ctx, 1500*time.Millisecond) {
+			return ctx.Err()
+		}
+		pids := ch.workerPids(ids.all())
+		if len(pids) == 0 {
+			if ch.allTerminal(ctx, ids.all()) {
+				row.Note = "jobs finished before every kill"
+				break
+			}
+			continue
+		}
+		if syscall.Kill(pids[rand.IntN(len(pids))], syscall.SIGKILL) == nil {
+			row.Faults++
+		}
+	}
+	return nil
+}
+
+func (ch *chaos) sigstop(ctx context.Context, row *chaosRow, ids *idList) error {
+	ch.submit(ctx, row, ids, chaosJob("sigstop-worker", 0, 2, 2, 100000, 2))
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if !pause(ctx, 200*time.Millisecond) {
+			return ctx.Err()
+		}
+		pids := ch.workerPids(ids.all())
+		if len(pids) < 2 || !ch.stepping(ctx, ids.all()[0]) {
+			continue
+		}
+		victim := pids[rand.IntN(len(pids))]
+		if syscall.Kill(victim, syscall.SIGSTOP) != nil {
+			continue
+		}
+		row.Faults++
+		pause(ctx, 5*time.Second)
+		_ = syscall.Kill(victim, syscall.SIGCONT)
+		return nil
+	}
+	row.Note = "no two workers training within 60s: nothing stopped"
+	return nil
+}
+
+func (ch *chaos) redisRestart(ctx context.Context, row *chaosRow, ids *idList) error {
+	for i := range 2 {
+		ch.submit(ctx, row, ids, chaosJob("redis-restart", i, 1, 2, 100000, 2))
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) && !ch.stepping(ctx, ids.all()[0]) {
+		if !pause(ctx, 200*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+	pid := ch.d.redis.Pid()
+	ch.c.redisDown.Store(true)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		ch.c.redisDown.Store(false)
+		return fmt.Errorf("kill redis-server: %w", err)
+	}
+	row.Faults++
+	// Down until a read is answered again by the restarted server.
+	back := time.Now().Add(60 * time.Second)
+	for {
+		if ch.d.redis.Pid() != pid {
+			if code, _ := ch.c.do(ctx, http.MethodGet, "/v1/jobs/"+ids.all()[0], nil, nil); code == http.StatusOK {
+				break
+			}
+		}
+		select {
+		case <-ch.d.redis.Failed():
+			ch.c.redisDown.Store(false)
+			return fmt.Errorf("edl dev's redis-server was not restarted: %v", ch.d.redis.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(back) {
+			ch.c.redisDown.Store(false)
+			return fmt.Errorf("API not answering 60s after the redis-server restart")
+		}
+	}
+	ch.c.redisDown.Store(false)
+	return nil
+}
+
+func (ch *chaos) plannerRestart(ctx context.Context, row *chaosRow, ids *idList) error {
+	for i := range 2 {
+		ch.submit(ctx, row, ids, chaosJob("planner-restart", i, 1, 2, 100000, 2))
+	}
+	for range 3 {
+		// A random point within rounds of 200 ms: often mid-round.
+		if !pause(ctx, 1500*time.Millisecond+time.Duration(rand.IntN(200))*time.Millisecond) {
+			return ctx.Err()
+		}
+		if err := ch.d.restartPlanner(ctx); err != nil {
+			return err
+		}
+		row.Faults++
+	}
+	return nil
+}
+
+func (ch *chaos) submitBurst(ctx context.Context, row *chaosRow, ids *idList) error {
+	var next atomic.Int64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= ch.burst {
+					return
+				}
+				var local chaosRow
+				ch.submit(ctx, &local, ids, chaosJob("submit-burst", i, 1, 1, 400, 1))
+				mu.Lock()
+				row.Acknowledged += local.Acknowledged
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	row.Faults = 1
+	// Let some run, then cancel the rest, as a user who over-submitted.
+	pause(ctx, 15*time.Second)
+	for _, id := range ids.all() {
+		ch.c.do(ctx, http.MethodDelete, "/v1/jobs/"+id, nil, nil) // 409 for the finished ones
+	}
+	return nil
+}
+
+// settle waits for the scenario's jobs to end, checks the samples of those
+// that succeeded, and cancels what is left so the next scenario starts clear.
+func (ch *chaos) settle(ctx context.Context, scenario string, row *chaosRow, ids []string) error {
+	deadline := time.Now().Add(ch.wait)
+	var states map[string]jobs.Job
+	for {
+		var err error
+		if states, err = ch.list(ctx, scenario); err != nil {
+			return err
+		}
+		done := 0
+		for _, id := range ids {
+			if j, ok := states[id]; ok && j.State.Terminal() {
+				done++
+			}
+		}
+		if done == len(ids) || time.Now().After(deadline) {
+			break
+		}
+		if !pause(ctx, 500*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+	var left []string
+	for _, id := range ids {
+		j := states[id]
+		switch j.State {
+		case jobs.Succeeded:
+			row.Succeeded++
+			if err := ch.checkSamples(ctx, row, id); err != nil {
+				return err
+			}
+		case jobs.Cancelled:
+			row.Cancelled++
+		case jobs.Failed:
+			row.Failed++
+		default:
+			row.Unfinished++
+			left = append(left, id)
+		}
+	}
+	for _, id := range left {
+		ch.c.do(ctx, http.MethodDelete, "/v1/jobs/"+id, nil, nil)
+	}
+	if len(left) > 0 { // give the leftovers a moment to go, not counted
+		end := time.Now().Add(30 * time.Second)
+		for time.Now().Before(end) && !ch.allTerminal(ctx, left) {
+			pause(ctx, 500*time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// checkSamples counts the samples a succeeded job missed or repeated.
+func (ch *chaos) checkSamples(ctx context.Context, row *chaosRow, id string) error {
+	v, ok := ch.specs.Load(id)
+	if !ok {
+		return nil
+	}
+	b := v.(jobs.Spec).Trainer.Builtin
+	recs, err := datapipe.New(ch.d.rdb, coord.NewKeys("edl:", id), "chaos").DebugRecords(ctx)
+	if err != nil {
+		return err
+	}
+	missed, repeated, err := worker.CheckSamples(recs, b.Dataset, b.Epochs)
+	if err != nil {
+		return fmt.Errorf("samples of %s: %w", id, err)
+	}
+	row.SamplesChecked++
+	row.Missed += missed
+	row.Repeated += repeated
+	return nil
+}
+
+// list reads the scenario's jobs through the API (label chaos=scenario).
+func (ch *chaos) list(ctx context.Context, scenario string) (map[string]jobs.Job, error) {
+	out := map[string]jobs.Job{}
+	cursor := ""
+	for {
+		path := "/v1/jobs?limit=500&label=" + url.QueryEscape("chaos="+scenario)
+		if cursor != "" {
+			path += "&cursor=" + url.QueryEscape(cursor)
+		}
+		var page struct {
+			Jobs []jobs.Job `json:"jobs"`
+			Next string     `json:"next"`
+		}
+		code, err := ch.c.do(ctx, http.MethodGet, path, nil, &page)
+		if code != http.StatusOK {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			// A 503 while Redis is restarting: read again shortly.
+			_ = err
+			pause(ctx, 200*time.Millisecond)
+			continue
+		}
+		for _, j := range page.Jobs {
+			out[j.ID] = j
+		}
+		if page.Next == "" {
+			return out, nil
+		}
+		cursor = page.Next
+	}
+}
+
+func (ch *chaos) allTerminal(ctx context.Context, ids []string) bool {
+	for _, id := range ids {
+		var j jobs.Job
+		if code, _ := ch.c.do(ctx, http.MethodGet, "/v1/jobs/"+id, nil, &j); code != http.StatusOK || !j.State.Terminal() {
+			return false
+		}
+	}
+	return true
+}
+
+// stepping says whether the job is running and has applied a step.
+func (ch *chaos) stepping(ctx context.Context, id string) bool {
+	var j jobs.Job
+	code, _ := ch.c.do(ctx, http.MethodGet, "/v1/jobs/"+id, nil, &j)
+	return code == http.StatusOK && j.State == jobs.Running && j.Progress.Step > 0
+}
+
+// workerPids lists the edl worker processes of these jobs (children of this
+// edl dev: their command line names its Redis).
+func (ch *chaos) workerPids(ids []string) []int {
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	redisURL := ch.d.redis.URL()
+	var pids []int
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		argv := strings.Split(string(b), "\x00")
+		isWorker, ours, job := false, false, ""
+		for i, a := range argv {
+			switch {
+			case a == "worker" && i == 1:
+				isWorker = true
+			case a == "--job" && i+1 < len(argv):
+				job = argv[i+1]
+			case a == "--redis" && i+1 < len(argv):
+				ours = argv[i+1] == redisURL
+			}
+		}
+		if isWorker && ours && want[job] {
+			if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+// pause sleeps d unless ctx ends first; false when it did.
+func pause(ctx context.Context, d time.Duration) bool { return sleepCtx(ctx, d) == nil }
+
+// chaosClient calls the API as the chaos tenant and counts the answers.
+type chaosClient struct {
+	base, token string
+	hc          *http.Client
+	redisDown   atomic.Bool // set while the bench has Redis down
+	requests    atomic.Int64
+	n5xx        atomic.Int64
+	n503down    atomic.Int64
+	errors      atomic.Int64
+}
+
+type chaosCounts struct{ requests, n5xx, n503down, errors int64 }
+
+func newChaosClient(base, token string) *chaosClient {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 128
+	return &chaosClient{base: base, token: token, hc: &http.Client{Timeout: 30 * time.Second, Transport: tr}}
+}
+
+func (c *chaosClient) counts() chaosCounts {
+	return chaosCounts{c.requests.Load(), c.n5xx.Load(), c.n503down.Load(), c.errors.Load()}
+}
+
+// do sends one request and decodes a 2xx JSON answer into out; it returns
+// the status (0 when there was no answer).
+func (c *chaosClient) do(ctx context.Context, method, path string, body, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	c.requests.Add(1)
+	down := c.redisDown.Load()
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.errors.Add(1)
+		}
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	switch {
+	case resp.StatusCode == http.StatusServiceUnavailable && (down || c.redisDown.Load()):
+		c.n503down.Add(1)
+	case resp.StatusCode >= 500:
+		c.n5xx.Add(1)
+	}
+	if resp.StatusCode < 300 && out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return resp.StatusCode, err
+		}
+	}
+	if resp.StatusCode >= 300 {
+		return resp.StatusCode, fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, bytes.TrimSpace(b))
+	}
+	return resp.StatusCode, nil
+}
