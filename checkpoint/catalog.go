@@ -74,9 +74,6 @@ func NewCatalog(store Store, cfg Config) (*Catalog, error) {
 // Store is the store the catalog writes to.
 func (c *Catalog) Store() Store { return c.store }
 
-// Job is the catalog's job id.
-func (c *Catalog) Job() string { return c.cfg.Job }
-
 // ShardSource is one shard to write. Body is read once; when it is also an
 // io.ReaderAt and Size is known (a bytes.Reader), its SHA-256 is computed
 // alongside the upload instead of in line with it.

@@ -52,10 +52,6 @@ var reservedEnv = map[string]bool{
 	"EDL_JOB_ID": true, "EDL_GENERATION": true, "EDL_CHECKPOINT_DIR": true, "CUDA_VISIBLE_DEVICES": true,
 }
 
-// ReservedEnv reports whether the worker sets the variable name for an
-// exec program (a spec may not).
-func ReservedEnv(name string) bool { return reservedEnv[name] }
-
 // Bounds of an exec trainer.
 const (
 	MaxWorkdirLen   = 4096

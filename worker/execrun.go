@@ -144,9 +144,6 @@ func NewExec(cfg Config, ecfg ExecConfig, deps Deps) (*ExecWorker, error) {
 		ckptDir: filepath.Join(ecfg.Dir, "checkpoint"), wake: make(chan struct{}, 1)}, nil
 }
 
-// Coord returns the worker's coordination client (tests use it).
-func (w *ExecWorker) Coord() *coord.Client { return w.co }
-
 // Run prepares (restores the newest checkpoint into the folder), joins the
 // job and runs the program in every generation that names this worker,
 // until the job ends. When ctx ends (SIGTERM) the worker stops its

@@ -122,9 +122,6 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	return w, nil
 }
 
-// Coord returns the worker's coordination client (tests use it).
-func (w *Worker) Coord() *coord.Client { return w.co }
-
 // Run prepares the worker, joins the job and trains until the job ends.
 // When ctx ends (SIGTERM) the worker finishes its step, hands its data back,
 // leaves and returns nil: that is a graceful exit, not an error.

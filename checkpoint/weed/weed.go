@@ -263,11 +263,6 @@ func (s *Server) killLocked() {
 	s.cmd, s.done = nil, nil
 }
 
-// Output is what the server printed so far, for diagnosing a failure.
-func (s *Server) Output() string {
-	return s.log.String()
-}
-
 func freePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {

@@ -194,36 +194,6 @@ func (s *Server) reschedule(a *allocState) {
 	}
 }
 
-// SetNode changes a node's scheduling state by name (drain, eligibility,
-// down). Freed capacity unblocks queued allocations; a node drained or
-// marked ineligible keeps its allocations, as Nomad does until a drain
-// migrates them.
-func (s *Server) SetNode(name string, f func(*NodeSpec)) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, n := range s.nodes {
-		if n.spec.Name == name {
-			f(&n.spec)
-			n.modifyIndex = s.bump()
-			s.freed++
-			s.unblock()
-			return nil
-		}
-	}
-	return fmt.Errorf("nomadtest: no node %q", name)
-}
-
-// AddNode adds a client node; queued allocations may land on it.
-func (s *Server) AddNode(spec NodeSpec) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := newNode(len(s.nodes), spec, s.bump())
-	s.nodes = append(s.nodes, n)
-	s.freed++
-	s.unblock()
-	return n.id
-}
-
 // SetDeploymentStatus sets the status of a service job's latest deployment
 // ("running" blocks scaling; "successful", "failed" or "cancelled" end it).
 func (s *Server) SetDeploymentStatus(namespace, jobID, status string) error {
@@ -277,11 +247,4 @@ func (s *Server) AddFault(f Fault) {
 		f.Times = 1
 	}
 	s.faults = append(s.faults, &f)
-}
-
-// SetLatency delays every response by d.
-func (s *Server) SetLatency(d time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.latency = d
 }

@@ -14,8 +14,6 @@ type apiError struct {
 	body   string
 }
 
-func (e *apiError) Error() string { return fmt.Sprintf("%d %s", e.status, e.body) }
-
 func errf(status int, format string, args ...any) *apiError {
 	return &apiError{status: status, body: fmt.Sprintf(format, args...)}
 }

@@ -279,13 +279,6 @@ func (s *Server) ResetRequests() {
 	s.requests = nil
 }
 
-// Index is the current raft index.
-func (s *Server) Index() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.index
-}
-
 // bump advances the index and wakes blocking queries. Callers hold mu.
 func (s *Server) bump() uint64 {
 	s.index++

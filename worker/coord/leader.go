@@ -92,9 +92,6 @@ func NewLeader(c *Client, opts LeaderOptions, now func() time.Time) *Leader {
 	return &Leader{c: c, opts: opts, now: now}
 }
 
-// Leading reports whether this worker holds the lease (as last seen).
-func (l *Leader) Leading() bool { return l.fence.Load() > 0 }
-
 // Run bids for the lease and leads until ctx ends.
 func (l *Leader) Run(ctx context.Context) error {
 	ps := l.c.rdb.Subscribe(ctx, l.c.keys.Channel())

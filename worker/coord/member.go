@@ -47,11 +47,6 @@ type Config struct {
 	Heartbeat time.Duration // renewal interval, well inside Lease
 }
 
-// DefaultConfig returns the defaults for job and worker.
-func DefaultConfig(job, worker string) Config {
-	return Config{Prefix: "edl:", Job: job, Worker: worker, Lease: 2 * time.Second, Heartbeat: 400 * time.Millisecond}
-}
-
 // Validate names the field at fault.
 func (c Config) Validate() error {
 	switch {
@@ -85,12 +80,6 @@ func New(rdb redis.UniversalClient, cfg Config, log *slog.Logger) (*Client, erro
 
 // Keys returns the job's key names.
 func (c *Client) Keys() Keys { return c.keys }
-
-// Redis returns the underlying client.
-func (c *Client) Redis() redis.UniversalClient { return c.rdb }
-
-// Config returns the client's configuration.
-func (c *Client) Config() Config { return c.cfg }
 
 // SetMember writes this worker's record and renews its heartbeat.
 func (c *Client) SetMember(ctx context.Context, m Member) error {
@@ -143,25 +132,6 @@ func (c *Client) Leave(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("leave %s: %w", c.cfg.Worker, err)
-	}
-	return nil
-}
-
-// MarkLeaving sets another worker's state to leaving (the planner's way of
-// removing a particular worker); that worker exits gracefully.
-func (c *Client) MarkLeaving(ctx context.Context, worker string) error {
-	ms, err := c.Members(ctx)
-	if err != nil {
-		return err
-	}
-	m, ok := ms[worker]
-	if !ok {
-		return fmt.Errorf("mark %s leaving: no such member", worker)
-	}
-	m.State = Leaving
-	b, _ := json.Marshal(m)
-	if err := c.rdb.HSet(ctx, c.keys.Members(), worker, b).Err(); err != nil {
-		return fmt.Errorf("mark %s leaving: %w", worker, err)
 	}
 	return nil
 }

@@ -67,17 +67,11 @@ func NewDataset(d jobs.SyntheticDataset) (*Dataset, error) {
 	return ds, nil
 }
 
-// Spec returns the data set's parameters.
-func (d *Dataset) Spec() jobs.SyntheticDataset { return d.spec }
-
 // Samples is the number of samples.
 func (d *Dataset) Samples() int64 { return int64(d.spec.Samples) }
 
 // Features is the number of features per sample.
 func (d *Dataset) Features() int { return d.spec.Features }
-
-// Classes is the number of labels.
-func (d *Dataset) Classes() int { return d.spec.Classes }
 
 // Sample writes the features of sample id into x[:Features] and returns its
 // label. The teacher is h = hardtanh(x W1 + b1), label = argmax(h W2), lowest

@@ -71,13 +71,6 @@ func (m *Model) NumParams() int { return len(m.params) }
 // all-reduce, a broadcast, an optimizer step) change the model.
 func (m *Model) Params() []float32 { return m.params }
 
-// SetThreads sets how many goroutines one call uses (values < 1 mean 1).
-// Results are the same for every thread count.
-func (m *Model) SetThreads(n int) {
-	m.threads = max(n, 1)
-	m.ws.ensureThreads(m, m.threads)
-}
-
 func (m *Model) weights(l int) []float32 {
 	return m.params[m.wOff[l] : m.wOff[l]+m.dims[l]*m.dims[l+1]]
 }
