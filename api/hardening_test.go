@@ -17,6 +17,7 @@ import (
 	"github.com/edl-nomad/edl/api"
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/jobstore"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -24,7 +25,7 @@ import (
 // watched) with the test tenants plus a tenant "capped" with job limits.
 func newEnvOn(t *testing.T, r *testenv.Redis, rdb *redis.Client, cfg api.Config) (*env, *httptest.Server) {
 	t.Helper()
-	store := jobs.NewStore(rdb, jobs.StoreConfig{Prefix: r.Prefix})
+	store := jobstore.New(rdb, jobstore.Config{Prefix: r.Prefix})
 	list := append(testTenants(t).All(), jobs.Tenant{Name: "capped", TokenSHA256: jobs.HashToken(tokCapped),
 		RatePerS: 10000, Burst: 10000, MaxWorkers: 2, MaxParameters: 100000})
 	ts, err := jobs.NewTenants(list...)

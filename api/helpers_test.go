@@ -15,6 +15,7 @@ import (
 	"github.com/edl-nomad/edl/api"
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/jobstore"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -36,7 +37,7 @@ func (f fakeCluster) Capacity(context.Context) (jobs.Capacity, error) { return f
 type env struct {
 	t     *testing.T
 	url   string
-	store *jobs.Store
+	store *jobstore.Store
 	redis *testenv.Redis
 }
 
@@ -57,7 +58,7 @@ func testTenants(t *testing.T) *jobs.Tenants {
 // newEnvWith starts the API over r with a fake cluster of one node.
 func newEnvWith(t *testing.T, r *testenv.Redis, cfg api.Config) *env {
 	t.Helper()
-	store := jobs.NewStore(r.Client, jobs.StoreConfig{Prefix: r.Prefix})
+	store := jobstore.New(r.Client, jobstore.Config{Prefix: r.Prefix})
 	cl := fakeCluster{capa: jobs.Capacity{Nodes: []jobs.Node{{ID: "n1", Name: "node-1", GPUs: 4, FreeGPUs: 4, CPUSlots: 2, FreeCPUSlots: 2}}}}
 	srv := api.New(cfg, store, testTenants(t), cl, nil)
 	hs := httptest.NewServer(srv.Handler())

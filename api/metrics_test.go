@@ -15,6 +15,7 @@ import (
 	"github.com/edl-nomad/edl/api"
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/jobstore"
 )
 
 // scrape reads /metrics into "name{labels}" -> value, as the text format
@@ -170,7 +171,7 @@ func TestMetricsWithoutStoreOrCluster(t *testing.T) {
 // follows submissions while it runs.
 func TestMetricsCountShortJobs(t *testing.T) {
 	r := testenv.NewRedis(t)
-	store := jobs.NewStore(r.Client, jobs.StoreConfig{Prefix: r.Prefix})
+	store := jobstore.New(r.Client, jobstore.Config{Prefix: r.Prefix})
 	srv := api.New(api.Config{}, store, testTenants(t), nil, nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/edl-nomad/edl/api"
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/jobstore"
 )
 
 // sseEvent is one parsed Server-Sent Event.
@@ -228,7 +229,7 @@ func TestReadyzWithoutRedis(t *testing.T) {
 
 func TestRunShutsDownWithOpenStream(t *testing.T) {
 	r := testenv.NewRedis(t)
-	store := jobs.NewStore(r.Client, jobs.StoreConfig{Prefix: r.Prefix})
+	store := jobstore.New(r.Client, jobstore.Config{Prefix: r.Prefix})
 	srv := api.New(api.Config{ShutdownGrace: 5 * time.Second}, store, testTenants(t), nil, nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/jobstore"
 	"github.com/labstack/echo/v4"
 )
 
@@ -96,7 +97,7 @@ func problemFor(err error) (Problem, bool) {
 		return httpErrorProblem(he), he.Code >= 500
 	case errors.Is(err, context.DeadlineExceeded):
 		return Problem{Type: ProblemUnavailable, Title: "the store did not answer in time", Status: http.StatusServiceUnavailable}, true
-	case jobs.Unavailable(err):
+	case jobstore.Unavailable(err):
 		return Problem{Type: ProblemUnavailable, Title: "the store is unavailable; retry later", Status: http.StatusServiceUnavailable}, true
 	}
 	return Problem{Type: ProblemInternal, Title: "internal error", Status: http.StatusInternalServerError}, true

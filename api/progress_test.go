@@ -10,13 +10,14 @@ import (
 	"github.com/edl-nomad/edl/api"
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/jobstore"
 )
 
 func TestProgressRoute(t *testing.T) {
 	r := testenv.NewRedis(t)
 	e := newEnvWith(t, r, api.Config{})
 	// A store with no thinning, over the same keys as the server's.
-	fast := jobs.NewStore(r.Client, jobs.StoreConfig{Prefix: r.Prefix, ProgressEvery: time.Nanosecond})
+	fast := jobstore.New(r.Client, jobstore.Config{Prefix: r.Prefix, ProgressEvery: time.Nanosecond})
 	ctx := context.Background()
 	j := e.submit(tokA, exampleJob(t)).job(t)
 	for i := int64(1); i <= 5; i++ {

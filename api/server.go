@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/jobstore"
 	"github.com/labstack/echo/v4"
 )
 
@@ -100,19 +101,19 @@ type ClusterView interface {
 // Server is the HTTP API.
 type Server struct {
 	cfg     Config
-	store   *jobs.Store
+	store   *jobstore.Store
 	tenants *jobs.Tenants
 	cluster ClusterView
 	log     *slog.Logger
 	echo    *echo.Echo
 	limits  *limiter
 	metrics *metrics
-	follow  *jobs.Follower
+	follow  *jobstore.Follower
 	streams *streamCounts
 }
 
 // New builds the server and registers its routes.
-func New(cfg Config, store *jobs.Store, tenants *jobs.Tenants, cluster ClusterView, logger *slog.Logger) *Server {
+func New(cfg Config, store *jobstore.Store, tenants *jobs.Tenants, cluster ClusterView, logger *slog.Logger) *Server {
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}

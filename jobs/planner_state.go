@@ -1,15 +1,8 @@
 package jobs
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"strconv"
-	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // PlannerState is what the planner keeps on a job's record so that a fresh
@@ -54,100 +47,6 @@ func (p *PlannerState) Clone() *PlannerState {
 }
 
 // ErrFenced means a write came from a store fenced with an older fence than
-// the one the fence key holds now: a planner that lost its lease.
+// the one the fence key holds now: a planner that lost its lease
+// (jobstore.Store.WithFence).
 var ErrFenced = errors.New("fenced: another planner holds the lease")
-
-// fencePrelude starts a fenced script: the last key is the fence key and the
-// last argument the fence the writer holds; both are popped before the
-// script proper runs, which sees its usual KEYS and ARGV.
-const fencePrelude = `
-local fence = table.remove(ARGV)
-local fkey = table.remove(KEYS)
-if (redis.call('GET', fkey) or '0') ~= fence then return redis.error_reply('EDLFENCED fence ' .. fence .. ' is stale') end
-`
-
-func isFenced(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "EDLFENCED") }
-
-// WithFence returns a store over the same Redis whose every write (Update,
-// Transition, AppendEvent, ...) is refused with ErrFenced unless fenceKey
-// still holds fence, checked in the write's own script. The planner writes
-// through one while it holds the lease (planner/loop's Lease INCRs fenceKey
-// on every takeover).
-func (s *Store) WithFence(fenceKey string, fence int64) *Store {
-	c := *s
-	c.fenceKey, c.fence = fenceKey, fence
-	return &c
-}
-
-// Fence is the fence this store presents with its writes (0: none).
-func (s *Store) Fence() int64 { return s.fence }
-
-// ChangedSince returns the live jobs written after change sequence seq (0:
-// every live job recorded in the change index) and the newest sequence
-// seen, to pass next time: an incremental view of ListActive. Jobs that
-// became terminal meanwhile are not in it; they are in Finished until the
-// planner has cleaned them up.
-func (s *Store) ChangedSince(ctx context.Context, seq int64) ([]Job, int64, error) {
-	entries, err := s.rdb.ZRangeByScoreWithScores(ctx, s.changesKey(), &redis.ZRangeBy{
-		Min: "(" + strconv.FormatInt(seq, 10), Max: "+inf"}).Result()
-	if err != nil {
-		return nil, seq, fmt.Errorf("changed jobs: %w", err)
-	}
-	jobs, err := s.decodeEntries(ctx, entries)
-	if err != nil {
-		return nil, seq, err
-	}
-	next := seq
-	for _, e := range entries {
-		next = max(next, int64(e.Score))
-	}
-	out := jobs[:0]
-	for _, j := range jobs {
-		if !j.State.Terminal() {
-			out = append(out, j)
-		}
-	}
-	return out, next, nil
-}
-
-// ChangeSeq is the newest change sequence: what ChangedSince returns after
-// a full ListActive read that starts after it.
-func (s *Store) ChangeSeq(ctx context.Context) (int64, error) {
-	n, err := s.rdb.Get(ctx, s.chgSeqKey()).Int64()
-	if errors.Is(err, redis.Nil) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("change sequence: %w", err)
-	}
-	return n, nil
-}
-
-// Finished returns the terminal jobs the planner has not cleaned up yet
-// (Job.Planner.Finished unset), oldest first.
-func (s *Store) Finished(ctx context.Context) ([]Job, error) {
-	entries, err := s.rdb.ZRangeWithScores(ctx, s.finishedKey(), 0, -1).Result()
-	if err != nil {
-		return nil, fmt.Errorf("finished jobs: %w", err)
-	}
-	return s.decodeEntries(ctx, entries)
-}
-
-func (s *Store) decodeEntries(ctx context.Context, entries []redis.Z) ([]Job, error) {
-	raws, err := s.loadRaw(ctx, entries)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Job, 0, len(raws))
-	for i, raw := range raws {
-		if raw == nil {
-			continue
-		}
-		var j Job
-		if err := json.Unmarshal(raw, &j); err != nil {
-			return nil, fmt.Errorf("decode job %v: %w", entries[i].Member, err)
-		}
-		out = append(out, j)
-	}
-	return out, nil
-}

@@ -15,6 +15,7 @@ import (
 	"github.com/edl-nomad/edl/checkpoint"
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/jobstore"
 	"github.com/edl-nomad/edl/worker/collective"
 	"github.com/redis/go-redis/v9"
 )
@@ -81,7 +82,7 @@ func runChild() int {
 	}
 	deps := Deps{Redis: rdb, Transport: tr, Spec: &spec, Log: log}
 	if env("JOBSTORE") != "" {
-		store := jobs.NewStore(rdb, jobs.StoreConfig{Prefix: cfg.Prefix})
+		store := jobstore.New(rdb, jobstore.Config{Prefix: cfg.Prefix})
 		deps.Spec, deps.Jobs = nil, store
 		if d, err := strconv.Atoi(env("RUNNING_DELAY_MS")); err == nil {
 			// A slow store: the Running write takes this long.

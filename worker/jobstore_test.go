@@ -9,14 +9,15 @@ import (
 
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/jobstore"
 	"github.com/edl-nomad/edl/worker/coord"
 )
 
 // jobCluster creates a job in the real job store, moves it to starting as
 // the planner would, and returns a cluster whose workers use the store.
-func jobCluster(t *testing.T, epochs int) (*cluster, *jobs.Store) {
+func jobCluster(t *testing.T, epochs int) (*cluster, *jobstore.Store) {
 	r := testenv.NewRedis(t)
-	st := jobs.NewStore(r.Client, jobs.StoreConfig{Prefix: r.Prefix})
+	st := jobstore.New(r.Client, jobstore.Config{Prefix: r.Prefix})
 	ctx := context.Background()
 	j, _, err := st.Create(ctx, "tenant", testSpec(epochs, 2), "")
 	if err != nil {
@@ -85,7 +86,7 @@ func TestJobStoreCancellingStopsWorkers(t *testing.T) {
 // succeeded (issue 15, defect 1: 3 of 4 stayed starting for ever).
 func TestJobStoreShortJobsFinish(t *testing.T) {
 	r := testenv.NewRedis(t)
-	st := jobs.NewStore(r.Client, jobs.StoreConfig{Prefix: r.Prefix})
+	st := jobstore.New(r.Client, jobstore.Config{Prefix: r.Prefix})
 	ctx := context.Background()
 	type run struct {
 		c  *cluster

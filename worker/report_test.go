@@ -8,13 +8,14 @@ import (
 
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/jobstore"
 )
 
 // slowRunning is the real job store whose Running transition takes a
 // while, as it does when Redis is slow: the window in which a final
 // transition used to overtake it.
 type slowRunning struct {
-	*jobs.Store
+	*jobstore.Store
 	delay    time.Duration
 	entered  chan struct{} // closed when the Running write starts
 	finalErr atomic.Value  // error of the last non-Running transition
@@ -37,10 +38,10 @@ func (s *slowRunning) Transition(ctx context.Context, id string, to jobs.State, 
 
 type errBox struct{ err error }
 
-func startingJob(t *testing.T) (*jobs.Store, string) {
+func startingJob(t *testing.T) (*jobstore.Store, string) {
 	t.Helper()
 	r := testenv.NewRedis(t)
-	st := jobs.NewStore(r.Client, jobs.StoreConfig{Prefix: r.Prefix})
+	st := jobstore.New(r.Client, jobstore.Config{Prefix: r.Prefix})
 	ctx := context.Background()
 	j, _, err := st.Create(ctx, "tenant", testSpec(1, 1), "")
 	if err != nil {
@@ -116,7 +117,7 @@ func TestReporterRetriesRunningAfterAnError(t *testing.T) {
 }
 
 type failingOnce struct {
-	*jobs.Store
+	*jobstore.Store
 	failed bool
 }
 

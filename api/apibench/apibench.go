@@ -21,6 +21,7 @@ import (
 
 	"github.com/edl-nomad/edl/api"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/jobstore"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -116,7 +117,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	store := jobs.NewStore(cfg.Redis, jobs.StoreConfig{Prefix: cfg.Prefix})
+	store := jobstore.New(cfg.Redis, jobstore.Config{Prefix: cfg.Prefix})
 	if cfg.SSEGetRate <= 0 {
 		cfg.SSEGetRate = 1000
 	}

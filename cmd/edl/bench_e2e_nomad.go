@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/jobstore"
 	"github.com/edl-nomad/edl/local/redisproc"
 	"github.com/edl-nomad/edl/nomadx"
 	"github.com/edl-nomad/edl/nomadx/nomadtest"
@@ -58,7 +59,7 @@ type nomadFlapResult struct {
 // nomadBenchEnv is the planner loop on a child Redis against nomadtest.
 type nomadBenchEnv struct {
 	srv   *nomadtest.Server
-	store *jobs.Store
+	store *jobstore.Store
 	loop  *loop.Loop
 	rdb   *redis.Client
 }
@@ -81,7 +82,7 @@ func newNomadBenchEnvOn(ctx context.Context, rp *redisproc.Proc, prefix string, 
 		return nil, err
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: rp.Addr()})
-	store := jobs.NewStore(rdb, jobs.StoreConfig{Prefix: prefix})
+	store := jobstore.New(rdb, jobstore.Config{Prefix: prefix})
 	lc := loop.DefaultConfig()
 	lc.Holder, lc.Prefix = "bench-e2e-nomad", prefix
 	lc.Policy.Cooldown = 0

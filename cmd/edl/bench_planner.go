@@ -17,6 +17,7 @@ import (
 
 	"github.com/edl-nomad/edl/api"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/jobstore"
 	"github.com/edl-nomad/edl/local/redisproc"
 	"github.com/edl-nomad/edl/planner/loop"
 	"github.com/redis/go-redis/v9"
@@ -93,7 +94,7 @@ is what an idle control plane costs at that backlog (aim: <= 0.05).`, stderr)
 	defer rp.Stop()
 	rdb := redis.NewClient(&redis.Options{Addr: rp.Addr(), PoolSize: 32})
 	defer rdb.Close()
-	store := jobs.NewStore(rdb, jobs.StoreConfig{})
+	store := jobstore.New(rdb, jobstore.Config{})
 	tenants, _, err := jobs.NewDevTenants()
 	if err != nil {
 		return err
@@ -162,7 +163,7 @@ is what an idle control plane costs at that backlog (aim: <= 0.05).`, stderr)
 }
 
 // submitMany creates n jobs with 16 submitters.
-func submitMany(ctx context.Context, store *jobs.Store, spec jobs.Spec, n int) error {
+func submitMany(ctx context.Context, store *jobstore.Store, spec jobs.Spec, n int) error {
 	var wg sync.WaitGroup
 	errc := make(chan error, 16)
 	per := (n + 15) / 16

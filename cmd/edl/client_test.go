@@ -19,6 +19,7 @@ import (
 	"github.com/edl-nomad/edl/api"
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/jobstore"
 )
 
 const (
@@ -67,7 +68,7 @@ func (f fakeCheckpoints) OpenModel(_ context.Context, job string, step int64) (i
 type cliEnv struct {
 	t     *testing.T
 	url   string
-	store *jobs.Store
+	store *jobstore.Store
 	ck    *fakeCheckpoints
 }
 
@@ -76,7 +77,7 @@ type cliEnv struct {
 func newCLIEnv(t *testing.T) *cliEnv {
 	t.Helper()
 	r := testenv.NewRedis(t)
-	store := jobs.NewStore(r.Client, jobs.StoreConfig{Prefix: r.Prefix})
+	store := jobstore.New(r.Client, jobstore.Config{Prefix: r.Prefix})
 	ts, err := jobs.NewTenants(
 		jobs.Tenant{Name: "team-a", TokenSHA256: jobs.HashToken(cliTokA), RatePerS: 10000, Burst: 10000},
 		jobs.Tenant{Name: "team-b", TokenSHA256: jobs.HashToken(cliTokB), RatePerS: 10000, Burst: 10000},
@@ -302,7 +303,7 @@ func TestClientScaleCancelEvents(t *testing.T) {
 }
 
 // drive plays the planner and the workers: start, grow, train, finish.
-func drive(t *testing.T, store *jobs.Store, id string, final jobs.State) {
+func drive(t *testing.T, store *jobstore.Store, id string, final jobs.State) {
 	ctx := context.Background()
 	step := func(f func() error) {
 		if err := f(); err != nil {

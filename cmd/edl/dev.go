@@ -17,6 +17,7 @@ import (
 	"github.com/edl-nomad/edl/api"
 	"github.com/edl-nomad/edl/checkpoint"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/jobstore"
 	"github.com/edl-nomad/edl/local"
 	"github.com/edl-nomad/edl/local/redisproc"
 	"github.com/edl-nomad/edl/planner"
@@ -99,7 +100,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 type devEnv struct {
 	redis   *redisproc.Supervised
 	rdb     *redis.Client
-	store   *jobs.Store
+	store   *jobstore.Store
 	cluster *local.Cluster
 	loop    *loop.Loop
 	planner plannerRun // the loop's goroutine, restartable (dev_planner.go)
@@ -140,7 +141,7 @@ func startDev(parent context.Context, c devConfig, log *slog.Logger) (_ *devEnv,
 	if err != nil {
 		return d, err
 	}
-	d.store = jobs.NewStore(d.rdb, jobs.StoreConfig{})
+	d.store = jobstore.New(d.rdb, jobstore.Config{})
 	storeURL := c.store
 	if storeURL == "" {
 		storeURL = "file://" + filepath.Join(dataDir, "store")

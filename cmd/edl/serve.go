@@ -13,6 +13,7 @@ import (
 	"github.com/edl-nomad/edl/api"
 	"github.com/edl-nomad/edl/checkpoint"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/jobstore"
 	"github.com/edl-nomad/edl/nomadx"
 	"github.com/redis/go-redis/v9"
 )
@@ -113,7 +114,7 @@ type apiSetup struct {
 
 // plannerHook runs beside the API with the same store until ctx ends (the
 // planner loop); nil runs the API alone.
-type plannerHook func(ctx context.Context, store *jobs.Store) error
+type plannerHook func(ctx context.Context, store *jobstore.Store) error
 
 // serveAPI checks Redis, builds the store and the API, and serves until ctx
 // ends or withPlanner fails; the first part to stop stops the other.
@@ -126,7 +127,7 @@ func serveAPI(ctx context.Context, s apiSetup, withPlanner plannerHook) error {
 		return fmt.Errorf("redis: %w", err)
 	}
 	checkRedisPersistence(ctx, s.Redis, log)
-	store := jobs.NewStore(s.Redis, jobs.StoreConfig{Prefix: s.Prefix})
+	store := jobstore.New(s.Redis, jobstore.Config{Prefix: s.Prefix})
 	srv := api.New(s.Config, store, s.Tenants, s.Cluster, log)
 	if s.Metrics != nil {
 		s.Metrics.srv.Store(srv)

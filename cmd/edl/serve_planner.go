@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/jobstore"
 	"github.com/edl-nomad/edl/nomadx"
 	"github.com/edl-nomad/edl/planner"
 	"github.com/edl-nomad/edl/planner/loop"
@@ -97,7 +98,7 @@ func (n *nomadFlags) plannerOnNomad(rdb redis.UniversalClient, prefix, redisURL,
 	if lc.Callbacks, err = plannerCallbacks("serve", n.callbackAllow, tenants, log); err != nil {
 		return nil, nil, err
 	}
-	return func(ctx context.Context, store *jobs.Store) error {
+	return func(ctx context.Context, store *jobstore.Store) error {
 		pl, err := loop.New(lc, store, cluster, rdb, log)
 		if err != nil {
 			return err

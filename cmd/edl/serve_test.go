@@ -13,6 +13,7 @@ import (
 
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/jobstore"
 )
 
 func TestServeFlags(t *testing.T) {
@@ -39,11 +40,11 @@ func TestServeAPIRunsHookAndStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	hookStarted := make(chan *jobs.Store, 1)
+	hookStarted := make(chan *jobstore.Store, 1)
 	done := make(chan error, 1)
 	go func() {
 		done <- serveAPI(ctx, apiSetup{Listener: ln, Redis: r.Client, Prefix: r.Prefix, Tenants: tenants, Logger: log},
-			func(ctx context.Context, s *jobs.Store) error { hookStarted <- s; <-ctx.Done(); return nil })
+			func(ctx context.Context, s *jobstore.Store) error { hookStarted <- s; <-ctx.Done(); return nil })
 	}()
 	if s := <-hookStarted; s == nil || s.Prefix() != r.Prefix {
 		t.Fatalf("planner hook got store %v", s)
@@ -75,7 +76,7 @@ func TestServeAPIStopsWhenHookFails(t *testing.T) {
 	tenants, _, _ := jobs.NewDevTenants()
 	boom := errors.New("planner broke")
 	err := serveAPI(context.Background(), apiSetup{Listen: "127.0.0.1:0", Redis: r.Client, Prefix: r.Prefix, Tenants: tenants,
-		Logger: slog.New(slog.DiscardHandler)}, func(context.Context, *jobs.Store) error { return boom })
+		Logger: slog.New(slog.DiscardHandler)}, func(context.Context, *jobstore.Store) error { return boom })
 	if !errors.Is(err, boom) {
 		t.Fatalf("serveAPI = %v, want the hook's error", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/edl-nomad/edl/checkpoint"
 	"github.com/edl-nomad/edl/internal/gpustat"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/jobstore"
 	"github.com/edl-nomad/edl/worker"
 	"github.com/edl-nomad/edl/worker/collective"
 	"github.com/redis/go-redis/v9"
@@ -109,7 +110,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if js.Trainer.Kind == jobs.TrainerExec {
 			deps := worker.Deps{Redis: rdb, Spec: spec, Log: log}
 			if spec == nil {
-				deps.Jobs = jobs.NewStore(rdb, jobs.StoreConfig{Prefix: *prefix})
+				deps.Jobs = jobstore.New(rdb, jobstore.Config{Prefix: *prefix})
 			}
 			return runExecWorker(ctx, cfg, deps, ef, *store, *advertise, *listen, stdout, stderr, log)
 		}
@@ -154,7 +155,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		deps.Store = st
 	}
 	if spec == nil {
-		js := jobs.NewStore(rdb, jobs.StoreConfig{Prefix: *prefix})
+		js := jobstore.New(rdb, jobstore.Config{Prefix: *prefix})
 		deps.Jobs = js
 		// GPU use for /metrics, when the worker holds GPUs and NVML is there.
 		go gpustat.Report(ctx, js, *job, *id, gpustat.VisibleGPUs(os.Getenv), 10*time.Second, log)

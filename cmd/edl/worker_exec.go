@@ -14,6 +14,7 @@ import (
 
 	"github.com/edl-nomad/edl/checkpoint"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/jobstore"
 	"github.com/edl-nomad/edl/worker"
 	"github.com/redis/go-redis/v9"
 )
@@ -45,7 +46,7 @@ func jobSpec(ctx context.Context, fileSpec *jobs.Spec, rdb redis.UniversalClient
 	if fileSpec != nil {
 		return fileSpec, nil
 	}
-	st := jobs.NewStore(rdb, jobs.StoreConfig{Prefix: prefix})
+	st := jobstore.New(rdb, jobstore.Config{Prefix: prefix})
 	var last error
 	for range 20 {
 		j, err := st.Get(ctx, job)

@@ -81,7 +81,7 @@ func Read(ids []string) ([]jobs.GPUStat, error) {
 	return out, nil
 }
 
-// Store is where reports go (jobs.Store).
+// Store is where reports go (jobstore.Store).
 type Store interface {
 	SetWorkerGPUStats(ctx context.Context, jobID string, st jobs.WorkerGPUStats) error
 }

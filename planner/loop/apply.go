@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/jobstore"
 	"github.com/edl-nomad/edl/planner"
 )
 
@@ -218,7 +219,7 @@ func (l *Loop) stateDue(j *jobs.Job, tr *tracked, now time.Time) bool {
 
 // apply makes one job's target so: scale the cluster, move the job's state,
 // and record the decision as an event.
-func (l *Loop) apply(ctx context.Context, w *jobs.Store, j *jobs.Job, t planner.Target, live []jobs.Worker, now time.Time) error {
+func (l *Loop) apply(ctx context.Context, w *jobstore.Store, j *jobs.Job, t planner.Target, live []jobs.Worker, now time.Time) error {
 	prev := j.Workers.Target
 	tr := l.tracked(j)
 	if t.Workers > 0 && (j.State == jobs.Pending || j.State == jobs.Suspended) {
@@ -293,7 +294,7 @@ func (l *Loop) apply(ctx context.Context, w *jobs.Store, j *jobs.Job, t planner.
 
 // cancel tears a cancelling job down and marks it cancelled once its
 // workers are gone; its callback follows from the finished queue.
-func (l *Loop) cancel(ctx context.Context, w *jobs.Store, j *jobs.Job) error {
+func (l *Loop) cancel(ctx context.Context, w *jobstore.Store, j *jobs.Job) error {
 	if err := l.holding(); err != nil {
 		return err
 	}
@@ -339,7 +340,7 @@ func (l *Loop) cancel(ctx context.Context, w *jobs.Store, j *jobs.Job) error {
 // returns when the job is due; once settled tr.exitedSince stays set and
 // due is zero; a job with a live worker gets zero and tr.exitedSince
 // cleared.
-func (l *Loop) settle(ctx context.Context, w *jobs.Store, j *jobs.Job, ws []jobs.Worker, tr *tracked, now time.Time) (time.Time, error) {
+func (l *Loop) settle(ctx context.Context, w *jobstore.Store, j *jobs.Job, ws []jobs.Worker, tr *tracked, now time.Time) (time.Time, error) {
 	if (j.State != jobs.Starting && j.State != jobs.Running) || len(ws) == 0 || len(liveWorkers(ws)) > 0 || anyStopping(ws) {
 		tr.exitedSince = time.Time{}
 		return time.Time{}, nil
@@ -424,7 +425,7 @@ func exitCodes(ws []jobs.Worker) string {
 // finish cleans up a terminal job: teardown once, then the callback once;
 // each step is recorded (fenced) on the job before the next, so a planner
 // taking over carries on from there.
-func (l *Loop) finish(ctx context.Context, w *jobs.Store, j jobs.Job) error {
+func (l *Loop) finish(ctx context.Context, w *jobstore.Store, j jobs.Job) error {
 	delete(l.track, j.ID)
 	ps := j.Planner.Clone()
 	if ps == nil {
@@ -474,7 +475,7 @@ func (l *Loop) isSending(id string) bool {
 
 // send delivers j's callback in the background and records the outcome
 // (only its class) as a job event; the job then leaves the finished queue.
-func (l *Loop) send(ctx context.Context, w *jobs.Store, j jobs.Job) {
+func (l *Loop) send(ctx context.Context, w *jobstore.Store, j jobs.Job) {
 	l.mu.Lock()
 	l.sending[j.ID] = true
 	l.mu.Unlock()
@@ -511,7 +512,7 @@ func (l *Loop) send(ctx context.Context, w *jobs.Store, j jobs.Job) {
 
 // replace stops the straggler Decide chose, if any; the cluster places a
 // replacement.
-func (l *Loop) replace(ctx context.Context, w *jobs.Store, j *jobs.Job, t planner.Target, now time.Time) error {
+func (l *Loop) replace(ctx context.Context, w *jobstore.Store, j *jobs.Job, t planner.Target, now time.Time) error {
 	tr := l.tracked(j)
 	tr.slow = t.SlowRounds
 	if t.Replace == "" {

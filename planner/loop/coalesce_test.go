@@ -8,13 +8,14 @@ import (
 
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/jobstore"
 )
 
 // Rounds come from the interval or from outside changes, coalesced: not
 // from lease renewals, and not from the planner's own writes.
 func TestRoundsOnlyOnIntervalOrOutsideChange(t *testing.T) {
 	r := testenv.NewRedis(t)
-	store := jobs.NewStore(r.Client, jobs.StoreConfig{Prefix: r.Prefix})
+	store := jobstore.New(r.Client, jobstore.Config{Prefix: r.Prefix})
 	cl := newFakeCluster(64)
 	cfg := DefaultConfig()
 	cfg.Prefix, cfg.Holder = r.Prefix, t.Name()

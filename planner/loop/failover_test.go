@@ -11,6 +11,7 @@ import (
 
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/jobstore"
 	"github.com/edl-nomad/edl/planner"
 )
 
@@ -107,7 +108,7 @@ func (p *pauser) resume() {
 }
 
 type planners struct {
-	store  *jobs.Store
+	store  *jobstore.Store
 	shared *fakeCluster
 	log    *callLog
 	rcv    *receiver
@@ -139,7 +140,7 @@ func TestTakeoverFinishesEveryJobOnceAndTheWokenPlannerWritesNothing(t *testing.
 	for _, mode := range []string{"pause", "kill"} {
 		t.Run(mode, func(t *testing.T) {
 			r := testenv.NewRedis(t)
-			ps := &planners{store: jobs.NewStore(r.Client, jobs.StoreConfig{Prefix: r.Prefix}),
+			ps := &planners{store: jobstore.New(r.Client, jobstore.Config{Prefix: r.Prefix}),
 				shared: newFakeCluster(8), log: &callLog{}, rcv: newReceiver(t)}
 			ctx := context.Background()
 			p := newPauser()
@@ -263,7 +264,7 @@ var _ planner.Cluster = taggedCluster{}
 // wait for the TTL.
 func TestStoppedPlannerReleasesTheLease(t *testing.T) {
 	r := testenv.NewRedis(t)
-	ps := &planners{store: jobs.NewStore(r.Client, jobs.StoreConfig{Prefix: r.Prefix}),
+	ps := &planners{store: jobstore.New(r.Client, jobstore.Config{Prefix: r.Prefix}),
 		shared: newFakeCluster(8), log: &callLog{}, rcv: newReceiver(t)}
 	a, stopA, doneA := ps.start(t, r, "a", nil)
 	waitFor(t, "a active", func() bool { return a.Fence() > 0 })

@@ -11,7 +11,7 @@ import (
 // Lease makes one planner active across `edl serve` replicas: whoever holds
 // the Redis key plans; the others stand by and take over when it lapses.
 // Every takeover increments the fence number; the active planner writes
-// through a store fenced with it (jobs.Store.WithFence), so a deposed
+// through a store fenced with it (jobstore.Store.WithFence), so a deposed
 // planner's late writes are refused.
 type Lease struct {
 	rdb    redis.UniversalClient

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/jobstore"
 	"github.com/edl-nomad/edl/planner"
 	"github.com/redis/go-redis/v9"
 )
@@ -23,7 +23,7 @@ var errLeaseLost = errors.New("planner lease lost")
 // store fenced with the lease's fence number.
 type Loop struct {
 	cfg       Config
-	store     *jobs.Store
+	store     *jobstore.Store
 	cluster   planner.Cluster
 	lease     *Lease
 	log       *slog.Logger
@@ -34,7 +34,7 @@ type Loop struct {
 	mu sync.Mutex
 	// fenced is the store the holder writes through (nil: not holding);
 	// fence its fence number.
-	fenced *jobs.Store
+	fenced *jobstore.Store
 	fence  int64
 	// validUntil is when the lease lapses unless renewed (UnixNano of
 	// time.Now, monotonic enough: a process woken from SIGSTOP finds it
@@ -72,7 +72,7 @@ type tracked struct {
 }
 
 // New wires a loop; rdb holds the lease.
-func New(cfg Config, store *jobs.Store, cluster planner.Cluster, rdb redis.UniversalClient, logger *slog.Logger) (*Loop, error) {
+func New(cfg Config, store *jobstore.Store, cluster planner.Cluster, rdb redis.UniversalClient, logger *slog.Logger) (*Loop, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -300,7 +300,7 @@ func (l *Loop) holding() error {
 
 // writer returns the fenced store, taking the lease first when Round is
 // called outside Run (tests, tools) and it is free.
-func (l *Loop) writer(ctx context.Context) (*jobs.Store, error) {
+func (l *Loop) writer(ctx context.Context) (*jobstore.Store, error) {
 	l.mu.Lock()
 	w, fence := l.fenced, l.fence
 	l.mu.Unlock()

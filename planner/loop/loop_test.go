@@ -14,6 +14,7 @@ import (
 
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/jobstore"
 	"github.com/edl-nomad/edl/planner"
 )
 
@@ -180,10 +181,10 @@ func exampleSpec(t *testing.T, min, max int) jobs.Spec {
 	return spec
 }
 
-func newTestLoop(t *testing.T, cl planner.Cluster, opts ...func(*Config)) (*Loop, *jobs.Store) {
+func newTestLoop(t *testing.T, cl planner.Cluster, opts ...func(*Config)) (*Loop, *jobstore.Store) {
 	t.Helper()
 	r := testenv.NewRedis(t)
-	store := jobs.NewStore(r.Client, jobs.StoreConfig{Prefix: r.Prefix})
+	store := jobstore.New(r.Client, jobstore.Config{Prefix: r.Prefix})
 	cfg := DefaultConfig()
 	cfg.Prefix = r.Prefix
 	cfg.Holder = t.Name()

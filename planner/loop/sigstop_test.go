@@ -16,6 +16,7 @@ import (
 
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/jobstore"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -55,7 +56,7 @@ func TestHelperPlannerProcess(t *testing.T) {
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("EDL_HELPER_REDIS")})
 	prefix := os.Getenv("EDL_HELPER_PREFIX")
-	store := jobs.NewStore(rdb, jobs.StoreConfig{Prefix: prefix})
+	store := jobstore.New(rdb, jobstore.Config{Prefix: prefix})
 	cfg := DefaultConfig()
 	cfg.Prefix, cfg.Holder = prefix, "child"
 	cfg.Interval, cfg.LeaseTTL = 50*time.Millisecond, 600*time.Millisecond
@@ -95,7 +96,7 @@ func (l *lines) snapshot() []string {
 // cluster.
 func TestSIGSTOPpedPlannerWritesNothingAfterItWakes(t *testing.T) {
 	r := testenv.NewRedis(t)
-	ps := &planners{store: jobs.NewStore(r.Client, jobs.StoreConfig{Prefix: r.Prefix}),
+	ps := &planners{store: jobstore.New(r.Client, jobstore.Config{Prefix: r.Prefix}),
 		shared: newFakeCluster(8), log: &callLog{}, rcv: newReceiver(t)}
 	ctx := context.Background()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperPlannerProcess$", "-test.count=1")

@@ -7,10 +7,11 @@ import (
 	"strings"
 
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/jobstore"
 )
 
 // snapshot is the planner's copy of the live jobs, brought up to date each
-// round from the store's change index (jobs.Store.ChangedSince) instead of
+// round from the store's change index (jobstore.Store.ChangedSince) instead of
 // reading and decoding every job: an idle round reads nothing but an empty
 // range. A planner that takes over starts with a full read.
 type snapshot struct {
@@ -20,7 +21,7 @@ type snapshot struct {
 	order  []string // job IDs by creation; nil: to be rebuilt
 }
 
-func (s *snapshot) refresh(ctx context.Context, store *jobs.Store) error {
+func (s *snapshot) refresh(ctx context.Context, store *jobstore.Store) error {
 	if !s.synced {
 		// The sequence first: whatever is written after it shows up in
 		// the next ChangedSince, even if ListActive saw it already.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/jobstore"
 	"github.com/edl-nomad/edl/planner"
 )
 
@@ -45,7 +46,7 @@ func (f *fakeSpeeds) set(jobID string, ms map[string]float64) {
 type stragglerEnv struct {
 	t     *testing.T
 	l     *Loop
-	store *jobs.Store
+	store *jobstore.Store
 	cl    *fakeCluster
 	sp    *fakeSpeeds
 	now   time.Time
@@ -56,7 +57,7 @@ func newStragglerEnv(t *testing.T, workers int) *stragglerEnv {
 	t.Helper()
 	e := &stragglerEnv{t: t, cl: newFakeCluster(8), sp: &fakeSpeeds{}, now: t0}
 	r := testenv.NewRedis(t)
-	e.store = jobs.NewStore(r.Client, jobs.StoreConfig{Prefix: r.Prefix})
+	e.store = jobstore.New(r.Client, jobstore.Config{Prefix: r.Prefix})
 	cfg := DefaultConfig()
 	cfg.Prefix, cfg.Holder = r.Prefix, t.Name()
 	cfg.Now = func() time.Time { return e.now }

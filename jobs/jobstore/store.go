@@ -1,4 +1,4 @@
-package jobs
+package jobstore
 
 import (
 	"context"
@@ -10,11 +10,12 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/edl-nomad/edl/jobs"
 	"github.com/redis/go-redis/v9"
 )
 
-// StoreConfig tunes a Store; the zero value is usable.
-type StoreConfig struct {
+// Config tunes a Store; the zero value is usable.
+type Config struct {
 	// Prefix starts every key (default "edl:"); tests use their own.
 	Prefix string
 	// Now is the clock (default time.Now).
@@ -32,7 +33,7 @@ type StoreConfig struct {
 	ProgressMaxLen int64
 }
 
-func (c StoreConfig) withDefaults() StoreConfig {
+func (c Config) withDefaults() Config {
 	if c.Prefix == "" {
 		c.Prefix = "edl:"
 	}
@@ -80,15 +81,15 @@ func (c StoreConfig) withDefaults() StoreConfig {
 // a cluster where they share a slot), not a sharded cluster.
 type Store struct {
 	rdb redis.UniversalClient
-	cfg StoreConfig
+	cfg Config
 	// fenceKey and fence, when set (WithFence), make every write of this
 	// store refused with ErrFenced unless fenceKey still holds fence.
 	fenceKey string
 	fence    int64
 }
 
-// NewStore returns a store over rdb.
-func NewStore(rdb redis.UniversalClient, cfg StoreConfig) *Store {
+// New returns a store over rdb.
+func New(rdb redis.UniversalClient, cfg Config) *Store {
 	return &Store{rdb: rdb, cfg: cfg.withDefaults()}
 }
 
@@ -175,7 +176,7 @@ return out
 // before for this tenant it returns that job and created=false, or
 // ErrIdempotencyMismatch if the spec differs. The spec is defaulted and
 // validated here too (*ValidationError).
-func (s *Store) Create(ctx context.Context, tenant string, spec Spec, idempotencyKey string) (Job, bool, error) {
+func (s *Store) Create(ctx context.Context, tenant string, spec jobs.Spec, idempotencyKey string) (jobs.Job, bool, error) {
 	job, _, created, err := s.CreateJSON(ctx, tenant, spec, idempotencyKey)
 	return job, created, err
 }
@@ -183,34 +184,34 @@ func (s *Store) Create(ctx context.Context, tenant string, spec Spec, idempotenc
 // CreateJSON is Create that also returns the JSON stored for a new job (as
 // GetJSON would return it), for callers that send it on without encoding
 // the job again; it is nil when an idempotent replay returns an older job.
-func (s *Store) CreateJSON(ctx context.Context, tenant string, spec Spec, idempotencyKey string) (Job, []byte, bool, error) {
+func (s *Store) CreateJSON(ctx context.Context, tenant string, spec jobs.Spec, idempotencyKey string) (jobs.Job, []byte, bool, error) {
 	spec = spec.WithDefaults()
 	if err := spec.Validate(); err != nil {
-		return Job{}, nil, false, err
+		return jobs.Job{}, nil, false, err
 	}
 	// The spec's hash only serves to compare replays of one key.
 	specHash := ""
 	if idempotencyKey != "" {
 		specJSON, err := json.Marshal(spec)
 		if err != nil {
-			return Job{}, nil, false, fmt.Errorf("encode spec: %w", err)
+			return jobs.Job{}, nil, false, fmt.Errorf("encode spec: %w", err)
 		}
 		sum := sha256.Sum256(specJSON)
 		specHash = hex.EncodeToString(sum[:])
 	}
 	now := s.cfg.Now().UTC()
-	job := Job{
-		ID: newJobID(now), Tenant: tenant, State: Pending, Reason: "waiting for the planner",
+	job := jobs.Job{
+		ID: newJobID(now), Tenant: tenant, State: jobs.Pending, Reason: "waiting for the planner",
 		Spec: spec, CreatedAt: now, UpdatedAt: now, Version: 1,
 	}
 	data, err := json.Marshal(job)
 	if err != nil {
-		return Job{}, nil, false, fmt.Errorf("encode job: %w", err)
+		return jobs.Job{}, nil, false, fmt.Errorf("encode job: %w", err)
 	}
-	ev, err := json.Marshal(Event{Time: now, Type: EventState, Message: "submitted",
-		Data: map[string]any{"to": string(Pending), "tenant": tenant}})
+	ev, err := json.Marshal(jobs.Event{Time: now, Type: jobs.EventState, Message: "submitted",
+		Data: map[string]any{"to": string(jobs.Pending), "tenant": tenant}})
 	if err != nil {
-		return Job{}, nil, false, err
+		return jobs.Job{}, nil, false, err
 	}
 	idemVal := ""
 	if idempotencyKey != "" {
@@ -221,7 +222,7 @@ func (s *Store) CreateJSON(ctx context.Context, tenant string, spec Spec, idempo
 	res, err := createScript.Run(ctx, s.rdb, keys, job.ID, data, idemVal,
 		s.cfg.IdempotencyTTL.Milliseconds(), ev, s.cfg.EventsMaxLen, s.notifyChannel(), tenant).Slice()
 	if err != nil {
-		return Job{}, nil, false, fmt.Errorf("create job: %w", err)
+		return jobs.Job{}, nil, false, fmt.Errorf("create job: %w", err)
 	}
 	if len(res) == 2 && res[0] == int64(1) {
 		return job, data, true, nil
@@ -229,20 +230,20 @@ func (s *Store) CreateJSON(ctx context.Context, tenant string, spec Spec, idempo
 	prev, _ := res[1].(string)
 	var prevID, prevHash string
 	if _, err := fmt.Sscan(prev, &prevID, &prevHash); err != nil {
-		return Job{}, nil, false, fmt.Errorf("idempotency record %q: %w", prev, err)
+		return jobs.Job{}, nil, false, fmt.Errorf("idempotency record %q: %w", prev, err)
 	}
 	if prevHash != specHash {
-		return Job{}, nil, false, ErrIdempotencyMismatch
+		return jobs.Job{}, nil, false, jobs.ErrIdempotencyMismatch
 	}
 	old, err := s.Get(ctx, prevID)
 	if err != nil {
-		return Job{}, nil, false, fmt.Errorf("idempotent replay of %s: %w", prevID, err)
+		return jobs.Job{}, nil, false, fmt.Errorf("idempotent replay of %s: %w", prevID, err)
 	}
 	return old, nil, false, nil
 }
 
 // Get returns the job with that ID, or ErrNotFound.
-func (s *Store) Get(ctx context.Context, id string) (Job, error) {
+func (s *Store) Get(ctx context.Context, id string) (jobs.Job, error) {
 	job, _, err := s.get(ctx, id)
 	return job, err
 }
@@ -251,7 +252,7 @@ func (s *Store) Get(ctx context.Context, id string) (Job, error) {
 // callers that pass the job on without looking inside (the API's GET).
 func (s *Store) GetJSON(ctx context.Context, id string) (string, []byte, error) {
 	if !validID(id) {
-		return "", nil, ErrNotFound
+		return "", nil, jobs.ErrNotFound
 	}
 	vals, err := s.rdb.HMGet(ctx, s.jobKey(id), "t", "d").Result()
 	if err != nil {
@@ -260,27 +261,27 @@ func (s *Store) GetJSON(ctx context.Context, id string) (string, []byte, error) 
 	t, _ := vals[0].(string)
 	d, _ := vals[1].(string)
 	if t == "" || d == "" {
-		return "", nil, ErrNotFound
+		return "", nil, jobs.ErrNotFound
 	}
 	return t, []byte(d), nil
 }
 
-func (s *Store) get(ctx context.Context, id string) (Job, string, error) {
+func (s *Store) get(ctx context.Context, id string) (jobs.Job, string, error) {
 	if !validID(id) {
-		return Job{}, "", ErrNotFound
+		return jobs.Job{}, "", jobs.ErrNotFound
 	}
 	vals, err := s.rdb.HMGet(ctx, s.jobKey(id), "v", "d").Result()
 	if err != nil {
-		return Job{}, "", fmt.Errorf("get job %s: %w", id, err)
+		return jobs.Job{}, "", fmt.Errorf("get job %s: %w", id, err)
 	}
 	v, _ := vals[0].(string)
 	d, _ := vals[1].(string)
 	if v == "" || d == "" {
-		return Job{}, "", ErrNotFound
+		return jobs.Job{}, "", jobs.ErrNotFound
 	}
-	var job Job
+	var job jobs.Job
 	if err := json.Unmarshal([]byte(d), &job); err != nil {
-		return Job{}, "", fmt.Errorf("decode job %s: %w", id, err)
+		return jobs.Job{}, "", fmt.Errorf("decode job %s: %w", id, err)
 	}
 	return job, v, nil
 }
@@ -289,58 +290,58 @@ func (s *Store) get(ctx context.Context, id string) (Job, string, error) {
 // retrying fn on a fresh copy otherwise. fn must not keep the pointer. A state
 // change must be allowed by the table (ErrInvalidTransition) and is logged as
 // a state event in the same write.
-func (s *Store) Update(ctx context.Context, id string, fn func(*Job) error) (Job, error) {
-	job, _, err := s.UpdateWith(ctx, id, func(j *Job) ([]Event, error) { return nil, fn(j) })
+func (s *Store) Update(ctx context.Context, id string, fn func(*jobs.Job) error) (jobs.Job, error) {
+	job, _, err := s.UpdateWith(ctx, id, func(j *jobs.Job) ([]jobs.Event, error) { return nil, fn(j) })
 	return job, err
 }
 
 // UpdateWith is Update where fn also returns events to append atomically with
 // the change (a scaling decision with its reason, say). It returns the job
 // written and the events as stored (with their IDs).
-func (s *Store) UpdateWith(ctx context.Context, id string, fn func(*Job) ([]Event, error)) (Job, []Event, error) {
+func (s *Store) UpdateWith(ctx context.Context, id string, fn func(*jobs.Job) ([]jobs.Event, error)) (jobs.Job, []jobs.Event, error) {
 	for attempt := 0; attempt < s.cfg.MaxRetries; attempt++ {
 		old, version, err := s.get(ctx, id)
 		if err != nil {
-			return Job{}, nil, err
+			return jobs.Job{}, nil, err
 		}
 		job := cloneJob(old)
 		events, err := fn(&job)
 		if err != nil {
-			return Job{}, nil, err
+			return jobs.Job{}, nil, err
 		}
 		job.ID, job.Tenant, job.CreatedAt = old.ID, old.Tenant, old.CreatedAt
 		now := s.cfg.Now().UTC()
 		notify := job.Spec.Workers != old.Spec.Workers || job.Spec.Priority != old.Spec.Priority ||
 			job.Workers.Pinned != old.Workers.Pinned
 		if job.State != old.State {
-			if !CanTransition(old.State, job.State) {
-				return Job{}, nil, &TransitionError{From: old.State, To: job.State}
+			if !jobs.CanTransition(old.State, job.State) {
+				return jobs.Job{}, nil, &jobs.TransitionError{From: old.State, To: job.State}
 			}
 			data := map[string]any{"from": string(old.State), "to": string(job.State)}
 			if job.Reason != "" {
 				data["reason"] = job.Reason
 			}
-			events = append([]Event{{Type: EventState, Message: string(old.State) + " -> " + string(job.State), Data: data}}, events...)
-			notify = notify || job.State == Cancelling
+			events = append([]jobs.Event{{Type: jobs.EventState, Message: string(old.State) + " -> " + string(job.State), Data: data}}, events...)
+			notify = notify || job.State == jobs.Cancelling
 		}
 		job.Version = old.Version + 1
 		job.UpdatedAt = now
 		stored, ok, err := s.cas(ctx, version, job, events, notify)
 		if err != nil {
-			return Job{}, nil, err
+			return jobs.Job{}, nil, err
 		}
 		if ok {
 			return job, stored, nil
 		}
 		if err := backoff(ctx, attempt); err != nil {
-			return Job{}, nil, err
+			return jobs.Job{}, nil, err
 		}
 	}
-	return Job{}, nil, fmt.Errorf("update job %s: %w after %d attempts", id, ErrConflict, s.cfg.MaxRetries)
+	return jobs.Job{}, nil, fmt.Errorf("update job %s: %w after %d attempts", id, jobs.ErrConflict, s.cfg.MaxRetries)
 }
 
 // cas writes job if its stored version is still version.
-func (s *Store) cas(ctx context.Context, version string, job Job, events []Event, notify bool) ([]Event, bool, error) {
+func (s *Store) cas(ctx context.Context, version string, job jobs.Job, events []jobs.Event, notify bool) ([]jobs.Event, bool, error) {
 	data, err := json.Marshal(job)
 	if err != nil {
 		return nil, false, fmt.Errorf("encode job %s: %w", job.ID, err)
@@ -377,14 +378,14 @@ func (s *Store) cas(ctx context.Context, version string, job Job, events []Event
 	res, err := script.Run(ctx, s.rdb, keys, args...).Result()
 	if err != nil {
 		if isFenced(err) {
-			return nil, false, fmt.Errorf("write job %s: %w", job.ID, ErrFenced)
+			return nil, false, fmt.Errorf("write job %s: %w", job.ID, jobs.ErrFenced)
 		}
 		return nil, false, fmt.Errorf("write job %s: %w", job.ID, err)
 	}
 	switch r := res.(type) {
 	case int64:
 		if r == -1 {
-			return nil, false, ErrNotFound
+			return nil, false, jobs.ErrNotFound
 		}
 		return nil, false, nil
 	case []any:
@@ -397,10 +398,10 @@ func (s *Store) cas(ctx context.Context, version string, job Job, events []Event
 }
 
 // Transition moves a job to state to with a reason, if the table allows it.
-func (s *Store) Transition(ctx context.Context, id string, to State, reason string) (Job, error) {
-	return s.Update(ctx, id, func(j *Job) error {
-		if !CanTransition(j.State, to) {
-			return &TransitionError{From: j.State, To: to}
+func (s *Store) Transition(ctx context.Context, id string, to jobs.State, reason string) (jobs.Job, error) {
+	return s.Update(ctx, id, func(j *jobs.Job) error {
+		if !jobs.CanTransition(j.State, to) {
+			return &jobs.TransitionError{From: j.State, To: to}
 		}
 		j.State, j.Reason = to, reason
 		return nil
@@ -409,9 +410,9 @@ func (s *Store) Transition(ctx context.Context, id string, to State, reason stri
 
 // SetProgress records what the workers report, and adds it to the job's
 // progress history.
-func (s *Store) SetProgress(ctx context.Context, id string, p Progress) error {
-	var prev Progress
-	j, err := s.Update(ctx, id, func(j *Job) error { prev, j.Progress = j.Progress, p; return nil })
+func (s *Store) SetProgress(ctx context.Context, id string, p jobs.Progress) error {
+	var prev jobs.Progress
+	j, err := s.Update(ctx, id, func(j *jobs.Job) error { prev, j.Progress = j.Progress, p; return nil })
 	if err != nil {
 		return err
 	}
@@ -420,7 +421,7 @@ func (s *Store) SetProgress(ctx context.Context, id string, p Progress) error {
 
 // SetWorkers records how many workers a job has and how many it should have.
 func (s *Store) SetWorkers(ctx context.Context, id string, current, target int) error {
-	_, err := s.Update(ctx, id, func(j *Job) error {
+	_, err := s.Update(ctx, id, func(j *jobs.Job) error {
 		j.Workers.Current, j.Workers.Target = current, target
 		return nil
 	})
@@ -428,17 +429,17 @@ func (s *Store) SetWorkers(ctx context.Context, id string, current, target int) 
 }
 
 // SetCheckpoint records a committed checkpoint and logs it as an event.
-func (s *Store) SetCheckpoint(ctx context.Context, id string, ref CheckpointRef) error {
-	_, _, err := s.UpdateWith(ctx, id, func(j *Job) ([]Event, error) {
+func (s *Store) SetCheckpoint(ctx context.Context, id string, ref jobs.CheckpointRef) error {
+	_, _, err := s.UpdateWith(ctx, id, func(j *jobs.Job) ([]jobs.Event, error) {
 		r := ref
 		j.LastCheckpoint = &r
-		return []Event{{Type: EventCheckpoint, Message: fmt.Sprintf("checkpoint at step %d committed", ref.Step),
+		return []jobs.Event{{Type: jobs.EventCheckpoint, Message: fmt.Sprintf("checkpoint at step %d committed", ref.Step),
 			Data: map[string]any{"step": ref.Step, "epoch": ref.Epoch, "url": ref.URL, "size_bytes": ref.SizeBytes}}}, nil
 	})
 	return err
 }
 
-func cloneJob(j Job) Job {
+func cloneJob(j jobs.Job) jobs.Job {
 	c := j
 	c.Spec = j.Spec.Clone()
 	if j.LastCheckpoint != nil {
@@ -447,48 +448,6 @@ func cloneJob(j Job) Job {
 	}
 	c.Planner = j.Planner.Clone()
 	return c
-}
-
-// Clone returns a deep copy of the spec.
-func (s Spec) Clone() Spec {
-	c := s
-	if s.GPU != nil {
-		g := *s.GPU
-		c.GPU = &g
-	}
-	if s.Labels != nil {
-		c.Labels = make(map[string]string, len(s.Labels))
-		for k, v := range s.Labels {
-			c.Labels[k] = v
-		}
-	}
-	if s.Trainer.Builtin != nil {
-		b := *s.Trainer.Builtin
-		b.Model.Hidden = append([]int(nil), b.Model.Hidden...)
-		c.Trainer.Builtin = &b
-	}
-	if s.Trainer.Exec != nil {
-		e := *s.Trainer.Exec
-		e.Command = append([]string(nil), e.Command...)
-		if e.Env != nil {
-			e.Env = make(map[string]string, len(s.Trainer.Exec.Env))
-			for k, v := range s.Trainer.Exec.Env {
-				e.Env[k] = v
-			}
-		}
-		e.Dataset = clonePtr(e.Dataset)
-		e.GracePeriodS, e.MaxRestarts = clonePtr(e.GracePeriodS), clonePtr(e.MaxRestarts)
-		c.Trainer.Exec = &e
-	}
-	return c
-}
-
-func clonePtr[T any](p *T) *T {
-	if p == nil {
-		return nil
-	}
-	v := *p
-	return &v
 }
 
 // newJobID returns "j-" + 8 base-36 digits of milliseconds + 8 hex random

@@ -1,4 +1,4 @@
-package jobs_test
+package jobstore_test
 
 import (
 	"context"

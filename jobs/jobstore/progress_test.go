@@ -1,4 +1,4 @@
-package jobs_test
+package jobstore_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/jobstore"
 )
 
 func TestProgressHistory(t *testing.T) {
@@ -15,7 +16,7 @@ func TestProgressHistory(t *testing.T) {
 	r := testenv.NewRedis(t)
 	tests := []struct {
 		name    string
-		cfg     jobs.StoreConfig
+		cfg     jobstore.Config
 		reports []jobs.Progress
 		sleep   time.Duration
 		// want is the steps of the points kept
@@ -23,13 +24,13 @@ func TestProgressHistory(t *testing.T) {
 	}{
 		{
 			name:    "every report kept when the interval allows",
-			cfg:     jobs.StoreConfig{ProgressEvery: time.Nanosecond},
+			cfg:     jobstore.Config{ProgressEvery: time.Nanosecond},
 			reports: []jobs.Progress{{Step: 1, WorldSize: 1}, {Step: 2, WorldSize: 1}, {Step: 3, WorldSize: 1}},
 			want:    []int64{1, 2, 3},
 		},
 		{
 			name: "reports faster than the interval are thinned, resizes and epochs always kept",
-			cfg:  jobs.StoreConfig{ProgressEvery: time.Hour},
+			cfg:  jobstore.Config{ProgressEvery: time.Hour},
 			reports: []jobs.Progress{
 				{Step: 1, WorldSize: 1}, {Step: 2, WorldSize: 1}, // 2 dropped: too soon
 				{Step: 3, WorldSize: 2},           // resize
@@ -40,7 +41,7 @@ func TestProgressHistory(t *testing.T) {
 		},
 		{
 			name: "capped: the oldest are trimmed",
-			cfg:  jobs.StoreConfig{ProgressEvery: time.Nanosecond, ProgressMaxLen: 1},
+			cfg:  jobstore.Config{ProgressEvery: time.Nanosecond, ProgressMaxLen: 1},
 			// MAXLEN ~ trims whole nodes only; the exact cap shows that
 			// trimming happens at all without a test of 100s of points.
 			reports: func() []jobs.Progress {
@@ -55,7 +56,7 @@ func TestProgressHistory(t *testing.T) {
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.Prefix = r.Prefix + string(rune('a'+i)) + ":"
-			s := jobs.NewStore(r.Client, tc.cfg)
+			s := jobstore.New(r.Client, tc.cfg)
 			j, _, err := s.Create(ctx, "team-a", spec("p", nil), "")
 			if err != nil {
 				t.Fatal(err)

@@ -1,4 +1,4 @@
-package jobs_test
+package jobstore_test
 
 import (
 	"context"
@@ -10,14 +10,15 @@ import (
 
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/jobstore"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-func newStore(t *testing.T) *jobs.Store {
+func newStore(t *testing.T) *jobstore.Store {
 	t.Helper()
 	r := testenv.NewRedis(t)
-	return jobs.NewStore(r.Client, jobs.StoreConfig{Prefix: r.Prefix})
+	return jobstore.New(r.Client, jobstore.Config{Prefix: r.Prefix})
 }
 
 func spec(name string, labels map[string]string) jobs.Spec {

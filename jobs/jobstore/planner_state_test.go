@@ -1,4 +1,4 @@
-package jobs_test
+package jobstore_test
 
 import (
 	"context"
@@ -7,12 +7,13 @@ import (
 
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/jobstore"
 )
 
 func TestFencedStoreRefusesWritesOnceTheFenceMoves(t *testing.T) {
 	ctx := context.Background()
 	r := testenv.NewRedis(t)
-	s := jobs.NewStore(r.Client, jobs.StoreConfig{Prefix: r.Prefix})
+	s := jobstore.New(r.Client, jobstore.Config{Prefix: r.Prefix})
 	key := r.Prefix + "planner:fence"
 	j, _, err := s.Create(ctx, "t", spec("a", nil), "")
 	if err != nil {

@@ -1,0 +1,43 @@
+package jobs
+
+// Clone returns a deep copy of the spec.
+func (s Spec) Clone() Spec {
+	c := s
+	if s.GPU != nil {
+		g := *s.GPU
+		c.GPU = &g
+	}
+	if s.Labels != nil {
+		c.Labels = make(map[string]string, len(s.Labels))
+		for k, v := range s.Labels {
+			c.Labels[k] = v
+		}
+	}
+	if s.Trainer.Builtin != nil {
+		b := *s.Trainer.Builtin
+		b.Model.Hidden = append([]int(nil), b.Model.Hidden...)
+		c.Trainer.Builtin = &b
+	}
+	if s.Trainer.Exec != nil {
+		e := *s.Trainer.Exec
+		e.Command = append([]string(nil), e.Command...)
+		if e.Env != nil {
+			e.Env = make(map[string]string, len(s.Trainer.Exec.Env))
+			for k, v := range s.Trainer.Exec.Env {
+				e.Env[k] = v
+			}
+		}
+		e.Dataset = clonePtr(e.Dataset)
+		e.GracePeriodS, e.MaxRestarts = clonePtr(e.GracePeriodS), clonePtr(e.MaxRestarts)
+		c.Trainer.Exec = &e
+	}
+	return c
+}
+
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}

@@ -1,0 +1,157 @@
+package jobstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/edl-nomad/edl/jobs"
+	"github.com/redis/go-redis/v9"
+)
+
+// appendScript adds an event only if the job exists.
+// KEYS: job, events. ARGV: event JSON, maxlen.
+var appendScript = redis.NewScript(appendSrc)
+
+var appendFencedScript = redis.NewScript(fencePrelude + appendSrc)
+
+const appendSrc = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', 'e', ARGV[1])
+`
+
+// AppendEvent adds ev to the job's log (its ID assigned, its time set to now
+// when zero) and returns it as stored. ErrNotFound if there is no such job.
+func (s *Store) AppendEvent(ctx context.Context, id string, ev jobs.Event) (jobs.Event, error) {
+	if !validID(id) {
+		return jobs.Event{}, jobs.ErrNotFound
+	}
+	if ev.Time.IsZero() {
+		ev.Time = s.cfg.Now().UTC()
+	}
+	ev.ID = ""
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return jobs.Event{}, fmt.Errorf("encode event: %w", err)
+	}
+	keys, args, script := []string{s.jobKey(id), s.eventsKey(id)}, []any{b, s.cfg.EventsMaxLen}, appendScript
+	if s.fenceKey != "" {
+		script, keys, args = appendFencedScript, append(keys, s.fenceKey), append(args, s.fence)
+	}
+	sid, err := script.Run(ctx, s.rdb, keys, args...).Text()
+	if isFenced(err) {
+		return jobs.Event{}, fmt.Errorf("append event to %s: %w", id, jobs.ErrFenced)
+	}
+	if errors.Is(err, redis.Nil) {
+		return jobs.Event{}, jobs.ErrNotFound
+	}
+	if err != nil {
+		return jobs.Event{}, fmt.Errorf("append event to %s: %w", id, err)
+	}
+	ev.ID = sid
+	return ev, nil
+}
+
+// Events returns up to limit events of the job after afterID ("" = from the
+// start), oldest first.
+func (s *Store) Events(ctx context.Context, id, afterID string, limit int) ([]jobs.Event, error) {
+	start := "-"
+	if afterID != "" {
+		if !jobs.ValidEventID(afterID) {
+			return nil, jobs.Invalid("after", "not an event id")
+		}
+		start = "(" + afterID
+	}
+	if limit <= 0 {
+		limit = 100
+	}
+	msgs, err := s.rdb.XRangeN(ctx, s.eventsKey(id), start, "+", int64(limit)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("events of %s: %w", id, err)
+	}
+	return decodeEvents(msgs)
+}
+
+// WaitEvents is Events that blocks up to block for the first new event, for
+// streaming (SSE). It returns no events and no error when block passes.
+// Each waiting caller holds one Redis connection while it blocks.
+func (s *Store) WaitEvents(ctx context.Context, id, afterID string, limit int, block time.Duration) ([]jobs.Event, error) {
+	start := "0-0"
+	if afterID != "" {
+		if !jobs.ValidEventID(afterID) {
+			return nil, jobs.Invalid("after", "not an event id")
+		}
+		start = afterID
+	}
+	if limit <= 0 {
+		limit = 100
+	}
+	if block <= 0 {
+		block = time.Millisecond // 0 would mean forever to Redis
+	}
+	res, err := s.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{s.eventsKey(id), start}, Count: int64(limit), Block: block}).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("follow events of %s: %w", id, err)
+	}
+	if len(res) == 0 {
+		return nil, nil
+	}
+	return decodeEvents(res[0].Messages)
+}
+
+func decodeEvents(msgs []redis.XMessage) ([]jobs.Event, error) {
+	out := make([]jobs.Event, 0, len(msgs))
+	for _, m := range msgs {
+		raw, _ := m.Values["e"].(string)
+		var ev jobs.Event
+		if err := json.Unmarshal([]byte(raw), &ev); err != nil {
+			return nil, fmt.Errorf("decode event %s: %w", m.ID, err)
+		}
+		ev.ID = m.ID
+		out = append(out, ev)
+	}
+	return out, nil
+}
+
+// Notify wakes subscribers (the planner) about job id.
+func (s *Store) Notify(ctx context.Context, id string) error {
+	return s.rdb.Publish(ctx, s.notifyChannel(), id).Err()
+}
+
+// Subscribe returns job IDs as they are submitted, cancelled or respecified
+// (Create, a move to cancelling, a change of workers or priority, Notify).
+// It is a wake-up signal, not a log: when the reader lags, IDs are dropped,
+// so a reader re-reads the store (ListActive) on each. The channel closes
+// when ctx ends.
+func (s *Store) Subscribe(ctx context.Context) <-chan string {
+	ps := s.rdb.Subscribe(ctx, s.notifyChannel())
+	// Wait for the subscription to be in place so that nothing published
+	// after Subscribe returns is missed; on error go-redis keeps retrying.
+	_, _ = ps.Receive(ctx)
+	out := make(chan string, 64)
+	go func() {
+		defer close(out)
+		defer ps.Close()
+		ch := ps.Channel()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case m, ok := <-ch:
+				if !ok {
+					return
+				}
+				select {
+				case out <- m.Payload:
+				default:
+				}
+			}
+		}
+	}()
+	return out
+}
