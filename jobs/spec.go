@@ -92,11 +92,60 @@ const (
 	FixedLocal BatchPolicy = "fixed_local"
 )
 
-// ExecTrainer runs a user's program with torchrun-compatible environment.
+// ExecTrainer runs a user's program (a script written for torchrun) with
+// torchrun's environment; a resize stops every process and starts it again
+// with the new world, and the program resumes from its own checkpoint in
+// EDL_CHECKPOINT_DIR (restart mode; see docs/exec.md).
 type ExecTrainer struct {
-	Command []string          `json:"command"`
-	Image   string            `json:"image,omitempty"`
-	Env     map[string]string `json:"env,omitempty"`
+	// Command is the program and its arguments (argv, no shell).
+	Command []string `json:"command" validate:"required" example:"/usr/bin/python3,examples/torch/train.py"`
+	// Image is the container image on Nomad's docker driver; "" means the
+	// cluster's worker image.
+	Image string `json:"image,omitempty" maxLength:"512" example:"registry.internal/ml/trainer:1.0"`
+	// Env is added to the program's environment; the variables edl sets
+	// (torchrun's and EDL_*) are reserved.
+	Env map[string]string `json:"env,omitempty"`
+	// Workdir is the program's working directory; relative paths are taken
+	// from the worker's own; "" means the worker's.
+	Workdir string `json:"workdir,omitempty" maxLength:"4096" example:"/opt/train"`
+	// Dataset, when set, describes the program's data set so edl can hand
+	// out sample ranges (used by the live mode); restart mode ignores it.
+	Dataset *ExecDataset `json:"dataset,omitempty"`
+	// GracePeriodS is how long the program has between SIGTERM and
+	// SIGKILL at a resize, a stop or a cancel; default 30.
+	GracePeriodS *int `json:"grace_period_s,omitempty" minimum:"0" maximum:"3600" default:"30"`
+	// MaxRestarts is how many times a program that failed (exited non-zero
+	// on its own) is started again before the job fails; resizes do not
+	// count. Default 3.
+	MaxRestarts *int `json:"max_restarts,omitempty" minimum:"0" maximum:"1000" default:"3"`
+}
+
+// ExecDataset is the size of an exec program's data set.
+type ExecDataset struct {
+	Samples    int64 `json:"samples" minimum:"1" maximum:"1000000000000" example:"60000"`
+	Partitions int   `json:"partitions" minimum:"1" maximum:"1000000" example:"64"`
+}
+
+// Defaults of an exec trainer's optional fields.
+const (
+	DefaultGracePeriodS = 30
+	DefaultMaxRestarts  = 3
+)
+
+// Grace is the SIGTERM-to-SIGKILL period, the default when unset.
+func (e ExecTrainer) Grace() int {
+	if e.GracePeriodS == nil {
+		return DefaultGracePeriodS
+	}
+	return *e.GracePeriodS
+}
+
+// Restarts is the restart budget for failures, the default when unset.
+func (e ExecTrainer) Restarts() int {
+	if e.MaxRestarts == nil {
+		return DefaultMaxRestarts
+	}
+	return *e.MaxRestarts
 }
 
 // CheckpointPolicy says how often the leader checkpoints and how many to keep.

@@ -418,9 +418,19 @@ func (s Spec) Clone() Spec {
 				e.Env[k] = v
 			}
 		}
+		e.Dataset = clonePtr(e.Dataset)
+		e.GracePeriodS, e.MaxRestarts = clonePtr(e.GracePeriodS), clonePtr(e.MaxRestarts)
 		c.Trainer.Exec = &e
 	}
 	return c
+}
+
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
 }
 
 // newJobID returns "j-" + 8 base-36 digits of milliseconds + 8 hex random

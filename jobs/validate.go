@@ -32,14 +32,31 @@ var (
 	envNameRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
-// reservedEnv are set by the worker for exec-mode programs (torchrun's names).
+// reservedEnv are set by the worker for exec-mode programs: torchrun's
+// names and edl's own (see worker/execenv.go).
 var reservedEnv = map[string]bool{
 	"RANK": true, "WORLD_SIZE": true, "LOCAL_RANK": true, "LOCAL_WORLD_SIZE": true,
+	"GROUP_RANK": true, "GROUP_WORLD_SIZE": true, "ROLE_RANK": true, "ROLE_NAME": true, "ROLE_WORLD_SIZE": true,
 	"MASTER_ADDR": true, "MASTER_PORT": true,
+	"TORCHELASTIC_RESTART_COUNT": true, "TORCHELASTIC_MAX_RESTARTS": true, "TORCHELASTIC_RUN_ID": true,
+	"TORCHELASTIC_USE_AGENT_STORE": true, "TORCHELASTIC_ERROR_FILE": true,
+	"EDL_JOB_ID": true, "EDL_GENERATION": true, "EDL_CHECKPOINT_DIR": true, "CUDA_VISIBLE_DEVICES": true,
 }
 
+// ReservedEnv reports whether the worker sets the variable name for an
+// exec program (a spec may not).
+func ReservedEnv(name string) bool { return reservedEnv[name] }
+
+// Bounds of an exec trainer.
+const (
+	MaxWorkdirLen   = 4096
+	MaxGracePeriodS = 3600
+	MaxExecRestarts = 1000
+)
+
 // WithDefaults returns s with the optional fields that have a default filled:
-// priority guaranteed, batch policy fixed_global, checkpoint keep 3.
+// priority guaranteed, batch policy fixed_global, checkpoint keep 3, exec
+// grace_period_s 30 and max_restarts 3.
 func (s Spec) WithDefaults() Spec {
 	if s.Priority == "" {
 		s.Priority = Guaranteed
@@ -51,6 +68,12 @@ func (s Spec) WithDefaults() Spec {
 	}
 	if s.Checkpoint.Keep == 0 {
 		s.Checkpoint.Keep = DefaultKeep
+	}
+	if e := s.Trainer.Exec; e != nil && (e.GracePeriodS == nil || e.MaxRestarts == nil) {
+		c := *e
+		grace, restarts := c.Grace(), c.Restarts()
+		c.GracePeriodS, c.MaxRestarts = &grace, &restarts
+		s.Trainer.Exec = &c
 	}
 	return s
 }
@@ -132,9 +155,6 @@ func validateTrainer(v *ValidationError, t Trainer) {
 			return
 		}
 		validateExec(v, *t.Exec)
-		// Refuse rather than accept a job no worker can run: the API must not
-		// acknowledge work that would only fail later.
-		v.add("trainer.kind", "%q is not run by this release's workers yet (the exec block is still checked); use %q", TrainerExec, TrainerBuiltin)
 	case "":
 		v.add("trainer.kind", "required: %q or %q", TrainerBuiltin, TrainerExec)
 	default:
@@ -214,6 +234,25 @@ func validateExec(v *ValidationError, e ExecTrainer) {
 		case len(e.Env[k]) > MaxExecArgLen || strings.ContainsRune(e.Env[k], 0):
 			v.add(p+"env."+k, "value must be at most %d bytes without NUL", MaxExecArgLen)
 		}
+	}
+	if len(e.Workdir) > MaxWorkdirLen || strings.ContainsFunc(e.Workdir, isControl) {
+		v.add(p+"workdir", "must be at most %d printable characters", MaxWorkdirLen)
+	}
+	if d := e.Dataset; d != nil {
+		if d.Samples < 1 || d.Samples > 1e12 {
+			v.add(p+"dataset.samples", "must be between 1 and 1000000000000")
+		}
+		if d.Partitions < 1 || d.Partitions > 1e6 {
+			v.add(p+"dataset.partitions", "must be between 1 and 1000000")
+		} else if d.Samples >= 1 && int64(d.Partitions) > d.Samples {
+			v.add(p+"dataset.partitions", "must not exceed dataset.samples (%d)", d.Samples)
+		}
+	}
+	if g := e.GracePeriodS; g != nil && (*g < 0 || *g > MaxGracePeriodS) {
+		v.add(p+"grace_period_s", "must be between 0 (SIGKILL at once) and %d seconds", MaxGracePeriodS)
+	}
+	if r := e.MaxRestarts; r != nil && (*r < 0 || *r > MaxExecRestarts) {
+		v.add(p+"max_restarts", "must be between 0 and %d", MaxExecRestarts)
 	}
 }
 

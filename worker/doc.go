@@ -14,6 +14,12 @@
 // whole protocol, and worker/datapipe's doc for why each sample is used
 // exactly once.
 //
+// For a job with trainer.kind "exec", ExecWorker (exec*.go) takes the
+// worker's place: the same membership, leader and generations, but instead
+// of training in process it runs the user's program with torchrun's
+// environment and restarts it at every generation change, moving the
+// program's checkpoint folder through the store (docs/exec.md).
+//
 // It does not schedule (the planner does), does not decide generations
 // (coord.Decide does, run by the leader) and does not do the math (trainer,
 // collective).

@@ -45,7 +45,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs := newFlagSet("dev", "Runs edl on this machine with no Nomad: a child redis-server on a free loopback port,\nthe API and the planner, and a local cluster that runs `edl worker` processes here\n(one per GPU found through NVML, else --slots CPU slots). Ctrl-C stops all of it.", stderr)
 	var c devConfig
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "API address")
-	fs.StringVar(&c.dataDir, "data-dir", ".edl", "state: Redis data, checkpoints, worker logs, tokens.json")
+	fs.StringVar(&c.dataDir, "data-dir", ".edl", "state: Redis data, checkpoints, worker logs, exec programs' folders (exec/<job>/<worker>), tokens.json")
 	fs.StringVar(&c.tenants, "tenants", "", "tenants file (YAML); default: a tenant 'default' and an admin with tokens in <data-dir>/tokens.json")
 	fs.StringVar(&c.store, "store", "", "checkpoint store URL (default file://<data-dir>/store)")
 	fs.IntVar(&c.slots, "slots", runtime.NumCPU(), "CPU worker slots when there is no GPU")
@@ -145,7 +145,8 @@ func startDev(parent context.Context, c devConfig, log *slog.Logger) (_ *devEnv,
 		Command: []string{exe, "worker"},
 		WorkerArgs: func(job jobs.Job, index int, id string) []string {
 			return []string{"--job", job.ID, "--redis", redisURL, "--store", storeURL,
-				"--worker-id", id, "--listen", "127.0.0.1:0", "--log-level", c.workerLogLevel}
+				"--worker-id", id, "--listen", "127.0.0.1:0", "--log-level", c.workerLogLevel,
+				"--exec-dir", filepath.Join(dataDir, "exec", job.ID, id)}
 		},
 		LogDir: filepath.Join(dataDir, "workers"),
 		Slots:  c.slots,

@@ -25,7 +25,7 @@ func init() {
 }
 
 func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("worker", "Runs one worker of --job: joins the job's generations through Redis, trains with the\nbuilt-in trainer over a ring of its peers, and exits 0 when the job ends or on SIGTERM\n(after finishing its step and handing its data back).", stderr)
+	fs := newFlagSet("worker", "Runs one worker of --job: joins the job's generations through Redis, trains with the\nbuilt-in trainer over a ring of its peers, and exits 0 when the job ends or on SIGTERM\n(after finishing its step and handing its data back). For an exec job (trainer.kind\n`exec`) it runs the job's program with torchrun's environment instead, restarting it\nat every change of the world (see docs/exec.md).", stderr)
 	job := fs.String("job", "", "job id (required)")
 	redisURL := fs.String("redis", "redis://127.0.0.1:6379", "Redis URL (coordination and the job store)")
 	store := fs.String("store", "", "object store URL for checkpoints: file://DIR or s3://BUCKET/PREFIX (AWS_* variables for S3); empty: no checkpoints")
@@ -48,6 +48,8 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	staticWorld := fs.Int("static-world", 0, "run the fixed-world baseline without Redis with this many ranks (benchmarks)")
 	staticRank := fs.Int("static-rank", 0, "this process's rank in the fixed-world baseline")
 	staticDir := fs.String("static-dir", "", "rendezvous folder of the fixed-world baseline")
+	var ef execFlags
+	addExecFlags(fs, &ef)
 	var level logLevel
 	fs.Var(&level, "log-level", "debug, info, warn or error")
 	jsonLogs := fs.Bool("log-json", false, "log as JSON")
@@ -76,6 +78,40 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return usageErrorf("worker: --spec %s: %v", *specFile, err)
 		}
 	}
+	cfg := worker.DefaultConfig(*job, *id)
+	cfg.Prefix, cfg.Lease, cfg.Heartbeat = *prefix, *lease, *heartbeat
+	cfg.RingTimeout, cfg.ReportWindow = *ringTimeout, *window
+	cfg.DebugSamples, cfg.Threads, cfg.MinStart = *debugSamples, *threads, *minStart
+	cfg.RestoreFile, cfg.SaveFile = *restore, *save
+	newRedis := func() (*redis.Client, error) {
+		opts, err := redis.ParseURL(*redisURL)
+		if err != nil {
+			return nil, usageErrorf("worker: --redis: %v", err)
+		}
+		opts.MaxRetries = -1
+		opts.DialTimeout = 300 * time.Millisecond
+		opts.ReadTimeout = time.Second
+		return redis.NewClient(opts), nil
+	}
+	if *staticWorld == 0 {
+		// Exec mode (the user's program) needs no ring listener.
+		rdb, err := newRedis()
+		if err != nil {
+			return err
+		}
+		defer rdb.Close()
+		js, err := jobSpec(ctx, spec, rdb, *prefix, *job)
+		if err != nil {
+			return err
+		}
+		if js.Trainer.Kind == jobs.TrainerExec {
+			deps := worker.Deps{Redis: rdb, Spec: spec, Log: log}
+			if spec == nil {
+				deps.Jobs = jobs.NewStore(rdb, jobs.StoreConfig{Prefix: *prefix})
+			}
+			return runExecWorker(ctx, cfg, deps, ef, *store, *advertise, *listen, stdout, stderr, log)
+		}
+	}
 	tr, err := collective.Listen(*listen, *job, log)
 	if err != nil {
 		return fmt.Errorf("worker: listen on %s: %w", *listen, err)
@@ -101,20 +137,11 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return worker.RunStatic(ctx, worker.StaticConfig{World: *staticWorld, Rank: *staticRank, Dir: *staticDir,
 			Spec: *spec, Threads: *threads, Timeout: *ringTimeout, StepLog: steps}, tr)
 	}
-	opts, err := redis.ParseURL(*redisURL)
+	rdb, err := newRedis()
 	if err != nil {
-		return usageErrorf("worker: --redis: %v", err)
+		return err
 	}
-	opts.MaxRetries = -1
-	opts.DialTimeout = 300 * time.Millisecond
-	opts.ReadTimeout = time.Second
-	rdb := redis.NewClient(opts)
 	defer rdb.Close()
-	cfg := worker.DefaultConfig(*job, *id)
-	cfg.Prefix, cfg.Lease, cfg.Heartbeat = *prefix, *lease, *heartbeat
-	cfg.RingTimeout, cfg.ReportWindow = *ringTimeout, *window
-	cfg.DebugSamples, cfg.Threads, cfg.MinStart = *debugSamples, *threads, *minStart
-	cfg.RestoreFile, cfg.SaveFile = *restore, *save
 	cfg.DirectHandOver, cfg.Advertise = *direct, addr
 	deps := worker.Deps{Redis: rdb, Transport: tr, Spec: spec, Log: log, StepLog: steps}
 	if *store != "" {

@@ -1,0 +1,73 @@
+package worker
+
+import (
+	"strings"
+	"testing"
+)
+
+func envMap(kvs []string) map[string]string {
+	m := map[string]string{}
+	for _, kv := range kvs {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	return m
+}
+
+func TestProgramEnviron(t *testing.T) {
+	e := ProgramEnv{
+		Base:  []string{"PATH=/usr/bin", "RANK=9", "OMP_NUM_THREADS=4", "CUDA_VISIBLE_DEVICES=GPU-a,GPU-b"},
+		Spec:  map[string]string{"FOO": "bar", "OMP_NUM_THREADS": "1"},
+		JobID: "j-1", Generation: 7, Rank: 2, World: 3, MasterAddr: "10.0.0.5", MasterPort: 29500,
+		RestartCount: 1, MaxRestarts: 3, CheckpointDir: "/w/checkpoint", ErrorFile: "/w/error.json",
+	}
+	got := envMap(e.Environ())
+	want := map[string]string{
+		"PATH": "/usr/bin", "FOO": "bar", "OMP_NUM_THREADS": "1",
+		"LOCAL_RANK": "0", "RANK": "2", "GROUP_RANK": "2", "ROLE_RANK": "2", "ROLE_NAME": "default",
+		"LOCAL_WORLD_SIZE": "1", "WORLD_SIZE": "3", "GROUP_WORLD_SIZE": "3", "ROLE_WORLD_SIZE": "3",
+		"MASTER_ADDR": "10.0.0.5", "MASTER_PORT": "29500",
+		"TORCHELASTIC_RESTART_COUNT": "1", "TORCHELASTIC_MAX_RESTARTS": "3", "TORCHELASTIC_RUN_ID": "j-1",
+		"TORCHELASTIC_USE_AGENT_STORE": "False", "TORCHELASTIC_ERROR_FILE": "/w/error.json",
+		"NCCL_ASYNC_ERROR_HANDLING": "1",
+		"EDL_JOB_ID":                "j-1", "EDL_GENERATION": "7", "EDL_CHECKPOINT_DIR": "/w/checkpoint",
+		"CUDA_VISIBLE_DEVICES": "GPU-a,GPU-b",
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("got %d variables, want %d: %v", len(got), len(want), got)
+	}
+}
+
+func TestGPUVisibility(t *testing.T) {
+	tests := []struct {
+		name   string
+		env    map[string]string
+		want   string
+		wantOK bool
+	}{
+		{"local sets it", map[string]string{"CUDA_VISIBLE_DEVICES": "GPU-1", "NVIDIA_VISIBLE_DEVICES": "GPU-2"}, "GPU-1", true},
+		{"local CPU worker", map[string]string{"CUDA_VISIBLE_DEVICES": "", "NVIDIA_VISIBLE_DEVICES": "void"}, "", true},
+		{"nomad device plugin", map[string]string{"NVIDIA_VISIBLE_DEVICES": "GPU-1,GPU-2"}, "GPU-1,GPU-2", true},
+		{"nomad no gpu", map[string]string{"NVIDIA_VISIBLE_DEVICES": "void"}, "", true},
+		{"none", map[string]string{"NVIDIA_VISIBLE_DEVICES": "none"}, "", true},
+		{"all", map[string]string{"NVIDIA_VISIBLE_DEVICES": "all"}, "", false},
+		{"nothing", map[string]string{}, "", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := GPUVisibility(tc.env)
+			if got != tc.want || ok != tc.wantOK {
+				t.Errorf("GPUVisibility(%v) = %q, %v; want %q, %v", tc.env, got, ok, tc.want, tc.wantOK)
+			}
+		})
+	}
+	// Unset stays unset in the program's environment.
+	if _, set := envMap(ProgramEnv{Base: []string{"NVIDIA_VISIBLE_DEVICES=all"}}.Environ())["CUDA_VISIBLE_DEVICES"]; set {
+		t.Error("CUDA_VISIBLE_DEVICES set although NVIDIA_VISIBLE_DEVICES=all")
+	}
+}
