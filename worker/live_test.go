@@ -1,0 +1,183 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/edl-nomad/edl/internal/testenv"
+	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/worker/coord"
+	"github.com/edl-nomad/edl/worker/datapipe"
+)
+
+// liveRun runs live-mode workers of one job in this process, each with its
+// own context (a test stops one to make it leave), over the example
+// script examples/torch/train_live.py with real torch and gloo.
+type liveRun struct {
+	t      *testing.T
+	r      *testenv.Redis
+	jobs   *execJobs
+	spec   jobs.Spec
+	errs   chan error
+	cancel map[string]context.CancelFunc
+	logs   map[string]*lockedWriter
+	n      int
+}
+
+const livePython = "/usr/bin/python3"
+
+func needTorch(t *testing.T) {
+	t.Helper()
+	if err := exec.Command(livePython, "-c", "import torch, torch.distributed").Run(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s with torch is required under CI: %v", livePython, err)
+		}
+		t.Skipf("no %s with torch: %v", livePython, err)
+	}
+}
+
+func startLive(t *testing.T, min, max int, samples int64, parts int, args ...string) *liveRun {
+	t.Helper()
+	needTorch(t)
+	r := testenv.NewRedis(t)
+	root, _ := filepath.Abs("..")
+	grace := 5
+	restarts := 0
+	cmd := append([]string{livePython, "examples/torch/train_live.py", "--samples", fmt.Sprint(samples)}, args...)
+	spec := jobs.Spec{Name: "live", Workers: jobs.WorkerRange{Min: min, Max: max},
+		Trainer: jobs.Trainer{Kind: jobs.TrainerExec, Exec: &jobs.ExecTrainer{Mode: jobs.ExecLive,
+			Command: cmd, Workdir: root, Env: map[string]string{"OMP_NUM_THREADS": "1"},
+			Dataset:      &jobs.ExecDataset{Samples: samples, Partitions: parts},
+			GracePeriodS: &grace, MaxRestarts: &restarts}}}
+	return &liveRun{t: t, r: r, jobs: &execJobs{job: jobs.Job{ID: "j1", State: jobs.Running, Spec: spec}}, spec: spec,
+		errs: make(chan error, 8), cancel: map[string]context.CancelFunc{}, logs: map[string]*lockedWriter{}}
+}
+
+// add starts worker id.
+func (l *liveRun) add(id string) {
+	l.t.Helper()
+	cfg := DefaultConfig("j1", id)
+	cfg.Prefix = l.r.Prefix
+	cfg.DebugSamples = true
+	cfg.MinStart = l.spec.Workers.Min
+	cfg.Heartbeat, cfg.Lease = 200*time.Millisecond, 2*time.Second
+	out := &lockedWriter{b: &strings.Builder{}}
+	l.logs[id] = out
+	w, err := NewExec(cfg, ExecConfig{Dir: filepath.Join(l.t.TempDir(), id), Env: []string{"PATH=" + os.Getenv("PATH")},
+		Stdout: out, Stderr: os.Stderr, Poll: 50 * time.Millisecond, LiveTimeout: 5 * time.Second},
+		Deps{Redis: l.r.Client, Jobs: l.jobs})
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l.t.Cleanup(cancel)
+	l.cancel[id] = cancel
+	l.n++
+	go func() { l.errs <- w.Run(ctx) }()
+}
+
+// waitProgress waits until the job's progress satisfies ok.
+func (l *liveRun) waitProgress(what string, timeout time.Duration, ok func(jobs.Progress) bool) jobs.Progress {
+	l.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		l.jobs.mu.Lock()
+		p, st := l.jobs.job.Progress, l.jobs.job.State
+		l.jobs.mu.Unlock()
+		if ok(p) {
+			return p
+		}
+		if st.Terminal() {
+			l.t.Fatalf("job %s before %s (progress %+v)", st, what, p)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	l.t.Fatalf("no %s within %s", what, timeout)
+	return jobs.Progress{}
+}
+
+// wait waits for every worker to return and checks the sample accounting.
+func (l *liveRun) wait(timeout time.Duration, epochs int) {
+	l.t.Helper()
+	deadline := time.After(timeout)
+	for range l.n {
+		select {
+		case err := <-l.errs:
+			if err != nil {
+				l.t.Errorf("worker returned %v", err)
+			}
+		case <-deadline:
+			st, reason := l.jobs.state()
+			l.t.Fatalf("workers still running after %s; job %s (%s)", timeout, st, reason)
+		}
+	}
+	if st, reason := l.jobs.state(); st != jobs.Succeeded {
+		l.t.Fatalf("job %s (%s), want succeeded", st, reason)
+	}
+	pipe := datapipe.New(l.r.Client, coord.NewKeys(l.r.Prefix, "j1"), "check")
+	recs, err := pipe.DebugRecords(context.Background())
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	ds := l.spec.Trainer.Exec.Dataset
+	missed, repeated, err := CheckLiveSamples(recs, ds.Samples, ds.Partitions, epochs)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	if missed != 0 || repeated != 0 {
+		l.t.Errorf("samples missed %d, repeated %d over %d applied steps; want 0 and 0", missed, repeated, len(recs))
+	}
+}
+
+func TestLiveStaticTwoWorkers(t *testing.T) {
+	l := startLive(t, 2, 2, 960, 8, "--batch", "24", "--hidden", "32", "--epochs", "2")
+	l.add("w0")
+	l.add("w1")
+	l.wait(3*time.Minute, 2)
+}
+
+// 2 -> 3 -> 2 mid-epoch: a newcomer joins without anybody restarting, then
+// a member leaves (SIGTERM's path: its context ends); every sample of every
+// epoch is in exactly one applied step.
+func TestLiveScaleOutAndIn(t *testing.T) {
+	l := startLive(t, 2, 3, 6000, 16, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03")
+	l.add("w0")
+	l.add("w1")
+	p := l.waitProgress("steps at world 2", 2*time.Minute, func(p jobs.Progress) bool { return p.Step >= 5 && p.WorldSize == 2 })
+	l.add("w2")
+	p = l.waitProgress("world 3", 2*time.Minute, func(p jobs.Progress) bool { return p.WorldSize == 3 })
+	at := p.Step
+	l.waitProgress("steps at world 3", time.Minute, func(p jobs.Progress) bool { return p.Step >= at+10 })
+	l.cancel["w1"]()
+	l.waitProgress("world 2 again", time.Minute, func(p jobs.Progress) bool { return p.WorldSize == 2 && p.Step > at+10 })
+	l.wait(3*time.Minute, 1)
+	for _, id := range []string{"w0", "w2"} {
+		if n := strings.Count(l.logs[id].String(), "DONE "); n != 1 {
+			t.Errorf("%s's program printed DONE %d times, want once (it never restarted)", id, n)
+		}
+	}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	b  *strings.Builder
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *lockedWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
