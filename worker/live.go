@@ -96,15 +96,15 @@ type liveReply struct {
 	Progress   *progressState `json:"progress,omitempty"` // the root's, to broadcast
 
 	// next
-	Part     int   `json:"part"`
-	Start    int64 `json:"start"`
-	End      int64 `json:"end"`
-	First    int64 `json:"first"` // global index of the partition's first sample
-	Fin      bool  `json:"fin"`
-	Leaving  bool  `json:"leaving"`
-	Switch   bool  `json:"switch"`
-	Stop     bool  `json:"stop"`
-	Blocked  bool  `json:"blocked"`
+	Part    int   `json:"part"`
+	Start   int64 `json:"start"`
+	End     int64 `json:"end"`
+	First   int64 `json:"first"` // global index of the partition's first sample
+	Fin     bool  `json:"fin"`
+	Leaving bool  `json:"leaving"`
+	Switch  bool  `json:"switch"`
+	Stop    bool  `json:"stop"`
+	Blocked bool  `json:"blocked"`
 }
 
 // liveWorker is an exec worker in live mode.
