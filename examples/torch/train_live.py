@@ -18,7 +18,9 @@ Output, one line per event on stdout (tests parse these; keep the format):
 
     STEP step=<n> time=<t> rank=<r> world=<w> gen=<g> loss=<loss of this rank's batch>
     SAMPLES step=<n> gen=<g> ids=<first>-<last> (with --log-samples: this rank's ids)
-    DONE step=<n> time=<t> rank=<r> loss=<mean loss over the last epoch's steps on this rank>
+    DONE step=<n> time=<t> rank=<r> loss=<mean loss over this rank's last 50 batches>
+    EVAL loss=<x> (rank 0 at the end: the final model's mean loss on 1024 fixed
+        held-out samples, ids --samples .. --samples+1023; same for every rank)
 """
 
 import argparse
@@ -108,6 +110,11 @@ def main():
             time.sleep(args.step_sleep)
     mean = sum(recent) / max(len(recent), 1)
     print("DONE step=%d time=%.6f rank=%d loss=%.4f" % (step, time.time(), ctx.rank, mean), flush=True)
+    if ctx.rank == 0:
+        data = Synthetic(args.samples + 1024, args.seed)
+        with torch.no_grad():
+            x, y = data.batch(range(args.samples, args.samples + 1024))
+            print("EVAL loss=%.6f" % lossf(model(x), y).item(), flush=True)
 
 
 if __name__ == "__main__":

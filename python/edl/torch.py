@@ -58,6 +58,11 @@ HOW_TO_RUN = (
 )
 
 
+# The scheduler attributes edl patches (Context._wrap); a scheduler's
+# state_dict is its __dict__, so they are left out of the hand-over.
+_SCHED_PATCHED = ("step", "_edl_inner_step")
+
+
 def _log(msg):
     sys.stderr.write("edl: %s\n" % msg)
     sys.stderr.flush()
@@ -92,7 +97,7 @@ class State:
         d = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
              "rng": {"torch": torch.get_rng_state(), "random": random.getstate()}}
         if self.scheduler is not None:
-            d["scheduler"] = self.scheduler.state_dict()
+            d["scheduler"] = {k: v for k, v in self.scheduler.state_dict().items() if k not in _SCHED_PATCHED}
         if "numpy" in sys.modules:
             d["rng"]["numpy"] = sys.modules["numpy"].random.get_state()
         d["extra"] = {k: v.state_dict() for k, v in self.extra.items()}
@@ -102,7 +107,7 @@ class State:
         self.model.load_state_dict(d["model"])
         self.optimizer.load_state_dict(d["optimizer"])
         if self.scheduler is not None and "scheduler" in d:
-            self.scheduler.load_state_dict(d["scheduler"])
+            self.scheduler.load_state_dict({k: v for k, v in d["scheduler"].items() if k not in _SCHED_PATCHED})
         torch.set_rng_state(d["rng"]["torch"])
         random.setstate(d["rng"]["random"])
         if "numpy" in d["rng"] and "numpy" in sys.modules:
@@ -196,7 +201,9 @@ class Context:
                     self._build_group(g)
                     self._sync_state(g, state)
                     init_failures = 0
-                except Exception as e:  # a peer died or froze during the switch
+                except EdlError:
+                    raise
+                except (RuntimeError, OSError) as e:  # a peer died or froze during the switch
                     init_failures += 1
                     self.stats["failures"] += 1
                     if init_failures >= MAX_INIT_FAILURES:
