@@ -181,3 +181,25 @@ func (w *lockedWriter) String() string {
 	defer w.mu.Unlock()
 	return w.b.String()
 }
+
+// A data set whose length differs from trainer.exec.dataset.samples: the
+// worker refuses it with both numbers, the program exits with the error.
+func TestLiveDatasetLengthMismatch(t *testing.T) {
+	l := startLive(t, 1, 1, 1000, 4, "--hidden", "8")
+	l.spec.Trainer.Exec.Command[3] = "900" // --samples 900
+	l.jobs.job.Spec = l.spec
+	l.add("w0")
+	select {
+	case err := <-l.errs:
+		if err == nil || !strings.Contains(err.Error(), "data set has 900 samples but the job's trainer.exec.dataset.samples is 1000") {
+			t.Fatalf("worker returned %v, want the length mismatch", err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("worker still running")
+	}
+	l.jobs.mu.Lock()
+	defer l.jobs.mu.Unlock()
+	if n := len(l.jobs.events); n == 0 || !strings.Contains(l.jobs.events[n-1].Message, "dataset.samples is 1000") {
+		t.Errorf("events %+v: want the mismatch as the last one", l.jobs.events)
+	}
+}
