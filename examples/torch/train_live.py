@@ -16,7 +16,10 @@ trains in one process (the static reference).
 
 Output, one line per event on stdout (tests parse these; keep the format):
 
-    STEP step=<n> time=<t> rank=<r> world=<w> gen=<g> loss=<loss of this rank's batch>
+    STEP step=<n> time=<t> rank=<r> world=<w> gen=<g> loss=<loss of this rank's batch> applied=<a>
+        printed after this rank's batch n (counted from 1 in this process) went
+        through opt.step(); a is the job's last applied step before it (from 0;
+        -1 before the first), so this batch's step is a+1 once it counts.
     SAMPLES step=<n> gen=<g> ids=<first>-<last> (with --log-samples: this rank's ids)
     DONE step=<n> time=<t> rank=<r> loss=<mean loss over this rank's last 50 batches>
     EVAL loss=<x> (rank 0 at the end: the final model's mean loss on 1024 fixed
@@ -105,7 +108,7 @@ def main():
         ctx.record(loss)
         step += 1
         recent = (recent + [loss.item()])[-50:]
-        print("STEP step=%d time=%.6f rank=%d world=%d gen=%d loss=%.4f" % (step, time.time(), ctx.rank, ctx.world, ctx.generation, loss.item()), flush=True)
+        print("STEP step=%d time=%.6f rank=%d world=%d gen=%d loss=%.4f applied=%d" % (step, time.time(), ctx.rank, ctx.world, ctx.generation, loss.item(), ctx.applied), flush=True)
         if args.step_sleep > 0:
             time.sleep(args.step_sleep)
     mean = sum(recent) / max(len(recent), 1)

@@ -58,7 +58,7 @@ var evalRE = regexp.MustCompile(`^EVAL loss=([0-9.]+)`)
 // liveSteps parses the step lines of the job's programs (format at the top
 // of examples/torch/train_live.py).
 func (d *dev) liveSteps(job string) (steps []stepLine, evals []float64) {
-	files, _ := filepath.Glob(filepath.Join(d.dataDir, "workers", job, "*.stdout.log*"))
+	files, _ := filepath.Glob(filepath.Join(d.dataDir, "workers", job, "*"))
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -132,7 +132,7 @@ func TestLiveScaleKillExactlyOnce(t *testing.T) {
 	needTorch(t)
 	t.Setenv("EDL_DEBUG_SAMPLES", "1")
 	d := startDev(t, map[string]string{"alice": "tok-alice"}, "--slots", "3")
-	j := d.submit("alice", liveJob("live", 2, 3, "--step-sleep", "0.08"))
+	j := d.submit("alice", liveJob("live", 2, 3, "--step-sleep", "0.12"))
 	d.waitLive(j.ID, 120*time.Second, "first steps", func(s stepLine) bool { return s.step >= 5 })
 	// The planner may start it at 3 (spare slots): 2 -> 3 -> 2 from there.
 	for _, n := range []int{2, 3, 2} {
@@ -181,7 +181,7 @@ func TestLiveScaleKillExactlyOnce(t *testing.T) {
 	}
 
 	// No program restarted: each worker started its program once.
-	logs, _ := filepath.Glob(filepath.Join(d.dataDir, "workers", j.ID, "*.stderr.log"))
+	logs, _ := filepath.Glob(filepath.Join(d.dataDir, "workers", j.ID, "*"))
 	for _, l := range logs {
 		b, _ := os.ReadFile(l)
 		if n := bytes.Count(b, []byte(`"program started"`)) + bytes.Count(b, []byte(`msg="program started"`)); n > 1 {

@@ -153,6 +153,7 @@ class Context:
         self.standalone = standalone
         self.partitions = partitions
         self.rank, self.world, self.generation = 0, 1, 0
+        self.applied = -1  # the job's last applied step (counted from 0), as the worker says
         self.backend = backend or ("gloo" if not torch.cuda.is_available() else "nccl")
         self._store = None
         self._clients = {}
@@ -245,6 +246,7 @@ class Context:
                 return "failed"
             rep = self.client.call("step", gen=self.generation, meta=[int(round(v)) for v in out.meta],
                                    loss=out.loss)
+            self.applied = rep["applied"]
             if rep["action"] != "continue":
                 return rep["action"]
 
@@ -378,6 +380,7 @@ class Context:
                     out = _Outcome()
                     self._pending, self._loss = (meta, k, out), 0.0
                     yield loader.batch(range(s, e))
+                    self.applied += 1
                     if not out.stepped:
                         raise EdlError("steps(): call optimizer.step() once for every batch (it averages the gradients)")
                     self._pending = None
