@@ -54,6 +54,7 @@ func liveJob(name string, min, max int, extra ...string) map[string]any {
 
 var liveStepRE = regexp.MustCompile(`^STEP step=(\d+) time=([0-9.]+) rank=(\d+) world=(\d+) gen=(\d+) `)
 var evalRE = regexp.MustCompile(`^EVAL loss=([0-9.]+)`)
+var startedRE = regexp.MustCompile(`msg="program started" .*?worker=(\S+)`)
 
 // liveSteps parses the step lines of the job's programs (format at the top
 // of examples/torch/train_live.py).
@@ -180,12 +181,23 @@ func TestLiveScaleKillExactlyOnce(t *testing.T) {
 		t.Errorf("samples missed %d, repeated %d in %d applied steps; want 0, 0", missed, repeated, len(recs))
 	}
 
-	// No program restarted: each worker started its program once.
+	// No program restarted: each worker started its program once (a
+	// worker slot's log holds the lives of every worker in that slot).
+	waitNoProcesses(t, d, j.ID, 30*time.Second)
 	logs, _ := filepath.Glob(filepath.Join(d.dataDir, "workers", j.ID, "*"))
+	starts := map[string]int{}
 	for _, l := range logs {
 		b, _ := os.ReadFile(l)
-		if n := bytes.Count(b, []byte(`"program started"`)) + bytes.Count(b, []byte(`msg="program started"`)); n > 1 {
-			t.Errorf("%s: program started %d times, want once (live mode never restarts)", filepath.Base(l), n)
+		for _, m := range startedRE.FindAllSubmatch(b, -1) {
+			starts[string(m[1])]++
+		}
+	}
+	if len(starts) < 4 {
+		t.Errorf("programs started by %d workers (%v), want at least 4 (2, a newcomer, the kill's replacement)", len(starts), starts)
+	}
+	for id, n := range starts {
+		if n != 1 {
+			t.Errorf("worker %s started its program %d times, want once (live mode never restarts)", id, n)
 		}
 	}
 
