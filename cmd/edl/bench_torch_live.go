@@ -124,7 +124,8 @@ func benchTorchLive(ctx context.Context, c liveBenchConfig) (liveBenchLine, erro
 	defer rp.Stop()
 	grace, restarts := 10, 0
 	cmd := append([]string{c.Python, c.Script, "--samples", strconv.FormatInt(c.Samples, 10)}, c.Args...)
-	spec := jobs.Spec{Name: "bench-live", Workers: jobs.WorkerRange{Min: c.Workers, Max: c.Workers + 1},
+	spec := jobs.Spec{Name: "bench-live", Workers: jobs.WorkerRange{Min: c.Workers, Max: c.Workers + 1}, Priority: jobs.Guaranteed,
+		Checkpoint: jobs.CheckpointPolicy{Keep: 1},
 		Trainer: jobs.Trainer{Kind: jobs.TrainerExec, Exec: &jobs.ExecTrainer{Mode: jobs.ExecLive, Command: cmd, Workdir: c.Workdir,
 			Env: map[string]string{"OMP_NUM_THREADS": "1"}, Dataset: &jobs.ExecDataset{Samples: c.Samples, Partitions: c.Parts},
 			GracePeriodS: &grace, MaxRestarts: &restarts}}}

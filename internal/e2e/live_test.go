@@ -125,15 +125,15 @@ func staticEval(t *testing.T) float64 {
 	return 0
 }
 
-// TestLiveScaleKillExactlyOnce: 2 -> 3 -> 2 mid-epoch and a SIGKILL of a
-// worker, under edl dev; the programs never restart, every sample of every
+// TestLiveScaleKillExactlyOnce: 2 -> 3 -> 2 mid-epoch, a SIGKILL of a
+// worker, then of the leader, under edl dev; the programs never restart, every sample of every
 // epoch is in exactly one applied step (the workers' debug records), and
 // the final model's loss is within 5 % of the same script run statically.
 func TestLiveScaleKillExactlyOnce(t *testing.T) {
 	needTorch(t)
 	t.Setenv("EDL_DEBUG_SAMPLES", "1")
 	d := startDev(t, map[string]string{"alice": "tok-alice"}, "--slots", "3")
-	j := d.submit("alice", liveJob("live", 2, 3, "--step-sleep", "0.12"))
+	j := d.submit("alice", liveJob("live", 2, 3, "--step-sleep", "0.15"))
 	d.waitLive(j.ID, 120*time.Second, "first steps", func(s stepLine) bool { return s.step >= 5 })
 	// The planner may start it at 3 (spare slots): 2 -> 3 -> 2 from there.
 	for _, n := range []int{2, 3, 2} {
@@ -159,20 +159,38 @@ func TestLiveScaleKillExactlyOnce(t *testing.T) {
 	if err := syscall.Kill(pids[1], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	d.waitLive(j.ID, 120*time.Second, "a generation after the kill", func(s stepLine) bool { return s.gen > lastGen })
-	got := d.waitJob("alice", j.ID, 5*time.Minute, "succeeded", func(j jobView) bool { return j.State == "succeeded" || j.State == "failed" })
-	if got.State != "succeeded" {
-		t.Fatalf("job %s, want succeeded", got.State)
-	}
+	s := d.waitLive(j.ID, 120*time.Second, "a generation after the kill", func(s stepLine) bool { return s.gen > lastGen })
+	d.waitLive(j.ID, 60*time.Second, "5 steps after the kill", func(x stepLine) bool { return x.gen == s.gen && x.step >= s.step+5 })
 
-	// Every epoch's samples exactly once.
+	// Then the leader.
 	opt, err := redis.ParseURL(d.redisURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
-	recs, err := datapipe.New(rdb, coord.NewKeys("edl:", j.ID), "check").DebugRecords(context.Background())
+	keys := coord.NewKeys("edl:", j.ID)
+	leader, err := rdb.Get(context.Background(), keys.Leader()).Result()
+	if err != nil {
+		t.Fatalf("read the leader: %v", err)
+	}
+	lpid := workerPid(leader)
+	if lpid == 0 {
+		t.Fatalf("no process for leader %q", leader)
+	}
+	st, _ = d.liveSteps(j.ID)
+	lastGen = st[len(st)-1].gen
+	if err := syscall.Kill(lpid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	d.waitLive(j.ID, 120*time.Second, "a generation after the leader's kill", func(s stepLine) bool { return s.gen > lastGen })
+	got := d.waitJob("alice", j.ID, 5*time.Minute, "succeeded", func(j jobView) bool { return j.State == "succeeded" || j.State == "failed" })
+	if got.State != "succeeded" {
+		t.Fatalf("job %s, want succeeded", got.State)
+	}
+
+	// Every epoch's samples exactly once.
+	recs, err := datapipe.New(rdb, keys, "check").DebugRecords(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,4 +232,20 @@ func TestLiveScaleKillExactlyOnce(t *testing.T) {
 		t.Errorf("final loss %.4f under resizes and a kill, %.4f static: %.1f %% apart, want <= %.0f %%", evals[0], static, 100*rel, 100*liveLossMargin)
 	}
 	t.Logf("final loss %.4f elastic, %.4f static; %d applied steps", evals[0], static, len(recs))
+}
+
+// workerPid is the process of the worker with this id.
+func workerPid(id string) int {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		if strings.Contains(string(bytes.ReplaceAll(b, []byte{0}, []byte{' '})), " worker ") && bytes.Contains(b, []byte("\x00--worker-id\x00"+id+"\x00")) {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+			return pid
+		}
+	}
+	return 0
 }
