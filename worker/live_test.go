@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,6 +29,7 @@ type liveRun struct {
 	errs   chan error
 	cancel map[string]context.CancelFunc
 	logs   map[string]*lockedWriter
+	dirs   map[string]string
 	n      int
 }
 
@@ -57,7 +59,7 @@ func startLive(t *testing.T, min, max int, samples int64, parts int, args ...str
 			Dataset:      &jobs.ExecDataset{Samples: samples, Partitions: parts},
 			GracePeriodS: &grace, MaxRestarts: &restarts}}}
 	return &liveRun{t: t, r: r, jobs: &execJobs{job: jobs.Job{ID: "j1", State: jobs.Running, Spec: spec}}, spec: spec,
-		errs: make(chan error, 8), cancel: map[string]context.CancelFunc{}, logs: map[string]*lockedWriter{}}
+		errs: make(chan error, 8), cancel: map[string]context.CancelFunc{}, logs: map[string]*lockedWriter{}, dirs: map[string]string{}}
 }
 
 // add starts worker id.
@@ -70,7 +72,8 @@ func (l *liveRun) add(id string) {
 	cfg.Heartbeat, cfg.Lease = 200*time.Millisecond, 2*time.Second
 	out := &lockedWriter{b: &strings.Builder{}}
 	l.logs[id] = out
-	w, err := NewExec(cfg, ExecConfig{Dir: filepath.Join(l.t.TempDir(), id), Env: []string{"PATH=" + os.Getenv("PATH")},
+	l.dirs[id] = filepath.Join(l.t.TempDir(), id)
+	w, err := NewExec(cfg, ExecConfig{Dir: l.dirs[id], Env: []string{"PATH=" + os.Getenv("PATH")},
 		Stdout: out, Stderr: os.Stderr, Poll: 50 * time.Millisecond, LiveTimeout: 5 * time.Second},
 		Deps{Redis: l.r.Client, Jobs: l.jobs})
 	if err != nil {
@@ -201,5 +204,57 @@ func TestLiveDatasetLengthMismatch(t *testing.T) {
 	defer l.jobs.mu.Unlock()
 	if n := len(l.jobs.events); n == 0 || !strings.Contains(l.jobs.events[n-1].Message, "dataset.samples is 1000") {
 		t.Errorf("events %+v: want the mismatch as the last one", l.jobs.events)
+	}
+}
+
+// programPid is the pid of worker id's program (its environment names the
+// worker's socket).
+func (l *liveRun) programPid(id string) int {
+	want := []byte("EDL_SOCKET=" + filepath.Join(l.dirs[id], "edl.sock") + "\x00")
+	procs, _ := filepath.Glob("/proc/[0-9]*/environ")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err == nil && strings.Contains(string(b), string(want)) {
+			var pid int
+			fmt.Sscan(filepath.Base(filepath.Dir(p)), &pid)
+			return pid
+		}
+	}
+	return 0
+}
+
+// A program SIGKILLed while its worker lives: the survivor's collective
+// fails, the worker restarts its program (counted against max_restarts,
+// an error event), which joins as a member without state and gets the
+// survivor's; nothing missed or repeated.
+func TestLiveProgramKilledIsRestarted(t *testing.T) {
+	l := startLive(t, 2, 2, 4000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03")
+	one := 1
+	l.spec.Trainer.Exec.MaxRestarts = &one
+	l.jobs.job.Spec = l.spec
+	l.add("w0")
+	l.add("w1")
+	l.waitProgress("steps at world 2", 2*time.Minute, func(p jobs.Progress) bool { return p.Step >= 10 && p.WorldSize == 2 })
+	pid := l.programPid("w1")
+	if pid == 0 {
+		t.Fatal("no program of w1")
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	p := l.waitProgress("a generation after the kill", 2*time.Minute, func(p jobs.Progress) bool { return p.Generation > 1 && p.WorldSize == 2 })
+	l.waitProgress("steps after the kill", time.Minute, func(q jobs.Progress) bool { return q.Step >= p.Step+5 })
+	l.wait(3*time.Minute, 1)
+	if n := strings.Count(l.logs["w0"].String(), "DONE "); n != 1 {
+		t.Errorf("w0's program printed DONE %d times, want once (the survivor never restarted)", n)
+	}
+	l.jobs.mu.Lock()
+	defer l.jobs.mu.Unlock()
+	found := false
+	for _, e := range l.jobs.events {
+		found = found || strings.Contains(e.Message, "program of worker w1 failed")
+	}
+	if !found {
+		t.Errorf("no event for the killed program among %+v", l.jobs.events)
 	}
 }
