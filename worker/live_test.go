@@ -258,3 +258,30 @@ func TestLiveProgramKilledIsRestarted(t *testing.T) {
 		t.Errorf("no event for the killed program among %+v", l.jobs.events)
 	}
 }
+
+// A frozen program (SIGSTOP: its sockets stay open) fails the survivor's
+// collective within the live timeout; the survivor goes on alone, and the
+// thawed program rejoins as a newcomer; nothing missed or repeated.
+func TestLiveFrozenProgramIsDroppedThenRejoins(t *testing.T) {
+	l := startLive(t, 1, 2, 4000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03")
+	l.spec.Workers.Min = 2
+	l.jobs.job.Spec = l.spec
+	l.add("w0")
+	l.add("w1")
+	l.waitProgress("steps at world 2", 2*time.Minute, func(p jobs.Progress) bool { return p.Step >= 10 && p.WorldSize == 2 })
+	pid := l.programPid("w1")
+	if pid == 0 {
+		t.Fatal("no program of w1")
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	p := l.waitProgress("the survivor alone", time.Minute, func(p jobs.Progress) bool { return p.WorldSize == 1 })
+	t.Logf("survivor went on alone %.1fs after the SIGSTOP (live timeout 5s)", time.Since(stopped).Seconds())
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	l.waitProgress("the thawed one back", 2*time.Minute, func(q jobs.Progress) bool { return q.WorldSize == 2 && q.Generation > p.Generation })
+	l.wait(3*time.Minute, 1)
+}
