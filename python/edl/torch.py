@@ -154,7 +154,7 @@ class Context:
         self.partitions = partitions
         self.rank, self.world, self.generation = 0, 1, 0
         self.applied = -1  # the job's last applied step (counted from 0), as the worker says
-        self.backend = backend or ("gloo" if not torch.cuda.is_available() else "nccl")
+        self.backend = backend  # None: nccl when the model is on a GPU, else gloo (set in steps)
         self._store = None
         self._clients = {}
         self._loss = 0.0
@@ -184,6 +184,8 @@ class Context:
         if not isinstance(epochs, int) or epochs < 1:
             raise EdlError("steps(epochs=%r): want an int >= 1" % (epochs,))
         self._wrap(state)
+        if self.backend is None:
+            self.backend = "nccl" if next(state.model.parameters()).is_cuda else "gloo"
         if self.standalone:
             yield from self._standalone_steps(loader, state, epochs)
             return
