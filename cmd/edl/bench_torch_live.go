@@ -38,7 +38,7 @@ type liveBenchConfig struct {
 	Python   string   // default /usr/bin/python3
 	Script   string   // default examples/torch/train_live.py
 	Workdir  string   // the script's working directory; "" = the current one
-	Scenario string   // "join" (n -> n+1), "leave" (n -> n-1, SIGTERM), "kill" (n -> n-1, SIGKILL)
+	Scenario string   // "join" (n -> n+1), "leave" (n -> n-1, SIGTERM), "kill" (n -> n-1, SIGKILL); also "scale-out", "scale-in", "failure"
 	Workers  int      // before the event; default 2
 	Samples  int64    // data set (one epoch); default 19200
 	Parts    int      // partitions; default 32
@@ -66,6 +66,9 @@ type liveBenchLine struct {
 }
 
 var liveBenchStepRE = regexp.MustCompile(`^STEP step=\d+ time=([0-9.]+) rank=\d+ world=(\d+) gen=(\d+) loss=\S+ applied=(-?\d+)`)
+
+// liveScenarioAlias maps other benches' scenario names to live's events.
+var liveScenarioAlias = map[string]string{"scale-out": "join", "scale_out": "join", "scale-in": "leave", "scale_in": "leave", "failure": "kill"}
 
 type liveBenchStep struct {
 	at      float64
@@ -104,6 +107,9 @@ func benchTorchLive(ctx context.Context, c liveBenchConfig) (liveBenchLine, erro
 		c.Log = slog.New(slog.DiscardHandler)
 	}
 	line := liveBenchLine{System: "edl-live", Scenario: c.Scenario, World: c.Workers}
+	if ev, ok := liveScenarioAlias[c.Scenario]; ok {
+		c.Scenario = ev
+	}
 	switch {
 	case c.Scenario != "join" && c.Scenario != "leave" && c.Scenario != "kill":
 		return line, fmt.Errorf("live bench: scenario %q: want join, leave or kill", c.Scenario)
