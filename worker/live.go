@@ -81,6 +81,9 @@ type liveReply struct {
 	Samples    int64   `json:"samples,omitempty"`
 	Partitions int     `json:"partitions,omitempty"`
 	TimeoutS   float64 `json:"timeout_s,omitempty"`
+	// InitialWorld is the job's initial size (workers.min): fixed_local
+	// scales the learning rate by world/initial_world.
+	InitialWorld int `json:"initial_world,omitempty"`
 
 	// gen: action run|leave|stop|done; step: continue|switch|leave|done|stop
 	Action     string         `json:"action,omitempty"`
@@ -258,6 +261,7 @@ func (w *liveWorker) startProgram(ctx context.Context) (*liveConn, error) {
 	w.epochs = req.Epochs
 	w.liveAddr = net.JoinHostPort(w.ecfg.Host, strconv.Itoa(req.StorePort))
 	if err := lc.write(liveReply{Job: w.cfg.Job, Worker: w.cfg.Worker, Samples: w.ds.Samples, Partitions: w.ds.Partitions,
+		InitialWorld: max(1, w.spec.Workers.Min),
 		TimeoutS: w.ecfg.LiveTimeout.Seconds()}); err != nil {
 		w.prog.stop(w.grace())
 		return nil, fmt.Errorf("worker: live mode: hello reply: %w", err)

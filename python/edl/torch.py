@@ -117,17 +117,26 @@ class State:
                 v.load_state_dict(d["extra"][k])
 
 
+FIXED_GLOBAL, FIXED_LOCAL = "fixed_global", "fixed_local"
+
+
 class DataLoader:
     """Batches of a map-style data set (len and [i]) whose indices come from
-    edl's partitions. batch_size is the global batch (fixed_global): each
-    step it is split over the current world."""
+    edl's partitions. policy is the built-in trainer's batch policy:
+    fixed_global (default): batch_size is the global batch, split over the
+    current world each step, the learning rate unchanged; fixed_local:
+    every rank takes batch_size, and the optimizer's learning rate is scaled
+    by world / initial world (the job's workers.min) for the update only
+    (the scheduler keeps seeing the unscaled rate)."""
 
-    def __init__(self, dataset, batch_size, collate_fn=None):
+    def __init__(self, dataset, batch_size, collate_fn=None, policy=FIXED_GLOBAL):
         if not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
             raise EdlError("DataLoader: the data set needs __len__ and __getitem__ (a map-style data set)")
         if not isinstance(batch_size, int) or batch_size < 1:
             raise EdlError("DataLoader(batch_size=%r): want an int >= 1" % (batch_size,))
-        self.dataset, self.batch_size = dataset, batch_size
+        if policy not in (FIXED_GLOBAL, FIXED_LOCAL):
+            raise EdlError("DataLoader(policy=%r): want %r or %r" % (policy, FIXED_GLOBAL, FIXED_LOCAL))
+        self.dataset, self.batch_size, self.policy = dataset, batch_size, policy
         self.collate_fn = collate_fn or torch.utils.data.default_collate
 
     def batch(self, ids):
@@ -160,6 +169,7 @@ class Context:
         self._loss = 0.0
         self._pending = None
         self._state = None
+        self.initial_world, self._policy = 1, FIXED_GLOBAL
         self.stats = {"switches": 0, "failures": 0, "handovers": 0}
         if not standalone:
             # Every program hosts a store server; rank 0's serves its group
@@ -192,6 +202,8 @@ class Context:
         hello = self.client.call("hello", dataset_len=len(loader.dataset), store_port=self._store.port,
                                  epochs=epochs, pid=os.getpid())
         self.timeout = hello.get("timeout_s") or self.timeout
+        self.initial_world = hello.get("initial_world") or 1
+        self._policy = loader.policy
         after, init_failures = 0, 0
         try:
             while True:
@@ -226,8 +238,11 @@ class Context:
     def _generation(self, loader, state):
         """Runs steps in the current group; returns the action that ended it."""
         while True:
-            share = self.client.call("next", gen=self.generation,
-                                     batch=protocol.local_batch(loader.batch_size, self.world, self.rank))
+            if loader.policy == FIXED_LOCAL:
+                batch = loader.batch_size
+            else:
+                batch = protocol.local_batch(loader.batch_size, self.world, self.rank)
+            share = self.client.call("next", gen=self.generation, batch=batch)
             meta = [0.0] * protocol.meta_len(self.world)
             n = protocol.fill_meta(meta, self.rank, share)
             out = _Outcome()
@@ -311,7 +326,16 @@ class Context:
             return None
         out.stepped = True
         if total > 0:
-            state.optimizer._edl_inner_step()
+            scale = self.world / self.initial_world if self._policy == FIXED_LOCAL else 1.0
+            saved = [g["lr"] for g in state.optimizer.param_groups]
+            if scale != 1.0:
+                for g in state.optimizer.param_groups:
+                    g["lr"] = g["lr"] * scale
+            try:
+                state.optimizer._edl_inner_step()
+            finally:
+                for g, lr in zip(state.optimizer.param_groups, saved):
+                    g["lr"] = lr
             if state.scheduler is not None:
                 state.scheduler._edl_inner_step()
         return None

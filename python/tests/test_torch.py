@@ -18,8 +18,9 @@ class FakeWorker:
     """Hands out partitions in order, applies steps like worker/live.go's
     liveStep (decideStep), and records every applied step's ranges."""
 
-    def __init__(self, path, samples, partitions, fail_hello=None):
+    def __init__(self, path, samples, partitions, fail_hello=None, initial_world=1):
         self.path, self.samples, self.parts = path, samples, partitions
+        self.initial_world = initial_world
         self.fail_hello = fail_hello
         self.applied, self.epoch, self.epochs = -1, 0, 1
         self.cur = None  # [part, off, size]
@@ -52,7 +53,8 @@ class FakeWorker:
                 return {"error": self.fail_hello(req)}
             self.epochs = req["epochs"]
             self.port = req["store_port"]
-            return {"job": "j", "worker": "w0", "samples": self.samples, "partitions": self.parts, "timeout_s": 5}
+            return {"job": "j", "worker": "w0", "samples": self.samples, "partitions": self.parts, "timeout_s": 5,
+                    "initial_world": self.initial_world}
         if op == "gen":
             if req["after"] >= 1:
                 return {"action": "done"}
@@ -108,9 +110,9 @@ def model_opt():
 
 @pytest.fixture
 def worker(tmp_path, monkeypatch):
-    def make(samples=20, partitions=3, fail_hello=None):
+    def make(samples=20, partitions=3, fail_hello=None, initial_world=1):
         path = str(tmp_path / "edl.sock")
-        w = FakeWorker(path, samples, partitions, fail_hello)
+        w = FakeWorker(path, samples, partitions, fail_hello, initial_world)
         monkeypatch.setenv("EDL_SOCKET", path)
         return w
     return make
@@ -209,3 +211,31 @@ def test_forgotten_optimizer_step_is_an_error(worker):
     with pytest.raises(et.EdlError, match="call optimizer.step"):
         for x, y in ctx.steps(et.DataLoader(Data(8), batch_size=4), et.State(model=m, optimizer=opt)):
             torch.nn.functional.cross_entropy(m(x), y).backward()
+
+
+@pytest.mark.parametrize("policy,batch,want_sizes,lr_factor", [
+    ("fixed_global", 4, [4, 4], 1.0),
+    ("fixed_local", 4, [4, 4], 0.5),  # world 1 of an initial 2: half the rate
+])
+def test_batch_policies(worker, policy, batch, want_sizes, lr_factor):
+    worker(samples=8, partitions=1, initial_world=2)
+    ctx = et.init()
+    torch.manual_seed(0)
+    m = torch.nn.Linear(3, 2)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    sizes = []
+    for x, y in ctx.steps(et.DataLoader(Data(8), batch_size=batch, policy=policy), et.State(model=m, optimizer=opt)):
+        sizes.append(len(x))
+        torch.nn.functional.cross_entropy(m(x), y).backward()
+        before = m.weight.detach().clone()
+        grad = m.weight.grad.detach().clone()
+        opt.step()
+        assert torch.allclose(m.weight.detach(), before - 0.1 * lr_factor * grad, atol=1e-6)
+        assert opt.param_groups[0]["lr"] == 0.1, "the scheduler-visible rate is unchanged"
+        opt.zero_grad()
+    assert sizes == want_sizes
+
+
+def test_unknown_policy():
+    with pytest.raises(et.EdlError, match="policy"):
+        et.DataLoader(Data(3), batch_size=1, policy="fixed")
