@@ -130,6 +130,10 @@ type liveWorker struct {
 	cur cursor
 	g   *coord.Generation // the generation the program runs in (nil: none)
 
+	// minGen: a restarted program joins no generation up to this one (they
+	// may carry its old program's address).
+	minGen int64
+
 	sock     string
 	ln       net.Listener
 	prog     *program
@@ -302,9 +306,9 @@ func (w *liveWorker) serve(ctx context.Context, c *liveConn) error {
 }
 
 // programGone handles the program's end without a leave, stop or done:
-// it failed. Its generation is reported broken and it is started again
-// (the restart fallback: it joins as a member without state), up to
-// max_restarts times.
+// it failed (or asked for the fallback). The worker leaves the membership,
+// starts the program again and comes back as a newcomer without state (the
+// restart fallback), up to max_restarts times.
 func (w *liveWorker) programGone(ctx context.Context) (*liveConn, error) {
 	<-w.prog.done
 	res := w.prog.res
@@ -319,11 +323,19 @@ func (w *liveWorker) programGone(ctx context.Context) (*liveConn, error) {
 			map[string]any{"worker": w.cfg.Worker, "generation": gen, "exit_code": res.Code})
 	}
 	w.synced = false
-	if w.g != nil {
-		w.reportLive(ctx, w.g)
-	}
 	if w.leaveReq.Load() || w.stopReq.Load() {
 		return nil, w.ExecWorker.leave(ctx)
+	}
+	// Out of the membership while the new program starts: the next
+	// generation forms without this worker (the survivors' reports, or its
+	// missing record), not with the old program's store address; it comes
+	// back as a newcomer once the new program said hello.
+	if err := retry(ctx, w.log, "leave while restarting", func() error { return w.co.Leave(ctx) }); err != nil {
+		return nil, err
+	}
+	w.state = ""
+	if w.g != nil {
+		w.minGen = w.g.Number
 	}
 	w.restarts++
 	if w.restarts > w.ex.Restarts() {
@@ -381,6 +393,7 @@ func (w *liveWorker) handle(ctx context.Context, req liveRequest) (liveReply, fu
 // its cursor; the program then rebuilds its group and, unless every
 // member holds the state of the same step, takes the root's.
 func (w *liveWorker) liveGen(ctx context.Context, after int64) (liveReply, func() error) {
+	after = max(after, w.minGen)
 	for {
 		switch {
 		case w.leaveReq.Load():

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -284,4 +285,66 @@ func TestLiveFrozenProgramIsDroppedThenRejoins(t *testing.T) {
 	}
 	l.waitProgress("the thawed one back", 2*time.Minute, func(q jobs.Progress) bool { return q.WorldSize == 2 && q.Generation > p.Generation })
 	l.wait(3*time.Minute, 1)
+}
+
+// Random joins, leaves and program kills (seeded; the seed is logged)
+// while a live job trains; every sample of both epochs exactly once.
+func TestLiveRandomEvents(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long")
+	}
+	l := startLive(t, 2, 3, 20000, 16, "--batch", "24", "--hidden", "32", "--step-sleep", "0.02", "--epochs", "2")
+	many := 100
+	l.spec.Trainer.Exec.MaxRestarts = &many
+	l.jobs.job.Spec = l.spec
+	seed := time.Now().UnixNano()
+	rng := rand.New(rand.NewPCG(uint64(seed), 1))
+	t.Logf("seed %d", seed)
+	running := []string{"w0", "w1"}
+	l.add("w0")
+	l.add("w1")
+	next := 2
+	progress := func() (jobs.Progress, jobs.State) {
+		l.jobs.mu.Lock()
+		defer l.jobs.mu.Unlock()
+		return l.jobs.job.Progress, l.jobs.job.State
+	}
+	l.waitProgress("first steps", 2*time.Minute, func(p jobs.Progress) bool { return p.Step >= 5 })
+	var log []string
+	for range 10 {
+		p, st := progress()
+		if st.Terminal() {
+			break
+		}
+		switch ev := rng.IntN(3); {
+		case ev == 0 && len(running) < 3:
+			id := fmt.Sprintf("w%d", next)
+			next++
+			running = append(running, id)
+			l.add(id)
+			log = append(log, "join "+id)
+		case ev == 1 && len(running) > 1:
+			i := rng.IntN(len(running))
+			l.cancel[running[i]]()
+			log = append(log, "leave "+running[i])
+			running = append(running[:i], running[i+1:]...)
+		default:
+			id := running[rng.IntN(len(running))]
+			if pid := l.programPid(id); pid > 0 {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				log = append(log, "kill "+id+"'s program")
+			}
+		}
+		// Go on once the job applied a few more steps (or ended).
+		deadline := time.Now().Add(time.Minute)
+		for time.Now().Before(deadline) {
+			q, st := progress()
+			if st.Terminal() || q.Step >= p.Step+5 && q.Generation > p.Generation {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	t.Logf("events: %s", strings.Join(log, ", "))
+	l.wait(4*time.Minute, 2)
 }
