@@ -345,7 +345,8 @@ func (w *liveWorker) programGone(ctx context.Context) (*liveConn, error) {
 		w.rep.transition(ctx, jobs.Failed, reason)
 		return nil, w.exit(ctx, reason)
 	}
-	_ = w.register(ctx, coord.Preparing)
+	// No member record until the new program said hello: a record (even
+	// "preparing") would keep this worker in the next generation.
 	c, err := w.startProgram(ctx)
 	if err != nil {
 		return nil, err

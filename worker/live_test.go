@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -31,6 +32,7 @@ type liveRun struct {
 	cancel map[string]context.CancelFunc
 	logs   map[string]*lockedWriter
 	dirs   map[string]string
+	wlog   *lockedWriter // the workers' own log lines
 	n      int
 }
 
@@ -59,8 +61,18 @@ func startLive(t *testing.T, min, max int, samples int64, parts int, args ...str
 			Command: cmd, Workdir: root, Env: map[string]string{"OMP_NUM_THREADS": "1"},
 			Dataset:      &jobs.ExecDataset{Samples: samples, Partitions: parts},
 			GracePeriodS: &grace, MaxRestarts: &restarts}}}
-	return &liveRun{t: t, r: r, jobs: &execJobs{job: jobs.Job{ID: "j1", State: jobs.Running, Spec: spec}}, spec: spec,
-		errs: make(chan error, 8), cancel: map[string]context.CancelFunc{}, logs: map[string]*lockedWriter{}, dirs: map[string]string{}}
+	run := &liveRun{t: t, r: r, jobs: &execJobs{job: jobs.Job{ID: "j1", State: jobs.Running, Spec: spec}}, spec: spec,
+		errs: make(chan error, 8), cancel: map[string]context.CancelFunc{}, logs: map[string]*lockedWriter{}, dirs: map[string]string{}, wlog: &lockedWriter{b: &strings.Builder{}}}
+	t.Cleanup(func() {
+		if t.Failed() {
+			s := run.wlog.String()
+			if len(s) > 6000 {
+				s = s[len(s)-6000:]
+			}
+			t.Logf("workers' log (tail):\n%s", s)
+		}
+	})
+	return run
 }
 
 // add starts worker id.
@@ -76,7 +88,7 @@ func (l *liveRun) add(id string) {
 	l.dirs[id] = filepath.Join(l.t.TempDir(), id)
 	w, err := NewExec(cfg, ExecConfig{Dir: l.dirs[id], Env: []string{"PATH=" + os.Getenv("PATH")},
 		Stdout: out, Stderr: os.Stderr, Poll: 50 * time.Millisecond, LiveTimeout: 5 * time.Second},
-		Deps{Redis: l.r.Client, Jobs: l.jobs})
+		Deps{Redis: l.r.Client, Jobs: l.jobs, Log: slog.New(slog.NewTextHandler(l.wlog, nil))})
 	if err != nil {
 		l.t.Fatal(err)
 	}
