@@ -213,6 +213,42 @@ func (w *liveWorker) run(ctx context.Context) error {
 	return w.serve(bg, conn)
 }
 
+// nextGen is ExecWorker.next that also returns (nil, false, nil) when the
+// program ends.
+func (w *liveWorker) nextGen(ctx context.Context, after int64) (*coord.Generation, bool, error) {
+	t := time.NewTicker(w.ecfg.Poll)
+	defer t.Stop()
+	for {
+		if w.leaveReq.Load() || w.stopReq.Load() || w.programExited() {
+			return nil, false, nil
+		}
+		if g, err := w.co.ReadGen(ctx); err == nil && g != nil && g.Number > after {
+			return g, false, nil
+		}
+		if d, err := w.co.Done(ctx); err == nil && d {
+			return nil, true, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		case <-w.prog.done:
+		case <-w.wake:
+		case <-w.watch.Changed():
+		case <-t.C:
+		}
+	}
+}
+
+// programExited reports whether the program has ended.
+func (w *liveWorker) programExited() bool {
+	select {
+	case <-w.prog.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // startProgram starts the program and waits for its hello.
 func (w *liveWorker) startProgram(ctx context.Context) (*liveConn, error) {
 	env := ProgramEnv{Base: w.ecfg.Env, Spec: w.ex.Env}.Environ()
@@ -296,6 +332,17 @@ func (w *liveWorker) serve(ctx context.Context, c *liveConn) error {
 			continue
 		}
 		rep, after := w.handle(ctx, req)
+		if w.programExited() && after == nil {
+			// It died while the worker was busy for it (a generation
+			// wait): leave now, before a generation carries its address.
+			c.close()
+			next, err := w.programGone(ctx)
+			if next == nil {
+				return err
+			}
+			c = next
+			continue
+		}
 		if err := c.write(rep); err != nil {
 			w.log.Warn("reply to the program", "err", err)
 		}
@@ -402,9 +449,15 @@ func (w *liveWorker) liveGen(ctx context.Context, after int64) (liveReply, func(
 		case w.stopReq.Load():
 			return liveReply{Action: string(actStop)}, w.liveFinish(ctx, nil, jobs.Cancelled, "cancelled")
 		}
-		g, done, err := w.next(ctx, after)
+		if w.programExited() {
+			return liveReply{}, nil // serve restarts it
+		}
+		g, done, err := w.nextGen(ctx, after)
 		if err != nil {
 			return liveReply{Action: string(actLeave)}, w.liveLeave(ctx)
+		}
+		if w.programExited() {
+			return liveReply{}, nil
 		}
 		if done {
 			return liveReply{Action: string(actDone)}, w.liveExit(ctx, "the job is done")
