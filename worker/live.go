@@ -384,6 +384,16 @@ func (w *liveWorker) programGone(ctx context.Context) (*liveConn, error) {
 	if w.g != nil {
 		w.minGen = w.g.Number
 	}
+	if w.g != nil && len(w.g.Members) == 1 && w.g.Rank(w.cfg.Worker) == 0 {
+		// The only member's program held the only copy of the model, and
+		// live mode keeps no checkpoint: going on would train a fresh
+		// model on the rest of the epoch.
+		reason := fmt.Sprintf("live program of worker %s, the only member of generation %d, ended (%s): its training state is lost (live mode keeps no checkpoint); last stderr lines:\n%s",
+			w.cfg.Worker, w.g.Number, res.describe(), res.Tail)
+		_ = retry(ctx, w.log, "mark done", func() error { return w.co.MarkDone(ctx, string(jobs.Failed)) })
+		w.rep.transition(ctx, jobs.Failed, reason)
+		return nil, w.exit(ctx, reason)
+	}
 	w.restarts++
 	if w.restarts > w.ex.Restarts() {
 		reason := fmt.Sprintf("live program of worker %s failed %d times (max_restarts %d); last: %s; last stderr lines:\n%s",
@@ -399,6 +409,11 @@ func (w *liveWorker) programGone(ctx context.Context) (*liveConn, error) {
 		return nil, err
 	}
 	_ = w.register(ctx, coord.Ready)
+	// Still named by the current generation (nobody's collective failed
+	// yet): say it is broken, so the next one forms with the new address.
+	if cur, err := w.co.ReadGen(ctx); err == nil && cur != nil && cur.Rank(w.cfg.Worker) >= 0 {
+		w.reportLive(ctx, cur)
+	}
 	return c, nil
 }
 
