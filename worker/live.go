@@ -302,7 +302,7 @@ func (w *liveWorker) startProgram(ctx context.Context) (*liveConn, error) {
 	w.liveAddr = net.JoinHostPort(w.ecfg.Host, strconv.Itoa(req.StorePort))
 	if err := lc.write(liveReply{Job: w.cfg.Job, Worker: w.cfg.Worker, Samples: w.ds.Samples, Partitions: w.ds.Partitions,
 		InitialWorld: max(1, w.spec.Workers.Min),
-		TimeoutS: w.ecfg.LiveTimeout.Seconds()}); err != nil {
+		TimeoutS:     w.ecfg.LiveTimeout.Seconds()}); err != nil {
 		w.prog.stop(w.grace())
 		return nil, fmt.Errorf("worker: live mode: hello reply: %w", err)
 	}
