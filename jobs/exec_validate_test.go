@@ -31,6 +31,8 @@ func TestValidateExec(t *testing.T) {
 		{"workdir too long", ExecTrainer{Command: cmd, Workdir: strings.Repeat("d", MaxWorkdirLen+1)}, []string{"trainer.exec.workdir"}},
 		{"dataset zero", ExecTrainer{Command: cmd, Dataset: &ExecDataset{}}, []string{"trainer.exec.dataset.samples", "trainer.exec.dataset.partitions"}},
 		{"dataset partitions over samples", ExecTrainer{Command: cmd, Dataset: &ExecDataset{Samples: 10, Partitions: 11}}, []string{"trainer.exec.dataset.partitions"}},
+		{"mode unknown", ExecTrainer{Command: cmd, Mode: "hot"}, []string{"trainer.exec.mode"}},
+		{"live without dataset", ExecTrainer{Command: cmd, Mode: ExecLive}, []string{"trainer.exec.dataset"}},
 		{"grace negative", ExecTrainer{Command: cmd, GracePeriodS: intp(-1)}, []string{"trainer.exec.grace_period_s"}},
 		{"grace zero ok", ExecTrainer{Command: cmd, GracePeriodS: intp(0)}, nil},
 		{"grace too long", ExecTrainer{Command: cmd, GracePeriodS: intp(MaxGracePeriodS + 1)}, []string{"trainer.exec.grace_period_s"}},

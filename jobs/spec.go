@@ -118,7 +118,26 @@ type ExecTrainer struct {
 	// on its own) is started again before the job fails; resizes do not
 	// count. Default 3.
 	MaxRestarts *int `json:"max_restarts,omitempty" minimum:"0" maximum:"1000" default:"3"`
+	// Mode is "restart" (default: every resize restarts the program) or
+	// "live" (the program uses the edl Python package and resizes in
+	// process; needs Dataset; see docs/live.md).
+	Mode ExecMode `json:"mode,omitempty" enum:"restart,live" default:"restart"`
 }
+
+// ExecMode is how an exec program goes through a resize.
+type ExecMode string
+
+const (
+	// ExecRestart stops and restarts the program at every resize.
+	ExecRestart ExecMode = "restart"
+	// ExecLive keeps the program running: it talks to its worker over a
+	// Unix socket (the edl Python package) and rebuilds its process group
+	// in process at every generation.
+	ExecLive ExecMode = "live"
+)
+
+// Live reports whether the program runs in live mode.
+func (e ExecTrainer) Live() bool { return e.Mode == ExecLive }
 
 // ExecDataset is the size of an exec program's data set.
 type ExecDataset struct {

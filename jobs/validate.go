@@ -50,7 +50,12 @@ var reservedEnv = map[string]bool{
 	"TORCHELASTIC_RESTART_COUNT": true, "TORCHELASTIC_MAX_RESTARTS": true, "TORCHELASTIC_RUN_ID": true,
 	"TORCHELASTIC_USE_AGENT_STORE": true, "TORCHELASTIC_ERROR_FILE": true,
 	"EDL_JOB_ID": true, "EDL_GENERATION": true, "EDL_CHECKPOINT_DIR": true, "CUDA_VISIBLE_DEVICES": true,
+	"EDL_SOCKET": true, "EDL_WORKER_ID": true, // live mode (worker/live.go)
 }
+
+// ReservedEnv reports whether the worker sets the variable name for an
+// exec program itself (a spec may not set it).
+func ReservedEnv(name string) bool { return reservedEnv[name] }
 
 // Bounds of an exec trainer.
 const (
@@ -295,6 +300,15 @@ func validateExec(v *ValidationError, e ExecTrainer) {
 		} else if d.Samples >= 1 && int64(d.Partitions) > d.Samples {
 			v.add(p+"dataset.partitions", "must not exceed dataset.samples (%d)", d.Samples)
 		}
+	}
+	switch e.Mode {
+	case "", ExecRestart:
+	case ExecLive:
+		if e.Dataset == nil {
+			v.add(p+"dataset", "required when mode is %q: edl hands out the data set's sample ranges", ExecLive)
+		}
+	default:
+		v.add(p+"mode", "must be %q or %q", ExecRestart, ExecLive)
 	}
 	if g := e.GracePeriodS; g != nil && (*g < 0 || *g > MaxGracePeriodS) {
 		v.add(p+"grace_period_s", "must be between 0 (SIGKILL at once) and %d seconds", MaxGracePeriodS)

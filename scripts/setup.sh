@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what edl's tests and `edl dev` need and is missing, nothing else:
-# Debian's redis-server, python3-torch and chromium, and tools built from the Go module
+# Debian's redis-server, python3-torch, python3-pytest and chromium, and tools built from the Go module
 # proxy into .tools/bin (swag, deadcode, SeaweedFS weed). Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,6 +9,10 @@ need_pkgs=()
 command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ] || need_pkgs+=(redis-server)
 if [ "${EDL_SETUP_TORCH:-1}" != 0 ] && ! /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
   need_pkgs+=(python3-torch)
+fi
+# The edl Python package's unit tests (python/tests) run under Debian's pytest.
+if [ "${EDL_SETUP_TORCH:-1}" != 0 ] && ! /usr/bin/python3 -c 'import pytest' >/dev/null 2>&1; then
+  need_pkgs+=(python3-pytest)
 fi
 # The dashboard's browser test drives Debian's headless Chromium.
 if [ "${EDL_SETUP_CHROMIUM:-1}" != 0 ] && ! command -v chromium >/dev/null 2>&1 && [ ! -x /usr/bin/chromium ]; then

@@ -44,6 +44,10 @@ type ExecConfig struct {
 	// SyncEvery is how often rank 0's worker looks for a new checkpoint in
 	// the folder while the program runs (default 500ms).
 	SyncEvery time.Duration
+	// LiveTimeout bounds, in live mode, the program's collectives and
+	// process-group setup (a frozen or dead peer fails the step on every
+	// survivor within it) and a claim's round trips (default 5s).
+	LiveTimeout time.Duration
 }
 
 // Validate names the field at fault.
@@ -89,6 +93,8 @@ type ExecWorker struct {
 	// last is the generation this worker's program last ran in (nil: none yet).
 	last      *coord.Generation
 	stoppedAt time.Time // when the last program run began to end
+
+	liveAddr string // live mode: host:port of the program's store (worker/live.go)
 }
 
 // NewExec checks its arguments; it does no I/O. Deps.Transport is not used.
@@ -129,6 +135,9 @@ func NewExec(cfg Config, ecfg ExecConfig, deps Deps) (*ExecWorker, error) {
 	if ecfg.SyncEvery <= 0 {
 		ecfg.SyncEvery = 500 * time.Millisecond
 	}
+	if ecfg.LiveTimeout <= 0 {
+		ecfg.LiveTimeout = 5 * time.Second
+	}
 	dir, err := filepath.Abs(ecfg.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("exec config: dir: %w", err)
@@ -150,6 +159,10 @@ func NewExec(cfg Config, ecfg ExecConfig, deps Deps) (*ExecWorker, error) {
 // program (grace period, then SIGKILL), syncs the checkpoint folder if it
 // was rank 0, leaves and returns nil.
 func (w *ExecWorker) Run(ctx context.Context) error {
+	if spec, err := w.readSpec(ctx); err == nil && spec.Trainer.Exec != nil && spec.Trainer.Exec.Live() {
+		w.spec, w.ex = *spec, *spec.Trainer.Exec
+		return w.runLive(ctx) // worker/live.go
+	}
 	bg, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if err := w.prepare(ctx); err != nil {
@@ -177,14 +190,22 @@ func (w *ExecWorker) Run(ctx context.Context) error {
 	return w.loop(bg)
 }
 
+// readSpec returns the job's spec (Deps.Spec, else the job store's).
+func (w *ExecWorker) readSpec(ctx context.Context) (*jobs.Spec, error) {
+	if w.deps.Spec != nil {
+		return w.deps.Spec, nil
+	}
+	j, err := w.deps.Jobs.Get(ctx, w.cfg.Job)
+	if err != nil {
+		return nil, fmt.Errorf("worker: read job %s: %w", w.cfg.Job, err)
+	}
+	return &j.Spec, nil
+}
+
 func (w *ExecWorker) prepare(ctx context.Context) error {
-	spec := w.deps.Spec
-	if spec == nil {
-		j, err := w.deps.Jobs.Get(ctx, w.cfg.Job)
-		if err != nil {
-			return fmt.Errorf("worker: read job %s: %w", w.cfg.Job, err)
-		}
-		spec = &j.Spec
+	spec, err := w.readSpec(ctx)
+	if err != nil {
+		return err
 	}
 	if spec.Trainer.Kind != jobs.TrainerExec || spec.Trainer.Exec == nil || len(spec.Trainer.Exec.Command) == 0 {
 		return fmt.Errorf("job spec: trainer: kind %q is not an exec trainer with a command", spec.Trainer.Kind)
@@ -253,7 +274,10 @@ func (w *ExecWorker) seq() int64 {
 
 func (w *ExecWorker) register(ctx context.Context, s coord.MemberState) error {
 	addr := net.JoinHostPort(w.ecfg.Host, strconv.Itoa(w.ecfg.MasterPort))
-	if w.cfg.Advertise != "" {
+	switch {
+	case w.liveAddr != "":
+		addr = w.liveAddr // live mode: rank 0's program hosts the group's store
+	case w.cfg.Advertise != "":
 		addr = w.cfg.Advertise
 	}
 	m := coord.Member{Addr: addr, State: s, Since: w.deps.Now()}

@@ -17,6 +17,16 @@ func CheckSamples(records map[int64]string, ds jobs.SyntheticDataset, epochs int
 	if err != nil {
 		return 0, 0, err
 	}
+	return checkSampleRecords(records, data.NumPartitions(), data.Partition, epochs)
+}
+
+// CheckLiveSamples is CheckSamples for a live-mode job's data set
+// (trainer.exec.dataset: samples in partitions).
+func CheckLiveSamples(records map[int64]string, samples int64, partitions, epochs int) (missed, repeated int64, err error) {
+	return checkSampleRecords(records, partitions, func(p int) (int64, int64) { return livePartition(samples, partitions, p) }, epochs)
+}
+
+func checkSampleRecords(records map[int64]string, parts int, partition func(int) (int64, int64), epochs int) (missed, repeated int64, err error) {
 	type key struct{ epoch, part int }
 	used := map[key][]uint16{}
 	for step, payload := range records {
@@ -31,10 +41,10 @@ func CheckSamples(records map[int64]string, ds jobs.SyntheticDataset, epochs int
 			}
 			var p int
 			var s, e int64
-			if _, err := fmt.Sscanf(seg, "%d:%d:%d", &p, &s, &e); err != nil || p < 0 || p >= data.NumPartitions() {
+			if _, err := fmt.Sscanf(seg, "%d:%d:%d", &p, &s, &e); err != nil || p < 0 || p >= parts {
 				return 0, 0, fmt.Errorf("step %d: bad record %q", step, seg)
 			}
-			_, n := data.Partition(p)
+			_, n := partition(p)
 			if s < 0 || e > n || s > e {
 				return 0, 0, fmt.Errorf("step %d: range %d..%d outside partition %d of %d", step, s, e, p, n)
 			}
@@ -48,9 +58,9 @@ func CheckSamples(records map[int64]string, ds jobs.SyntheticDataset, epochs int
 		}
 	}
 	for epoch := range epochs {
-		for p := range data.NumPartitions() {
+		for p := range parts {
 			u := used[key{epoch, p}]
-			_, n := data.Partition(p)
+			_, n := partition(p)
 			for i := range n {
 				switch {
 				case u == nil || u[i] == 0:

@@ -32,7 +32,7 @@ func init() {
 
 // torchResult is one JSON line of `edl bench torch --json`.
 type torchResult struct {
-	System   string  `json:"system"`   // torchrun | edl-restart
+	System   string  `json:"system"`   // torchrun | edl-restart | edl-live
 	Scenario string  `json:"scenario"` // scale_out | scale_in | failure
 	StallS   float64 `json:"stall_s"`  // longest gap between two applied steps on a surviving worker
 	// StepsRedone is how many steps a surviving worker computed again
@@ -44,6 +44,10 @@ type torchResult struct {
 	Workers         string   `json:"workers"`   // e.g. "2->3"
 	Survivors       int      `json:"survivors"` // workers the figures are taken over
 	Restarted       bool     `json:"restarted"` // every survivor was seen to restart (else the stall is a lower bound)
+	// SamplesMissed and SamplesRepeated count sample ids per epoch (edl-live
+	// only: the other systems' scripts do not draw from edl's partitions).
+	SamplesMissed   *int64 `json:"samples_missed,omitempty"`
+	SamplesRepeated *int64 `json:"samples_repeated,omitempty"`
 }
 
 // torchBench is the configuration shared by both systems.
@@ -62,7 +66,8 @@ var torchScenarios = []string{"scale_out", "scale_in", "failure"}
 
 func runBenchTorch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("bench torch", "Runs one torchrun DDP script (it must print one line per applied step with the step and\na timestamp, e.g. {\"step\": N, \"time\": UNIX_SECONDS}, and checkpoint to $EDL_CHECKPOINT_DIR)\nunder torchrun (c10d rendezvous, --nnodes=2:3, last_call_timeout=1, join_timeout=60,\n--monitor_interval 1) and under edl restart mode (edl dev in this process), through\nscale-out 2->3, scale-in 3->2 and a SIGKILL of one worker's program. Prints one JSON\nline per system and scenario (--json), then a table (on stderr with --json).", stderr)
-	modes := fs.String("mode", "torchrun,edl-restart", "systems to run, comma-separated: torchrun, edl-restart")
+	modes := fs.String("mode", "torchrun,edl-restart,edl-live", "systems to run, comma-separated: torchrun, edl-restart, edl-live (examples/torch/train_live.py through the edl package, no restart)")
+	liveScript := fs.String("live-script", "examples/torch/train_live.py", "the live-mode script of --mode edl-live (the same model as --script, written with the edl package)")
 	scenarios := fs.String("scenarios", strings.Join(torchScenarios, ","), "scenarios, comma-separated: scale_out, scale_in, failure")
 	python := fs.String("python", "/usr/bin/python3", "Python with torch (torchrun is its -m torch.distributed.run)")
 	script := fs.String("script", "examples/torch/train.py", "the training script")
@@ -76,7 +81,7 @@ func runBenchTorch(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	systems, err := pickList("mode", *modes, []string{"torchrun", "edl-restart"})
+	systems, err := pickList("mode", *modes, []string{"torchrun", "edl-restart", "edl-live"})
 	if err != nil {
 		return err
 	}
@@ -139,6 +144,8 @@ func runBenchTorch(ctx context.Context, args []string, stdout, stderr io.Writer)
 				r, err = b.runTorchrun(ctx, sc)
 			case "edl-restart":
 				r, err = b.runEdlRestart(ctx, sc)
+			case "edl-live":
+				r, err = b.runEdlLive(ctx, *liveScript, sc)
 			}
 			if err != nil {
 				errs = append(errs, fmt.Errorf("bench torch: %s %s: %w", sys, sc, err))
@@ -196,17 +203,21 @@ func pythonAtLeast(ctx context.Context, python string, major, minor int) (bool, 
 
 func printTorchTable(w io.Writer, rs []torchResult) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "system\tscenario\tworkers\tstall_s\tsteps_redone\tvs torchrun")
+	fmt.Fprintln(tw, "system\tscenario\tworkers\tstall_s\tsteps_redone\tvs torchrun\tmissed/repeated")
 	for _, r := range rs {
 		ratio := "-"
 		if r.RatioVsTorchrun != nil {
 			ratio = strconv.FormatFloat(*r.RatioVsTorchrun, 'f', 2, 64) + "x"
 		}
 		stall := strconv.FormatFloat(r.StallS, 'f', 2, 64)
-		if !r.Restarted {
+		if !r.Restarted && r.System != "edl-live" { // live mode restarts nothing
 			stall = ">=" + stall
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", r.System, r.Scenario, r.Workers, stall, r.StepsRedone, ratio)
+		acct := "-"
+		if r.SamplesMissed != nil && r.SamplesRepeated != nil {
+			acct = fmt.Sprintf("%d/%d", *r.SamplesMissed, *r.SamplesRepeated)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.System, r.Scenario, r.Workers, stall, r.StepsRedone, ratio, acct)
 	}
 	tw.Flush()
 }
@@ -655,4 +666,29 @@ func (b *torchBench) runTorchrun(ctx context.Context, scenario string) (torchRes
 	}
 	return torchResult{System: "torchrun", Scenario: scenario, StallS: f.stall, StepsRedone: f.redone,
 		Workers: workers, Survivors: f.survivors, Restarted: f.restarted && werr == nil}, nil
+}
+
+// runEdlLive measures one scenario of live mode (bench_torch_live.go) on the
+// same worlds as the other systems: scale_out 2->3, scale_in 3->2, failure
+// (one of 3 SIGKILLed).
+func (b *torchBench) runEdlLive(ctx context.Context, script, sc string) (torchResult, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return torchResult{}, err
+	}
+	ev, world, workers := map[string]string{"scale_out": "join", "scale_in": "leave", "failure": "kill"}[sc], 3, "3->2"
+	if sc == "scale_out" {
+		world, workers = 2, "2->3"
+	}
+	line, err := benchTorchLive(ctx, liveBenchConfig{Exe: exe, Python: b.python, Script: script, Scenario: ev, Workers: world,
+		Args: []string{"--batch", "48", "--hidden", "1024,1024,256"}, Timeout: b.timeout})
+	if err != nil {
+		return torchResult{}, err
+	}
+	survivors := world
+	if sc != "scale_out" {
+		survivors--
+	}
+	return torchResult{System: "edl-live", Scenario: sc, StallS: line.StallS, StepsRedone: line.StepsRedone, Workers: workers,
+		Survivors: survivors, SamplesMissed: &line.SamplesMissed, SamplesRepeated: &line.SamplesRepeated}, nil
 }

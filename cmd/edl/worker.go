@@ -40,7 +40,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	ringTimeout := fs.Duration("ring-timeout", 5*time.Second, "a stalled ring operation fails after this")
 	window := fs.Duration("report-window", 500*time.Millisecond, "how long the leader waits for survivors' reports after a failure")
 	direct := fs.Bool("direct-handover", true, "joiners take the root's state from the root alone while the others keep training; false: broadcast the state round the whole new ring at every admission (the old, slower path)")
-	debugSamples := fs.Bool("debug-samples", false, "record which samples every applied step used (in Redis)")
+	debugSamples := fs.Bool("debug-samples", os.Getenv("EDL_DEBUG_SAMPLES") == "1", "record which samples every applied step used (in Redis); default true when $EDL_DEBUG_SAMPLES is 1")
 	specFile := fs.String("spec", "", "take the job spec from this JSON file instead of the job store (tests, benchmarks)")
 	threads := fs.Int("threads", 1, "goroutines per gradient")
 	stepLog := fs.String("step-log", "", "append one line per applied step to this file (benchmarks)")

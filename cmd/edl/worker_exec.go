@@ -24,6 +24,8 @@ type execFlags struct {
 	dir        string
 	masterPort int
 	tailLines  int
+	// live mode (trainer.exec.mode "live", docs/live.md)
+	liveTimeout time.Duration
 }
 
 // MasterPortLabel is the Nomad network port label of rank 0's rendezvous
@@ -38,6 +40,7 @@ func addExecFlags(fs *flag.FlagSet, f *execFlags) {
 	}
 	fs.IntVar(&f.masterPort, "master-port", port, "exec mode: the port reserved for rank 0's rendezvous store (MASTER_PORT); 0: a free port per generation (default: $NOMAD_PORT_"+MasterPortLabel+" when set)")
 	fs.IntVar(&f.tailLines, "exec-tail-lines", 20, "exec mode: lines of the program's stderr kept for a failed job's reason")
+	fs.DurationVar(&f.liveTimeout, "live-timeout", 5*time.Second, "live mode: bound on the program's collectives and process-group setup: a dead or frozen peer fails the step on every survivor within it")
 }
 
 // jobSpec returns the job's spec: the --spec file's, else the job store's
@@ -108,8 +111,11 @@ func runExecWorker(ctx context.Context, cfg worker.Config, deps worker.Deps, f e
 		}
 		deps.Store = st
 	}
+	if f.liveTimeout <= 0 {
+		return usageErrorf("worker: --live-timeout %s: want a positive duration", f.liveTimeout)
+	}
 	ecfg := worker.ExecConfig{Dir: dir, Host: execHost(advertise, listen), MasterPort: f.masterPort,
-		Env: os.Environ(), Stdout: stdout, Stderr: stderr, TailLines: f.tailLines}
+		Env: os.Environ(), Stdout: stdout, Stderr: stderr, TailLines: f.tailLines, LiveTimeout: f.liveTimeout}
 	w, err := worker.NewExec(cfg, ecfg, deps)
 	if err != nil {
 		return usageErrorf("worker: %v", err)

@@ -88,6 +88,12 @@
 // ErrFenced and ErrNotOwner commits; worker/retry.go: retry gives up at
 // once on ErrStaleGeneration.
 //
+// The second data plane is live mode (a user's PyTorch program with the
+// edl Python package, worker/live.go): the program's metadata all-reduce
+// carries the same slots (float64), and the worker keeps every mechanism
+// at its own sites: 1 in (*liveWorker).liveApply and liveJoin, 2 and 4 in
+// (*liveWorker).liveClaim, 3 and 5 by the same Reconcile and commitScript.
+//
 // The proof that all of this holds is the per-sample accounting of the
 // worker's multi-process tests: in debug mode every applied step records
 // which samples it used (commitScript writes them, reconcile drops those

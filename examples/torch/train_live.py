@@ -1,0 +1,124 @@
+#!/usr/bin/python3
+"""The restart-mode example's model (examples/torch/train.py) written with the edl package.
+
+The same MLP of about 1.6M parameters (256 -> 1024 -> 1024 -> 256 -> 10, ReLU),
+SGD with momentum, on a synthetic seeded classification task (labels from a
+fixed random teacher), but the data is a fixed data set of --samples samples
+(sample i drawn from seed (seed, i)), of which edl hands out index ranges,
+and --batch is the global batch. Run it as an edl job with
+trainer.exec.mode "live" (examples/torch/job_live.json); it keeps running
+through every resize and failure, without a restart:
+
+    edl submit examples/torch/job_live.json
+
+Outside edl: EDL_STANDALONE=1 /usr/bin/python3 examples/torch/train_live.py
+trains in one process (the static reference).
+
+Output, one line per event on stdout (tests parse these; keep the format):
+
+    STEP step=<n> time=<t> rank=<r> world=<w> gen=<g> loss=<loss of this rank's batch> applied=<a>
+        printed after this rank's batch n (counted from 1 in this process) went
+        through opt.step(); a is the job's last applied step before it (from 0;
+        -1 before the first), so this batch's step is a+1 once it counts.
+    SAMPLES step=<n> gen=<g> ids=<first>-<last> (with --log-samples: this rank's ids)
+    DONE step=<n> time=<t> rank=<r> loss=<mean loss over this rank's last 50 batches>
+    EVAL loss=<x> (rank 0 at the end: the final model's mean loss on 1024 fixed
+        held-out samples, ids --samples .. --samples+1023; same for every rank)
+"""
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+
+import edl.torch as et  # noqa: E402
+
+FEATURES, CLASSES = 256, 10
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--samples", type=int, default=60000, help="data set size (the job's trainer.exec.dataset.samples)")
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--batch", type=int, default=48, help="global batch")
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--hidden", type=str, default="1024,1024,256", help="hidden layer widths")
+    p.add_argument("--step-sleep", type=float, default=0.0, help="seconds to sleep after each step (tests)")
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    p.add_argument("--log-samples", action="store_true", help="print the sample ids of every step")
+    return p.parse_args()
+
+
+def make_model(hidden):
+    dims = [FEATURES] + hidden + [CLASSES]
+    layers = []
+    for i in range(len(dims) - 1):
+        layers.append(nn.Linear(dims[i], dims[i + 1]))
+        if i < len(dims) - 2:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+class Synthetic:
+    """Sample i: features drawn from seed (seed, i), label from the teacher."""
+
+    def __init__(self, n, seed):
+        self.n, self.seed = n, seed
+        self.teacher = torch.randn(FEATURES, CLASSES, generator=torch.Generator().manual_seed(seed + 1))
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        x, y = self.batch(range(i, i + 1))
+        return x[0], y[0]
+
+    def batch(self, ids):
+        g = torch.Generator()
+        x = torch.empty(len(ids), FEATURES)
+        for k, i in enumerate(ids):
+            g.manual_seed(self.seed * 1_000_003 + i)
+            x[k] = torch.randn(FEATURES, generator=g)
+        return x, (x @ self.teacher).argmax(dim=1)
+
+
+def main():
+    args = parse_args()
+    torch.set_num_threads(args.threads)
+    ctx = et.init()
+    torch.manual_seed(args.seed)
+    model = make_model([int(h) for h in args.hidden.split(",") if h])
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    state = et.State(model=model, optimizer=opt)
+    loader = et.DataLoader(Synthetic(args.samples, args.seed), batch_size=args.batch)
+    lossf = nn.CrossEntropyLoss()
+    step, recent = 0, []
+    for x, y in ctx.steps(loader, state, epochs=args.epochs):
+        loss = lossf(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        ctx.record(loss)
+        step += 1
+        recent = (recent + [loss.item()])[-50:]
+        print("STEP step=%d time=%.6f rank=%d world=%d gen=%d loss=%.4f applied=%d" % (step, time.time(), ctx.rank, ctx.world, ctx.generation, loss.item(), ctx.applied), flush=True)
+        if args.step_sleep > 0:
+            time.sleep(args.step_sleep)
+    mean = sum(recent) / max(len(recent), 1)
+    print("DONE step=%d time=%.6f rank=%d loss=%.4f" % (step, time.time(), ctx.rank, mean), flush=True)
+    if ctx.rank == 0:
+        data = Synthetic(args.samples + 1024, args.seed)
+        with torch.no_grad():
+            x, y = data.batch(range(args.samples, args.samples + 1024))
+            print("EVAL loss=%.6f" % lossf(model(x), y).item(), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,272 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/edl-nomad/edl/worker"
+	"github.com/edl-nomad/edl/worker/coord"
+	"github.com/edl-nomad/edl/worker/datapipe"
+	"github.com/redis/go-redis/v9"
+)
+
+// Live mode: examples/torch/train_live.py (the edl Python package) under
+// edl dev, resized and killed while it runs, never restarted.
+
+const (
+	liveSamples    = 10000
+	liveParts      = 16
+	liveEpochs     = 2
+	liveLossMargin = 0.05
+)
+
+var liveArgs = []string{"--samples", strconv.Itoa(liveSamples), "--batch", "24", "--hidden", "64",
+	"--epochs", strconv.Itoa(liveEpochs), "--lr", "0.01"}
+
+func liveJob(name string, min, max int, extra ...string) map[string]any {
+	return map[string]any{
+		"name":    name,
+		"workers": map[string]any{"min": min, "max": max},
+		"trainer": map[string]any{"kind": "exec", "exec": map[string]any{
+			"mode":           "live",
+			"command":        append(append([]string{torchPython, "examples/torch/train_live.py"}, liveArgs...), extra...),
+			"env":            map[string]string{"OMP_NUM_THREADS": "1"},
+			"dataset":        map[string]any{"samples": liveSamples, "partitions": liveParts},
+			"grace_period_s": 10,
+			"max_restarts":   1,
+		}},
+		"checkpoint": map[string]any{"keep": 2},
+	}
+}
+
+var liveStepRE = regexp.MustCompile(`^STEP step=(\d+) time=([0-9.]+) rank=(\d+) world=(\d+) gen=(\d+) `)
+var evalRE = regexp.MustCompile(`^EVAL loss=([0-9.]+)`)
+var startedRE = regexp.MustCompile(`msg="program started" .*?worker=(\S+)`)
+
+// liveSteps parses the step lines of the job's programs (format at the top
+// of examples/torch/train_live.py).
+func (d *dev) liveSteps(job string) (steps []stepLine, evals []float64) {
+	files, _ := filepath.Glob(filepath.Join(d.dataDir, "workers", job, "*"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			if m := evalRE.FindStringSubmatch(sc.Text()); m != nil {
+				v, _ := strconv.ParseFloat(m[1], 64)
+				evals = append(evals, v)
+			}
+			m := liveStepRE.FindStringSubmatch(sc.Text())
+			if m == nil {
+				continue
+			}
+			var s stepLine
+			s.step, _ = strconv.ParseInt(m[1], 10, 64)
+			s.at, _ = strconv.ParseFloat(m[2], 64)
+			s.rank, _ = strconv.Atoi(m[3])
+			s.wrld, _ = strconv.Atoi(m[4])
+			s.gen, _ = strconv.ParseInt(m[5], 10, 64)
+			steps = append(steps, s)
+		}
+	}
+	sort.Slice(steps, func(i, j int) bool { return steps[i].at < steps[j].at })
+	return steps, evals
+}
+
+func (d *dev) waitLive(job string, timeout time.Duration, what string, cond func(stepLine) bool) stepLine {
+	d.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		st, _ := d.liveSteps(job)
+		for _, s := range st {
+			if cond(s) {
+				return s
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	d.t.Fatalf("job %s: %s not reached in %s", job, what, timeout)
+	return stepLine{}
+}
+
+// waitLiveCount waits until n step lines match cond (in any generation:
+// one after a kill may be short-lived when the replacement joins at once).
+func (d *dev) waitLiveCount(job string, timeout time.Duration, what string, n int, cond func(stepLine) bool) {
+	d.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		st, _ := d.liveSteps(job)
+		k := 0
+		for _, s := range st {
+			if cond(s) {
+				k++
+			}
+		}
+		if k >= n {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	d.t.Fatalf("job %s: %s not reached in %s", job, what, timeout)
+}
+
+// staticEval runs the script in one process outside edl (EDL_STANDALONE)
+// and returns its EVAL loss.
+func staticEval(t *testing.T) float64 {
+	t.Helper()
+	cmd := exec.Command(torchPython, append([]string{"examples/torch/train_live.py"}, liveArgs...)...)
+	cmd.Dir = "../.."
+	cmd.Env = append(os.Environ(), "EDL_STANDALONE=1", "EDL_PARTITIONS="+strconv.Itoa(liveParts), "OMP_NUM_THREADS=1")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("static run: %v", err)
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		if m := evalRE.FindStringSubmatch(l); m != nil {
+			v, _ := strconv.ParseFloat(m[1], 64)
+			return v
+		}
+	}
+	t.Fatalf("static run printed no EVAL line:\n%s", tail(string(out), 500))
+	return 0
+}
+
+// TestLiveScaleKillExactlyOnce: 2 -> 3 -> 2 mid-epoch, a SIGKILL of a
+// worker, then of the leader, under edl dev; the programs never restart, every sample of every
+// epoch is in exactly one applied step (the workers' debug records), and
+// the final model's loss is within 5 % of the same script run statically.
+func TestLiveScaleKillExactlyOnce(t *testing.T) {
+	needTorch(t)
+	t.Setenv("EDL_DEBUG_SAMPLES", "1")
+	d := startDev(t, map[string]string{"alice": "tok-alice"}, "--slots", "3")
+	j := d.submit("alice", liveJob("live", 2, 3, "--step-sleep", "0.15"))
+	d.waitLive(j.ID, 120*time.Second, "first steps", func(s stepLine) bool { return s.step >= 5 })
+	// The planner may start it at 3 (spare slots): 2 -> 3 -> 2 from there.
+	for _, n := range []int{2, 3, 2} {
+		if code := d.do("alice", "POST", "/v1/jobs/"+j.ID+"/scale", map[string]int{"workers": n}, nil); code >= 300 {
+			t.Fatalf("scale to %d: status %d", n, code)
+		}
+		var last int64
+		if st, _ := d.liveSteps(j.ID); len(st) > 0 {
+			last = st[len(st)-1].gen
+		}
+		s := d.waitLive(j.ID, 120*time.Second, fmt.Sprintf("world %d", n), func(s stepLine) bool { return s.wrld == n && s.gen >= last })
+		d.waitLive(j.ID, 60*time.Second, fmt.Sprintf("5 steps at world %d", n), func(x stepLine) bool { return x.gen == s.gen && x.step >= s.step+5 })
+	}
+	pids := d.workerPids()
+	for deadline := time.Now().Add(30 * time.Second); len(pids) != 2 && time.Now().Before(deadline); pids = d.workerPids() {
+		time.Sleep(200 * time.Millisecond) // the leaver is on its way out
+	}
+	if len(pids) != 2 {
+		t.Fatalf("worker processes %v, want 2", pids)
+	}
+	st, _ := d.liveSteps(j.ID)
+	lastGen := st[len(st)-1].gen
+	if err := syscall.Kill(pids[1], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	d.waitLive(j.ID, 120*time.Second, "a generation after the kill", func(s stepLine) bool { return s.gen > lastGen })
+	d.waitLiveCount(j.ID, 60*time.Second, "5 steps after the kill", 5, func(x stepLine) bool { return x.gen > lastGen })
+
+	// Then the leader.
+	opt, err := redis.ParseURL(d.redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	keys := coord.NewKeys("edl:", j.ID)
+	leader, err := rdb.Get(context.Background(), keys.Leader()).Result()
+	if err != nil {
+		t.Fatalf("read the leader: %v", err)
+	}
+	lpid := workerPid(leader)
+	if lpid == 0 {
+		t.Fatalf("no process for leader %q", leader)
+	}
+	st, _ = d.liveSteps(j.ID)
+	lastGen = st[len(st)-1].gen
+	if err := syscall.Kill(lpid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	d.waitLive(j.ID, 120*time.Second, "a generation after the leader's kill", func(s stepLine) bool { return s.gen > lastGen })
+	got := d.waitJob("alice", j.ID, 5*time.Minute, "succeeded", func(j jobView) bool { return j.State == "succeeded" || j.State == "failed" })
+	if got.State != "succeeded" {
+		t.Fatalf("job %s, want succeeded", got.State)
+	}
+
+	// Every epoch's samples exactly once.
+	recs, err := datapipe.New(rdb, keys, "check").DebugRecords(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	missed, repeated, err := worker.CheckLiveSamples(recs, liveSamples, liveParts, liveEpochs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if missed != 0 || repeated != 0 || len(recs) == 0 {
+		t.Errorf("samples missed %d, repeated %d in %d applied steps; want 0, 0", missed, repeated, len(recs))
+	}
+
+	// No program restarted: each worker started its program once (a
+	// worker slot's log holds the lives of every worker in that slot).
+	waitNoProcesses(t, d, j.ID, 30*time.Second)
+	logs, _ := filepath.Glob(filepath.Join(d.dataDir, "workers", j.ID, "*"))
+	starts := map[string]int{}
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		for _, m := range startedRE.FindAllSubmatch(b, -1) {
+			starts[string(m[1])]++
+		}
+	}
+	if len(starts) < 4 {
+		t.Errorf("programs started by %d workers (%v), want at least 4 (2, a newcomer, the kill's replacement)", len(starts), starts)
+	}
+	for id, n := range starts {
+		if n != 1 {
+			t.Errorf("worker %s started its program %d times, want once (live mode never restarts)", id, n)
+		}
+	}
+
+	// Same final loss as the static run.
+	_, evals := d.liveSteps(j.ID)
+	if len(evals) != 1 {
+		t.Fatalf("EVAL lines %v, want one (rank 0 at the end)", evals)
+	}
+	static := staticEval(t)
+	if rel := math.Abs(evals[0]-static) / static; rel > liveLossMargin {
+		t.Errorf("final loss %.4f under resizes and a kill, %.4f static: %.1f %% apart, want <= %.0f %%", evals[0], static, 100*rel, 100*liveLossMargin)
+	}
+	t.Logf("final loss %.4f elastic, %.4f static; %d applied steps", evals[0], static, len(recs))
+}
+
+// workerPid is the process of the worker with this id.
+func workerPid(id string) int {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		if strings.Contains(string(bytes.ReplaceAll(b, []byte{0}, []byte{' '})), " worker ") && bytes.Contains(b, []byte("\x00--worker-id\x00"+id+"\x00")) {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+			return pid
+		}
+	}
+	return 0
+}

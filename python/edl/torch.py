@@ -1,0 +1,433 @@
+"""Stop-free elastic PyTorch under an edl worker (trainer.exec.mode "live").
+
+    import edl.torch as et
+    ctx = et.init()                                   # connects to the local edl worker
+    state = et.State(model=model, optimizer=opt, scheduler=sched)
+    loader = et.DataLoader(dataset, batch_size=32)    # the global batch
+    for batch in ctx.steps(loader, state, epochs=3):  # one applied step per batch
+        loss = lossf(model(batch[0]), batch[1])
+        loss.backward()
+        opt.step(); opt.zero_grad()                   # step() averages the gradients first
+        ctx.record(loss)                              # optional: the job's progress loss
+
+What the package does (docs/live.md has the whole story):
+
+- The worker hands out sample index ranges of its data partitions; the
+  program reports after every step what every rank consumed; a step counts
+  only when its all-reduce completed on every member, and an aborted step's
+  samples go back to the pipeline: every sample of an epoch lands in exactly
+  one applied step, whatever joins, leaves or dies.
+- optimizer.step() is wrapped: it all-reduces the per-step metadata (one
+  small float64 vector) and the gradients (weighted by each rank's sample
+  count, so the update is that of the global batch), then steps. If a
+  collective fails (a peer died or froze: gloo's timeout is bounded), the
+  step is discarded, nothing is updated, and the loop goes on in the next
+  generation from this process's own state.
+- The scheduler, if given, is stepped by the package once per applied step;
+  do not call scheduler.step() yourself.
+- At every generation switch the process group is rebuilt in process from a
+  fresh store prefix; a newcomer (or a member behind) gets model, optimizer,
+  scheduler, RNG and data cursor from the root by a broadcast in the new group.
+"""
+
+import datetime
+import os
+import pickle
+import random
+import sys
+import time
+import warnings
+
+import torch
+import torch.distributed as dist
+
+from . import protocol
+from .protocol import EdlError
+
+__all__ = ["init", "State", "DataLoader", "Context", "EdlError"]
+
+# Consecutive failures to build a group in process after which the program
+# asks its worker to restart it (the fallback to restart mode).
+MAX_INIT_FAILURES = 3
+
+HOW_TO_RUN = (
+    "edl.torch.init(): EDL_SOCKET is not set: this program is not running under an edl worker. "
+    "Run it as an edl job with trainer.kind \"exec\" and trainer.exec.mode \"live\" "
+    "(for example `edl dev` then `edl submit examples/torch/job_live.json`), "
+    "or pass standalone=True (or set EDL_STANDALONE=1) to train in this one process."
+)
+
+
+# The scheduler attributes edl patches (Context._wrap); a scheduler's
+# state_dict is its __dict__, so they are left out of the hand-over.
+_SCHED_PATCHED = ("step", "_edl_inner_step")
+
+
+def _log(msg):
+    sys.stderr.write("edl: %s\n" % msg)
+    sys.stderr.flush()
+
+
+class State:
+    """What a newcomer receives at a hand-over: model, optimizer, scheduler,
+    the RNG states (torch, Python's random, numpy's when imported) and any
+    extra objects with state_dict/load_state_dict."""
+
+    def __init__(self, model=None, optimizer=None, scheduler=None, **extra):
+        if model is None or not isinstance(model, torch.nn.Module):
+            raise EdlError("State(model=...): want a torch.nn.Module, got %r" % (type(model).__name__,))
+        if optimizer is None:
+            raise EdlError("State(optimizer=...): the optimizer is required: it holds state (momentum) a newcomer "
+                           "must receive, and its step() is where edl averages the gradients")
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise EdlError("State(optimizer=...): want a torch.optim.Optimizer, got %r" % (type(optimizer).__name__,))
+        owned = {id(p) for p in model.parameters()}
+        for g in optimizer.param_groups:
+            for p in g["params"]:
+                if id(p) not in owned:
+                    raise EdlError("State: the optimizer holds a parameter that is not the model's")
+        if scheduler is not None and not hasattr(scheduler, "state_dict"):
+            raise EdlError("State(scheduler=...): want an LR scheduler with state_dict(), got %r" % (type(scheduler).__name__,))
+        for k, v in extra.items():
+            if not (hasattr(v, "state_dict") and hasattr(v, "load_state_dict")):
+                raise EdlError("State(%s=...): extra state needs state_dict() and load_state_dict()" % k)
+        self.model, self.optimizer, self.scheduler, self.extra = model, optimizer, scheduler, extra
+
+    def state_dict(self):
+        d = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+             "rng": {"torch": torch.get_rng_state(), "random": random.getstate()}}
+        if self.scheduler is not None:
+            d["scheduler"] = {k: v for k, v in self.scheduler.state_dict().items() if k not in _SCHED_PATCHED}
+        if "numpy" in sys.modules:
+            d["rng"]["numpy"] = sys.modules["numpy"].random.get_state()
+        d["extra"] = {k: v.state_dict() for k, v in self.extra.items()}
+        return d
+
+    def load_state_dict(self, d):
+        self.model.load_state_dict(d["model"])
+        self.optimizer.load_state_dict(d["optimizer"])
+        if self.scheduler is not None and "scheduler" in d:
+            self.scheduler.load_state_dict({k: v for k, v in d["scheduler"].items() if k not in _SCHED_PATCHED})
+        torch.set_rng_state(d["rng"]["torch"])
+        random.setstate(d["rng"]["random"])
+        if "numpy" in d["rng"] and "numpy" in sys.modules:
+            sys.modules["numpy"].random.set_state(d["rng"]["numpy"])
+        for k, v in self.extra.items():
+            if k in d.get("extra", {}):
+                v.load_state_dict(d["extra"][k])
+
+
+FIXED_GLOBAL, FIXED_LOCAL = "fixed_global", "fixed_local"
+
+
+class DataLoader:
+    """Batches of a map-style data set (len and [i]) whose indices come from
+    edl's partitions. policy is the built-in trainer's batch policy:
+    fixed_global (default): batch_size is the global batch, split over the
+    current world each step, the learning rate unchanged; fixed_local:
+    every rank takes batch_size, and the optimizer's learning rate is scaled
+    by world / initial world (the job's workers.min) for the update only
+    (the scheduler keeps seeing the unscaled rate)."""
+
+    def __init__(self, dataset, batch_size, collate_fn=None, policy=FIXED_GLOBAL):
+        if not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
+            raise EdlError("DataLoader: the data set needs __len__ and __getitem__ (a map-style data set)")
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise EdlError("DataLoader(batch_size=%r): want an int >= 1" % (batch_size,))
+        if policy not in (FIXED_GLOBAL, FIXED_LOCAL):
+            raise EdlError("DataLoader(policy=%r): want %r or %r" % (policy, FIXED_GLOBAL, FIXED_LOCAL))
+        self.dataset, self.batch_size, self.policy = dataset, batch_size, policy
+        self.collate_fn = collate_fn or torch.utils.data.default_collate
+
+    def batch(self, ids):
+        if hasattr(self.dataset, "batch"):
+            return self.dataset.batch(ids)  # a data set may fetch a range at once
+        return self.collate_fn([self.dataset[i] for i in ids])
+
+
+class _Outcome:
+    def __init__(self):
+        self.stepped = False
+        self.failed = None  # the exception of a failed collective
+        self.meta = None
+        self.loss = 0.0
+
+
+class Context:
+    """The program's link to its worker; made by init()."""
+
+    def __init__(self, client, timeout, standalone=False, partitions=1, backend=None):
+        self.client = client
+        self.timeout = timeout
+        self.standalone = standalone
+        self.partitions = partitions
+        self.rank, self.world, self.generation = 0, 1, 0
+        self.applied = -1  # the job's last applied step (counted from 0), as the worker says
+        self.backend = backend  # None: nccl when the model is on a GPU, else gloo (set in steps)
+        self._store = None
+        self._clients = {}
+        self._loss = 0.0
+        self._pending = None
+        self._state = None
+        self.initial_world, self._policy = 1, FIXED_GLOBAL
+        self.stats = {"switches": 0, "failures": 0, "handovers": 0}
+        if not standalone:
+            # Every program hosts a store server; rank 0's serves its group
+            # (a fresh prefix per generation).
+            self._store = dist.TCPStore("0.0.0.0", 0, is_master=True, wait_for_workers=False,
+                                        timeout=datetime.timedelta(seconds=timeout))
+
+    # --- the step loop -------------------------------------------------
+
+    def record(self, loss):
+        """Records this rank's loss of the current batch (a mean over it)
+        for the job's progress."""
+        self._loss = float(loss.detach().item() if torch.is_tensor(loss) else loss)
+
+    def steps(self, loader, state, epochs=1):
+        """Yields this rank's batch of every step until the job ends or this
+        worker leaves; every yielded batch must end in one optimizer.step()."""
+        if not isinstance(loader, DataLoader):
+            raise EdlError("steps(loader=...): want an edl.torch.DataLoader, got %r" % (type(loader).__name__,))
+        if not isinstance(state, State):
+            raise EdlError("steps(state=...): want an edl.torch.State, got %r" % (type(state).__name__,))
+        if not isinstance(epochs, int) or epochs < 1:
+            raise EdlError("steps(epochs=%r): want an int >= 1" % (epochs,))
+        self._wrap(state)
+        if self.backend is None:
+            self.backend = "nccl" if next(state.model.parameters()).is_cuda else "gloo"
+        if self.standalone:
+            yield from self._standalone_steps(loader, state, epochs)
+            return
+        hello = self.client.call("hello", dataset_len=len(loader.dataset), store_port=self._store.port,
+                                 epochs=epochs, pid=os.getpid())
+        self.timeout = hello.get("timeout_s") or self.timeout
+        self.initial_world = hello.get("initial_world") or 1
+        self._policy = loader.policy
+        after, init_failures = 0, 0
+        try:
+            while True:
+                g = self.client.call("gen", after=after)
+                if g["action"] != "run":
+                    return
+                after = g["gen"]
+                self.generation, self.rank, self.world = g["gen"], g["rank"], g["world"]
+                try:
+                    self._build_group(g)
+                    self._sync_state(g, state)
+                    init_failures = 0
+                except EdlError:
+                    raise
+                except (RuntimeError, OSError) as e:  # a peer died or froze during the switch
+                    init_failures += 1
+                    self.stats["failures"] += 1
+                    if init_failures >= MAX_INIT_FAILURES:
+                        self.client.call("fallback", gen=after, error=repr(e))
+                        _log("in-process re-initialisation failed %d times (%r); asking the worker to restart this program"
+                             % (init_failures, e))
+                        os._exit(75)  # LiveExitRestart in worker/live.go
+                    self.client.call("failed", gen=after, error=repr(e))
+                    continue
+                action = yield from self._generation(loader, state)
+                if action in ("leave", "done", "stop"):
+                    return
+                self.stats["switches"] += 1
+        finally:
+            self._destroy()
+
+    def _generation(self, loader, state):
+        """Runs steps in the current group; returns the action that ended it."""
+        while True:
+            if loader.policy == FIXED_LOCAL:
+                batch = loader.batch_size
+            else:
+                batch = protocol.local_batch(loader.batch_size, self.world, self.rank)
+            share = self.client.call("next", gen=self.generation, batch=batch)
+            meta = [0.0] * protocol.meta_len(self.world)
+            n = protocol.fill_meta(meta, self.rank, share)
+            out = _Outcome()
+            self._pending = (meta, n, out)
+            self._loss = 0.0
+            if n > 0:
+                yield loader.batch(protocol.sample_ids(share))
+                if not out.stepped and out.failed is None:
+                    raise EdlError("steps(): call optimizer.step() once for every batch (it averages the gradients)")
+            else:
+                # No samples for this rank: it still takes part in the step.
+                state.optimizer.zero_grad(set_to_none=False)
+                self._collective(state, zero=True)
+            self._pending = None
+            if out.failed is not None:
+                self.stats["failures"] += 1
+                self.client.call("failed", gen=self.generation, error=repr(out.failed))
+                return "failed"
+            rep = self.client.call("step", gen=self.generation, meta=[int(round(v)) for v in out.meta],
+                                   loss=out.loss)
+            self.applied = rep["applied"]
+            if rep["action"] != "continue":
+                return rep["action"]
+
+    def _wrap(self, state):
+        if self._state is state:
+            return
+        self._state = state
+        opt, ctx = state.optimizer, self
+        inner = opt.step
+
+        def step(closure=None):
+            if ctx._pending is None:
+                raise EdlError("optimizer.step() outside ctx.steps(): edl steps only the batches it hands out")
+            if closure is not None:
+                raise EdlError("optimizer.step(closure): closures are not supported under edl")
+            return ctx._collective(state, zero=False)
+
+        opt.step = step
+        opt._edl_inner_step = inner
+        sched = state.scheduler
+        if sched is not None:
+            sched._edl_inner_step = sched.step
+
+            def no_user_step(*a, **k):
+                raise EdlError("scheduler.step(): edl steps the scheduler once per applied step; remove this call")
+
+            sched.step = no_user_step
+
+    def _collective(self, state, zero):
+        """The step's all-reduces, then the update if both completed."""
+        meta, n, out = self._pending
+        if out.stepped or out.failed is not None:
+            raise EdlError("optimizer.step() called twice for one batch")
+        params = [p for g in state.optimizer.param_groups for p in g["params"]]
+        try:
+            loss_n = self._loss * n
+            dev = params[0].device if self.backend == "nccl" else torch.device("cpu")
+            mt = torch.tensor(meta + [loss_n], dtype=torch.float64, device=dev)
+            if not self.standalone:
+                dist.all_reduce(mt)
+            total = int(round(mt[protocol.COUNT].item()))
+            out.meta, out.loss = mt[:-1].tolist(), mt[-1].item()
+            if total > 0:
+                grads = []
+                for p in params:
+                    if p.grad is None or zero:
+                        p.grad = torch.zeros_like(p)
+                    grads.append(p.grad)
+                flat = torch.cat([g.reshape(-1) for g in grads]).mul_(float(n))  # on the parameters' device
+                if not self.standalone:
+                    dist.all_reduce(flat)
+                flat.div_(float(total))
+                off = 0
+                for g in grads:
+                    k = g.numel()
+                    g.copy_(flat[off:off + k].view_as(g))
+                    off += k
+        except RuntimeError as e:
+            out.failed = e
+            return None
+        out.stepped = True
+        if total > 0:
+            scale = self.world / self.initial_world if self._policy == FIXED_LOCAL else 1.0
+            saved = [g["lr"] for g in state.optimizer.param_groups]
+            if scale != 1.0:
+                for g in state.optimizer.param_groups:
+                    g["lr"] = g["lr"] * scale
+            try:
+                state.optimizer._edl_inner_step()
+            finally:
+                for g, lr in zip(state.optimizer.param_groups, saved):
+                    g["lr"] = lr
+            if state.scheduler is not None:
+                state.scheduler._edl_inner_step()
+        return None
+
+    # --- groups and hand-over ------------------------------------------
+
+    def _build_group(self, g):
+        self._destroy()
+        t = datetime.timedelta(seconds=self.timeout)
+        if g["rank"] == 0:
+            base = self._store
+        else:
+            key = (g["master_addr"], g["master_port"])
+            base = self._clients.get(key)
+            if base is None:
+                base = dist.TCPStore(g["master_addr"], g["master_port"], is_master=False, timeout=t)
+                self._clients = {key: base}
+        store = dist.PrefixStore("edl/gen/%d" % g["gen"], base)
+        dist.init_process_group(self.backend, store=store, rank=g["rank"], world_size=g["world"], timeout=t)
+
+    def _destroy(self):
+        if dist.is_initialized():
+            try:
+                dist.destroy_process_group()
+            except RuntimeError:
+                pass
+
+    def _sync_state(self, g, state):
+        """Every member at the same applied step keeps its state; otherwise
+        (a newcomer, a member behind, the first generation) the root's state
+        is broadcast, with the worker's training counters."""
+        world, rank, root = g["world"], g["rank"], g["root"]
+        dev = next(state.model.parameters()).device if self.backend == "nccl" else torch.device("cpu")
+        v = torch.zeros(2 * world, dtype=torch.float64, device=dev)
+        if g["have"]:
+            v[2 * rank], v[2 * rank + 1] = g["applied"] + 2, 1
+        dist.all_reduce(v)
+        steps = {int(v[2 * r].item()) for r in range(world)}
+        same = all(v[2 * r + 1].item() == 1 for r in range(world)) and len(steps) == 1 and g["applied"] >= 0
+        if same:
+            return
+        start = time.time()
+        obj = [None]
+        if rank == root:
+            obj = [pickle.dumps({"state": state.state_dict(), "progress": g["progress"]})]
+        dist.broadcast_object_list(obj, src=root)
+        if rank != root:
+            d = pickle.loads(obj[0])
+            state.load_state_dict(d["state"])
+            self.client.call("adopt", progress=d["progress"])
+            self.stats["handovers"] += 1
+            _log("state received in generation %d (step %d, %.0f ms)" % (g["gen"], d["progress"]["applied"], 1000 * (time.time() - start)))
+
+    # --- outside edl ---------------------------------------------------
+
+    def _standalone_steps(self, loader, state, epochs):
+        """One process, no worker: partition p's samples in order, the
+        partitions in order, every epoch."""
+        n = len(loader.dataset)
+        for epoch in range(epochs):
+            for p in range(self.partitions):
+                first, last = n * p // self.partitions, n * (p + 1) // self.partitions
+                for s in range(first, last, loader.batch_size):
+                    e = min(s + loader.batch_size, last)
+                    share = {"part": p, "start": s - first, "end": e - first, "first": first, "fin": e == last}
+                    meta = [0.0] * protocol.meta_len(1)
+                    k = protocol.fill_meta(meta, 0, share)
+                    out = _Outcome()
+                    self._pending, self._loss = (meta, k, out), 0.0
+                    yield loader.batch(range(s, e))
+                    self.applied += 1
+                    if not out.stepped:
+                        raise EdlError("steps(): call optimizer.step() once for every batch (it averages the gradients)")
+                    self._pending = None
+
+
+def init(timeout=None, standalone=None, backend=None):
+    """Connects to the program's edl worker (EDL_SOCKET). Outside edl it
+    raises EdlError saying how to run the program, unless standalone (or
+    EDL_STANDALONE=1): then it warns and trains in this one process.
+
+    timeout bounds every collective and the process group's setup in
+    seconds (default: the worker's, EDL_LIVE_TIMEOUT_S, else 5)."""
+    if timeout is None:
+        timeout = float(os.environ.get("EDL_LIVE_TIMEOUT_S") or 5)
+    path = os.environ.get("EDL_SOCKET")
+    if not path:
+        if standalone is None:
+            standalone = os.environ.get("EDL_STANDALONE") == "1"
+        if not standalone:
+            raise EdlError(HOW_TO_RUN)
+        warnings.warn("edl: not under an edl worker (EDL_SOCKET unset): training in this one process, without elasticity",
+                      RuntimeWarning, stacklevel=2)
+        return Context(None, timeout, standalone=True, partitions=int(os.environ.get("EDL_PARTITIONS") or 1))
+    return Context(protocol.Client(path), timeout, backend=backend)

@@ -1,0 +1,46 @@
+"""The protocol helpers: no torch needed."""
+
+import pytest
+
+from edl import protocol
+
+
+def test_meta_layout_matches_worker():
+    # worker/livedecide.go: liveCount 0, liveSwitch 1, liveStop 2, liveBlocked 3, liveHead 4, slotWidth 4
+    assert (protocol.COUNT, protocol.SWITCH, protocol.STOP, protocol.BLOCKED, protocol.META_HEAD) == (0, 1, 2, 3, 4)
+    assert protocol.meta_len(3) == 16
+
+
+def test_fill_meta_writes_only_own_slot():
+    meta = [0] * protocol.meta_len(3)
+    share = {"part": 5, "start": 10, "end": 14, "first": 100, "fin": True, "leaving": True, "switch": True, "stop": False, "blocked": False}
+    assert protocol.fill_meta(meta, 1, share) == 4
+    assert meta[:4] == [4, 1, 0, 0]
+    assert meta[4:8] == [0, 0, 0, 0] and meta[12:16] == [0, 0, 0, 0]
+    assert meta[8:12] == [6, 10, 14, protocol.FLAG_LEAVING | protocol.FLAG_FIN]
+    assert list(protocol.sample_ids(share)) == [110, 111, 112, 113]
+
+
+def test_fill_meta_without_partition():
+    meta = [0] * protocol.meta_len(2)
+    assert protocol.fill_meta(meta, 0, {"part": -1, "start": 0, "end": 0, "stop": True}) == 0
+    assert meta == [0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0]
+    assert list(protocol.sample_ids({"part": -1})) == []
+
+
+@pytest.mark.parametrize("batch,world,want", [(24, 1, [24]), (24, 2, [12, 12]), (25, 3, [9, 8, 8]), (2, 3, [1, 1, 1])])
+def test_local_batch_fixed_global(batch, world, want):
+    assert [protocol.local_batch(batch, world, r) for r in range(world)] == want
+
+
+def test_exact_offsets_above_float32():
+    # Offsets above 2**24 stay exact: the block travels as float64.
+    import struct
+    big = 2 ** 24 + 1
+    assert struct.unpack("d", struct.pack("d", float(big)))[0] == big
+    assert struct.unpack("f", struct.pack("f", float(big)))[0] != big
+
+
+def test_client_reports_unreachable_worker(tmp_path):
+    with pytest.raises(protocol.EdlError, match="cannot reach the edl worker"):
+        protocol.Client(str(tmp_path / "none.sock"), connect_timeout=0.5)

@@ -1,0 +1,241 @@
+"""edl.torch against a fake worker speaking the protocol of worker/live.go
+(one process, a real gloo group of one)."""
+
+import json
+import os
+import socket
+import threading
+import warnings
+
+import pytest
+import torch
+
+import edl.torch as et
+from edl import protocol
+
+
+class FakeWorker:
+    """Hands out partitions in order, applies steps like worker/live.go's
+    liveStep (decideStep), and records every applied step's ranges."""
+
+    def __init__(self, path, samples, partitions, fail_hello=None, initial_world=1):
+        self.path, self.samples, self.parts = path, samples, partitions
+        self.initial_world = initial_world
+        self.fail_hello = fail_hello
+        self.applied, self.epoch, self.epochs = -1, 0, 1
+        self.cur = None  # [part, off, size]
+        self.todo = list(range(partitions))
+        self.steps = []  # (epoch, [(part, start, end)])
+        self.ops = []
+        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.srv.bind(path)
+        self.srv.listen(1)
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def part(self, p):
+        first = self.samples * p // self.parts
+        return first, self.samples * (p + 1) // self.parts - first
+
+    def serve(self):
+        c, _ = self.srv.accept()
+        f = c.makefile("rb")
+        for line in f:
+            req = json.loads(line)
+            self.ops.append(req["op"])
+            rep = self.handle(req)
+            c.sendall(json.dumps(rep).encode() + b"\n")
+
+    def handle(self, req):
+        op = req["op"]
+        if op == "hello":
+            if self.fail_hello:
+                return {"error": self.fail_hello(req)}
+            self.epochs = req["epochs"]
+            self.port = req["store_port"]
+            return {"job": "j", "worker": "w0", "samples": self.samples, "partitions": self.parts, "timeout_s": 5,
+                    "initial_world": self.initial_world}
+        if op == "gen":
+            if req["after"] >= 1:
+                return {"action": "done"}
+            return {"action": "run", "gen": 1, "rank": 0, "world": 1, "root": 0, "master_addr": "127.0.0.1",
+                    "master_port": self.port, "have": True, "applied": self.applied, "epoch": 0,
+                    "progress": {"applied": -1, "epoch": 0}}
+        if op == "adopt":
+            return {"applied": -1, "epoch": 0}
+        if op == "next":
+            if self.cur is None or self.cur[1] >= self.cur[2]:
+                self.cur = None
+                if self.todo:
+                    p = self.todo.pop(0)
+                    self.cur = [p, 0, self.part(p)[1]]
+            if self.cur is None:
+                return {"part": -1, "start": 0, "end": 0, "first": 0}
+            p, off, size = self.cur
+            end = min(off + req["batch"], size)
+            return {"part": p, "start": off, "end": end, "first": self.part(p)[0], "fin": end >= size}
+        if op == "step":
+            meta = req["meta"]
+            assert len(meta) == protocol.meta_len(1)
+            if meta[protocol.COUNT] > 0:
+                self.applied += 1
+                b = protocol.META_HEAD
+                self.steps.append((self.epoch, [(meta[b] - 1, meta[b + 1], meta[b + 2])]))
+                self.cur[1] = meta[b + 2]
+                return {"action": "continue", "applied": self.applied, "epoch": self.epoch}
+            self.epoch += 1
+            self.todo, self.cur = list(range(self.parts)), None
+            if self.epoch >= self.epochs:
+                return {"action": "done", "applied": self.applied, "epoch": self.epoch}
+            return {"action": "continue", "applied": self.applied, "epoch": self.epoch}
+        return {"error": "unexpected op %s" % op}
+
+
+class Data:
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return torch.full((3,), float(i)), torch.tensor(i % 2)
+
+
+def model_opt():
+    torch.manual_seed(0)
+    m = torch.nn.Linear(3, 2)
+    return m, torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+
+
+@pytest.fixture
+def worker(tmp_path, monkeypatch):
+    def make(samples=20, partitions=3, fail_hello=None, initial_world=1):
+        path = str(tmp_path / "edl.sock")
+        w = FakeWorker(path, samples, partitions, fail_hello, initial_world)
+        monkeypatch.setenv("EDL_SOCKET", path)
+        return w
+    return make
+
+
+def test_outside_edl_says_how_to_run(monkeypatch):
+    monkeypatch.delenv("EDL_SOCKET", raising=False)
+    monkeypatch.delenv("EDL_STANDALONE", raising=False)
+    with pytest.raises(et.EdlError, match="not running under an edl worker.*trainer.exec.mode"):
+        et.init()
+
+
+def test_standalone_warns_and_trains_every_sample_once(monkeypatch):
+    monkeypatch.delenv("EDL_SOCKET", raising=False)
+    monkeypatch.setenv("EDL_PARTITIONS", "3")
+    with pytest.warns(RuntimeWarning, match="one process"):
+        ctx = et.init(standalone=True)
+    m, opt = model_opt()
+    seen = []
+    for x, y in ctx.steps(et.DataLoader(Data(10), batch_size=4), et.State(model=m, optimizer=opt), epochs=2):
+        seen += [int(v) for v in x[:, 0]]
+        torch.nn.functional.cross_entropy(m(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+    assert sorted(seen) == sorted(list(range(10)) * 2)
+
+
+def test_state_requires_optimizer():
+    m, _ = model_opt()
+    with pytest.raises(et.EdlError, match="optimizer is required"):
+        et.State(model=m)
+    with pytest.raises(et.EdlError, match="torch.nn.Module"):
+        et.State(model=None, optimizer=torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1))
+    with pytest.raises(et.EdlError, match="not the model's"):
+        et.State(model=m, optimizer=torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1))
+
+
+def test_dataloader_checks():
+    with pytest.raises(et.EdlError, match="map-style"):
+        et.DataLoader(iter([1, 2]), batch_size=2)
+    with pytest.raises(et.EdlError, match="batch_size"):
+        et.DataLoader(Data(3), batch_size=0)
+
+
+def test_dataset_length_mismatch_is_the_workers_error(worker):
+    worker(fail_hello=lambda req: "data set has %d samples but the job's trainer.exec.dataset.samples is 20" % req["dataset_len"])
+    ctx = et.init()
+    m, opt = model_opt()
+    with pytest.raises(et.EdlError, match="data set has 7 samples but the job's trainer.exec.dataset.samples is 20"):
+        for _ in ctx.steps(et.DataLoader(Data(7), batch_size=4), et.State(model=m, optimizer=opt)):
+            pass
+
+
+def test_live_run_every_sample_once_and_scheduler_per_step(worker):
+    w = worker(samples=20, partitions=3)
+    ctx = et.init()
+    m, opt = model_opt()
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.9)
+    before = [p.detach().clone() for p in m.parameters()]
+    seen = []
+    n = 0
+    for x, y in ctx.steps(et.DataLoader(Data(20), batch_size=4), et.State(model=m, optimizer=opt, scheduler=sched), epochs=2):
+        seen += [int(v) for v in x[:, 0]]
+        loss = torch.nn.functional.cross_entropy(m(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        ctx.record(loss)
+        n += 1
+    assert sorted(seen) == sorted(list(range(20)) * 2)
+    assert len(w.steps) == n and w.applied == n - 1
+    ids = [s for ep, rs in w.steps for (p, a, b) in rs for s in range(w.part(p)[0] + a, w.part(p)[0] + b)]
+    assert sorted(ids) == sorted(seen)
+    assert sched.last_epoch == n, "the package steps the scheduler once per applied step"
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.1 * 0.9 ** n)
+    assert any(not torch.equal(a, b) for a, b in zip(before, m.parameters()))
+    assert not torch.distributed.is_initialized(), "the group is destroyed at the end"
+
+
+def test_user_scheduler_step_and_missing_optimizer_step_are_errors(worker):
+    worker(samples=8, partitions=1)
+    ctx = et.init()
+    m, opt = model_opt()
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1)
+    with pytest.raises(et.EdlError, match="remove this call"):
+        for x, y in ctx.steps(et.DataLoader(Data(8), batch_size=4), et.State(model=m, optimizer=opt, scheduler=sched)):
+            torch.nn.functional.cross_entropy(m(x), y).backward()
+            opt.step()
+            sched.step()
+
+
+def test_forgotten_optimizer_step_is_an_error(worker):
+    worker(samples=8, partitions=1)
+    ctx = et.init()
+    m, opt = model_opt()
+    with pytest.raises(et.EdlError, match="call optimizer.step"):
+        for x, y in ctx.steps(et.DataLoader(Data(8), batch_size=4), et.State(model=m, optimizer=opt)):
+            torch.nn.functional.cross_entropy(m(x), y).backward()
+
+
+@pytest.mark.parametrize("policy,batch,want_sizes,lr_factor", [
+    ("fixed_global", 4, [4, 4], 1.0),
+    ("fixed_local", 4, [4, 4], 0.5),  # world 1 of an initial 2: half the rate
+])
+def test_batch_policies(worker, policy, batch, want_sizes, lr_factor):
+    worker(samples=8, partitions=1, initial_world=2)
+    ctx = et.init()
+    torch.manual_seed(0)
+    m = torch.nn.Linear(3, 2)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    sizes = []
+    for x, y in ctx.steps(et.DataLoader(Data(8), batch_size=batch, policy=policy), et.State(model=m, optimizer=opt)):
+        sizes.append(len(x))
+        torch.nn.functional.cross_entropy(m(x), y).backward()
+        before = m.weight.detach().clone()
+        grad = m.weight.grad.detach().clone()
+        opt.step()
+        assert torch.allclose(m.weight.detach(), before - 0.1 * lr_factor * grad, atol=1e-6)
+        assert opt.param_groups[0]["lr"] == 0.1, "the scheduler-visible rate is unchanged"
+        opt.zero_grad()
+    assert sizes == want_sizes
+
+
+def test_unknown_policy():
+    with pytest.raises(et.EdlError, match="policy"):
+        et.DataLoader(Data(3), batch_size=1, policy="fixed")

@@ -1,0 +1,777 @@
+package worker
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/worker/coord"
+	"github.com/edl-nomad/edl/worker/datapipe"
+)
+
+// Live mode (trainer.exec.mode "live", docs/live.md): the program is
+// started once and keeps running through every generation. It uses the
+// edl Python package (python/edl), which talks to this worker over a Unix
+// socket (EDL_SOCKET, in the worker's folder) with one JSON request per
+// line and one JSON reply per request. The worker keeps owning what it
+// owns in the built-in trainer: membership, the leader, generations, the
+// data partitions (datapipe) and the training state's counters
+// (progressState); the program owns the model, its process group (gloo,
+// rebuilt in process at every generation from a fresh store prefix) and
+// the all-reduce. The exactly-once mechanisms of datapipe/doc.go hold as
+// in the built-in trainer, site by site:
+//
+//   - the fact (a step counts only when its all-reduce completed on every
+//     member): the program reports a step ("step") only after both its
+//     collectives returned; a failed one is "failed" and nothing is applied;
+//   - consumption at step L: every rank's slot rides in the step's metadata
+//     all-reduce; liveApply keeps it in st.Meta; the root's goes into
+//     Reconcile (liveJoin);
+//   - flush before claim: liveClaim flushes the committer before it claims;
+//   - one-level rollback and the commit fence: Reconcile, commitScript;
+//   - asOf: liveClaim stamps claims with st.Applied.
+//
+// Requests (op): hello, gen, adopt, next, step, failed, fallback; see
+// liveRequest.
+
+// LiveExitRestart is the exit status by which the edl package asks its
+// worker to restart it (the in-process re-initialisation failed): the
+// fallback to restart mode, for this one program.
+const LiveExitRestart = 75
+
+// liveRequest is one request of the program.
+type liveRequest struct {
+	Op string `json:"op"`
+	// hello
+	DatasetLen int64 `json:"dataset_len"`
+	StorePort  int   `json:"store_port"`
+	Epochs     int   `json:"epochs"`
+	PID        int   `json:"pid"`
+	// gen, next, step, failed, fallback
+	Gen   int64 `json:"gen"`
+	After int64 `json:"after"`
+	// next
+	Batch int `json:"batch"`
+	// step
+	Meta []int64 `json:"meta"`
+	Loss float64 `json:"loss"`
+	// adopt
+	Progress *progressState `json:"progress"`
+	// failed, fallback
+	Error string `json:"error"`
+}
+
+// liveReply is the worker's answer; Error set means the request was wrong.
+type liveReply struct {
+	Error string `json:"error,omitempty"`
+
+	// hello
+	Job        string  `json:"job,omitempty"`
+	Worker     string  `json:"worker,omitempty"`
+	Samples    int64   `json:"samples,omitempty"`
+	Partitions int     `json:"partitions,omitempty"`
+	TimeoutS   float64 `json:"timeout_s,omitempty"`
+	// InitialWorld is the job's initial size (workers.min): fixed_local
+	// scales the learning rate by world/initial_world.
+	InitialWorld int `json:"initial_world,omitempty"`
+
+	// gen: action run|leave|stop|done; step: continue|switch|leave|done|stop
+	Action     string         `json:"action,omitempty"`
+	Gen        int64          `json:"gen,omitempty"`
+	Rank       int            `json:"rank"`
+	World      int            `json:"world,omitempty"`
+	Root       int            `json:"root"`
+	MasterAddr string         `json:"master_addr,omitempty"`
+	MasterPort int            `json:"master_port,omitempty"`
+	Have       bool           `json:"have"` // this member holds state at step Applied
+	Applied    int64          `json:"applied"`
+	Epoch      int            `json:"epoch"`
+	Progress   *progressState `json:"progress,omitempty"` // the root's, to broadcast
+
+	// next
+	Part    int   `json:"part"`
+	Start   int64 `json:"start"`
+	End     int64 `json:"end"`
+	First   int64 `json:"first"` // global index of the partition's first sample
+	Fin     bool  `json:"fin"`
+	Leaving bool  `json:"leaving"`
+	Switch  bool  `json:"switch"`
+	Stop    bool  `json:"stop"`
+	Blocked bool  `json:"blocked"`
+}
+
+// liveWorker is an exec worker in live mode.
+type liveWorker struct {
+	*ExecWorker
+	pipe   *datapipe.Pipe
+	com    *committer
+	ds     jobs.ExecDataset
+	epochs int
+
+	// Training state (as the built-in trainer's): the counters of the last
+	// applied step and every rank's consumption in it. synced: st is the
+	// state of this member's program (false before the first generation
+	// and after its program restarted).
+	st     progressState
+	synced bool
+	// cur is this worker's partition: claimed at off (its last applied
+	// end); reset at every generation start (the claim returns the
+	// worker's own unfinished partition at its committed offset).
+	cur cursor
+	g   *coord.Generation // the generation the program runs in (nil: none)
+
+	// minGen: a restarted program joins no generation up to this one (they
+	// may carry its old program's address).
+	minGen int64
+
+	sock     string
+	ln       net.Listener
+	prog     *program
+	restarts int
+	lastStep time.Time
+}
+
+// runLive runs the worker in live mode; the spec has been read.
+func (w *ExecWorker) runLive(ctx context.Context) error {
+	lw := &liveWorker{ExecWorker: w, ds: *w.ex.Dataset, st: progressState{Applied: -1}, cur: cursor{part: -1}}
+	return lw.run(ctx)
+}
+
+func (w *liveWorker) run(ctx context.Context) error {
+	bg, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w.log = w.log.With("mode", "live")
+	w.rep = newReporter(w.deps.Jobs, w.cfg.Job, w.cfg.ProgressEvery, w.log)
+	w.pipe = datapipe.New(w.deps.Redis, w.co.Keys(), w.cfg.Worker)
+	w.com = newCommitter(w.pipe, w.log)
+	if err := w.register(ctx, coord.Preparing); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(w.ckptDir, 0o755); err != nil {
+		return fmt.Errorf("worker: checkpoint folder: %w", err)
+	}
+	w.sock = filepath.Join(w.ecfg.Dir, "edl.sock")
+	_ = os.Remove(w.sock)
+	ln, err := net.Listen("unix", w.sock)
+	if err != nil {
+		return fmt.Errorf("worker: live mode socket %s: %w", w.sock, err)
+	}
+	w.ln = ln
+	defer os.Remove(w.sock)
+	defer ln.Close()
+	go func() { _ = w.co.RunHeartbeat(bg) }()
+	go w.rep.run(bg)
+	go w.com.run(bg)
+	// The newcomer prepares (its program imports torch, builds its model
+	// and data loader) while the members train: it is registered ready
+	// only once its program said hello.
+	conn, err := w.startProgram(ctx)
+	if err != nil {
+		lctx, lcancel := context.WithTimeout(bg, 5*time.Second)
+		defer lcancel()
+		_ = w.co.Leave(lctx)
+		w.rep.flush(lctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	minStart := w.cfg.MinStart
+	if minStart == 0 {
+		minStart = max(1, w.spec.Workers.Min)
+	}
+	maxW := w.cfg.MaxWorkers
+	if maxW == 0 {
+		maxW = 1024
+	}
+	w.leader = coord.NewLeader(w.co, coord.LeaderOptions{MinStart: minStart, MaxWorkers: maxW, Window: w.cfg.ReportWindow}, w.deps.Now)
+	w.watch = w.co.Watch(context.WithoutCancel(ctx), 100*time.Millisecond)
+	if err := w.register(ctx, coord.Ready); err != nil {
+		return err
+	}
+	w.log.Info("ready", "program", w.ex.Command[0], "socket", w.sock, "addr", w.liveAddr)
+	go func() {
+		<-ctx.Done()
+		w.leaveReq.Store(true)
+		w.poke()
+	}()
+	go w.poll(bg)
+	go w.listen(bg)
+	lctx, lcancel := context.WithCancel(bg)
+	w.stopLead = lcancel
+	go func() { _ = w.leader.Run(lctx) }()
+	return w.serve(bg, conn)
+}
+
+// nextGen is ExecWorker.next that also returns (nil, false, nil) when the
+// program ends.
+func (w *liveWorker) nextGen(ctx context.Context, after int64) (*coord.Generation, bool, error) {
+	t := time.NewTicker(w.ecfg.Poll)
+	defer t.Stop()
+	for {
+		if w.leaveReq.Load() || w.stopReq.Load() || w.programExited() {
+			return nil, false, nil
+		}
+		if g, err := w.co.ReadGen(ctx); err == nil && g != nil && g.Number > after {
+			return g, false, nil
+		}
+		if d, err := w.co.Done(ctx); err == nil && d {
+			return nil, true, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		case <-w.prog.done:
+		case <-w.wake:
+		case <-w.watch.Changed():
+		case <-t.C:
+		}
+	}
+}
+
+// programExited reports whether the program has ended.
+func (w *liveWorker) programExited() bool {
+	select {
+	case <-w.prog.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// startProgram starts the program and waits for its hello.
+func (w *liveWorker) startProgram(ctx context.Context) (*liveConn, error) {
+	env := ProgramEnv{Base: w.ecfg.Env, Spec: w.ex.Env}.Environ()
+	// Live mode's program gets no torchrun variables: its rank and world
+	// change in process (the package asks its worker).
+	env = slices.DeleteFunc(env, func(kv string) bool {
+		k, _, _ := cutEq(kv)
+		return jobs.ReservedEnv(k) && k != "CUDA_VISIBLE_DEVICES"
+	})
+	env = append(env, "EDL_SOCKET="+w.sock, "EDL_JOB_ID="+w.cfg.Job, "EDL_WORKER_ID="+w.cfg.Worker,
+		"EDL_CHECKPOINT_DIR="+w.ckptDir, "EDL_LIVE_TIMEOUT_S="+strconv.FormatFloat(w.ecfg.LiveTimeout.Seconds(), 'f', -1, 64))
+	w.prog = startProgram(w.ex.Command, w.ex.Workdir, env, w.ecfg.Stdout, w.ecfg.Stderr, w.ecfg.TailLines)
+	w.log.Info("program started", "pid", w.prog.Pid(), "restarts", w.restarts)
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := w.ln.Accept()
+		if err == nil {
+			accepted <- c
+		}
+	}()
+	var c net.Conn
+	select {
+	case c = <-accepted:
+	case <-w.prog.done:
+		return nil, fmt.Errorf("worker: live mode: the program exited (%s) before it connected to %s (does it call edl.torch.init()?); last stderr lines:\n%s",
+			w.prog.res.describe(), w.sock, w.prog.res.Tail)
+	case <-ctx.Done():
+		w.prog.stop(w.grace())
+		return nil, ctx.Err()
+	}
+	lc := newLiveConn(c)
+	req, err := lc.read()
+	if err != nil || req.Op != "hello" {
+		w.prog.stop(w.grace())
+		return nil, fmt.Errorf("worker: live mode: the program's first request is not hello: %v %q", err, req.Op)
+	}
+	if req.DatasetLen != w.ds.Samples {
+		msg := fmt.Sprintf("data set has %d samples but the job's trainer.exec.dataset.samples is %d", req.DatasetLen, w.ds.Samples)
+		_ = lc.write(liveReply{Error: msg})
+		<-w.prog.done
+		w.rep.event(jobs.EventError, "worker "+w.cfg.Worker+": "+msg, map[string]any{"worker": w.cfg.Worker})
+		return nil, fmt.Errorf("worker: live mode: %s", msg)
+	}
+	if req.Epochs < 1 || req.StorePort <= 0 || req.StorePort > 65535 {
+		msg := fmt.Sprintf("hello: epochs %d (want >= 1), store_port %d (want 1-65535)", req.Epochs, req.StorePort)
+		_ = lc.write(liveReply{Error: msg})
+		w.prog.stop(w.grace())
+		return nil, fmt.Errorf("worker: live mode: %s", msg)
+	}
+	w.epochs = req.Epochs
+	w.liveAddr = net.JoinHostPort(w.ecfg.Host, strconv.Itoa(req.StorePort))
+	if err := lc.write(liveReply{Job: w.cfg.Job, Worker: w.cfg.Worker, Samples: w.ds.Samples, Partitions: w.ds.Partitions,
+		InitialWorld: max(1, w.spec.Workers.Min),
+		TimeoutS:     w.ecfg.LiveTimeout.Seconds()}); err != nil {
+		w.prog.stop(w.grace())
+		return nil, fmt.Errorf("worker: live mode: hello reply: %w", err)
+	}
+	return lc, nil
+}
+
+func cutEq(kv string) (string, string, bool) {
+	for i := range len(kv) {
+		if kv[i] == '=' {
+			return kv[:i], kv[i+1:], true
+		}
+	}
+	return kv, "", false
+}
+
+// serve answers the program's requests until the worker's life ends.
+func (w *liveWorker) serve(ctx context.Context, c *liveConn) error {
+	for {
+		req, err := c.read()
+		if err != nil {
+			c.close()
+			next, err := w.programGone(ctx)
+			if next == nil {
+				return err
+			}
+			c = next
+			continue
+		}
+		rep, after := w.handle(ctx, req)
+		if w.programExited() && after == nil {
+			// It died while the worker was busy for it (a generation
+			// wait): leave now, before a generation carries its address.
+			c.close()
+			next, err := w.programGone(ctx)
+			if next == nil {
+				return err
+			}
+			c = next
+			continue
+		}
+		if err := c.write(rep); err != nil {
+			w.log.Warn("reply to the program", "err", err)
+		}
+		if after != nil {
+			return after()
+		}
+	}
+}
+
+// programGone handles the program's end without a leave, stop or done:
+// it failed (or asked for the fallback). The worker leaves the membership,
+// starts the program again and comes back as a newcomer without state (the
+// restart fallback), up to max_restarts times.
+func (w *liveWorker) programGone(ctx context.Context) (*liveConn, error) {
+	<-w.prog.done
+	res := w.prog.res
+	fallback := res.Code == LiveExitRestart
+	w.log.Warn("program ended", "exit", res.describe(), "fallback", fallback, "stderr_tail", res.Tail)
+	gen := int64(0)
+	if w.g != nil {
+		gen = w.g.Number
+	}
+	if !fallback {
+		w.rep.event(jobs.EventError, fmt.Sprintf("program of worker %s failed in generation %d: %s", w.cfg.Worker, gen, res.describe()),
+			map[string]any{"worker": w.cfg.Worker, "generation": gen, "exit_code": res.Code})
+	}
+	w.synced = false
+	if w.leaveReq.Load() || w.stopReq.Load() {
+		return nil, w.ExecWorker.leave(ctx)
+	}
+	// Out of the membership while the new program starts: the next
+	// generation forms without this worker (the survivors' reports, or its
+	// missing record), not with the old program's store address; it comes
+	// back as a newcomer once the new program said hello.
+	if err := retry(ctx, w.log, "leave while restarting", func() error { return w.co.Leave(ctx) }); err != nil {
+		return nil, err
+	}
+	w.state = ""
+	if w.g != nil {
+		w.minGen = w.g.Number
+	}
+	if w.g != nil && len(w.g.Members) == 1 && w.g.Rank(w.cfg.Worker) == 0 {
+		// The only member's program held the only copy of the model, and
+		// live mode keeps no checkpoint: going on would train a fresh
+		// model on the rest of the epoch.
+		reason := fmt.Sprintf("live program of worker %s, the only member of generation %d, ended (%s): its training state is lost (live mode keeps no checkpoint); last stderr lines:\n%s",
+			w.cfg.Worker, w.g.Number, res.describe(), res.Tail)
+		_ = retry(ctx, w.log, "mark done", func() error { return w.co.MarkDone(ctx, string(jobs.Failed)) })
+		w.rep.transition(ctx, jobs.Failed, reason)
+		return nil, w.exit(ctx, reason)
+	}
+	w.restarts++
+	if w.restarts > w.ex.Restarts() {
+		reason := fmt.Sprintf("live program of worker %s failed %d times (max_restarts %d); last: %s; last stderr lines:\n%s",
+			w.cfg.Worker, w.restarts, w.ex.Restarts(), res.describe(), res.Tail)
+		_ = retry(ctx, w.log, "mark done", func() error { return w.co.MarkDone(ctx, string(jobs.Failed)) })
+		w.rep.transition(ctx, jobs.Failed, reason)
+		return nil, w.exit(ctx, reason)
+	}
+	// No member record until the new program said hello: a record (even
+	// "preparing") would keep this worker in the next generation.
+	c, err := w.startProgram(ctx)
+	if err != nil {
+		return nil, err
+	}
+	_ = w.register(ctx, coord.Ready)
+	// Still named by the current generation (nobody's collective failed
+	// yet): say it is broken, so the next one forms with the new address.
+	if cur, err := w.co.ReadGen(ctx); err == nil && cur != nil && cur.Rank(w.cfg.Worker) >= 0 {
+		w.reportLive(ctx, cur)
+	}
+	return c, nil
+}
+
+// handle answers one request; after, when set, ends the worker's life
+// once the reply is sent.
+func (w *liveWorker) handle(ctx context.Context, req liveRequest) (liveReply, func() error) {
+	if req.Op != "hello" && req.Op != "gen" && req.Op != "adopt" && (w.g == nil || req.Gen != w.g.Number) {
+		return liveReply{Error: fmt.Sprintf("%s: generation %d is not the worker's current one", req.Op, req.Gen)}, nil
+	}
+	switch req.Op {
+	case "gen":
+		return w.liveGen(ctx, req.After)
+	case "adopt":
+		if req.Progress == nil {
+			return liveReply{Error: "adopt: progress missing"}, nil
+		}
+		w.st, w.synced, w.cur = *req.Progress, true, cursor{part: -1}
+		return liveReply{Applied: w.st.Applied, Epoch: w.st.Epoch}, nil
+	case "next":
+		return w.liveNext(ctx, req.Batch), nil
+	case "step":
+		return w.liveStep(ctx, req)
+	case "failed", "fallback":
+		w.log.Warn("collective failed; step discarded", "gen", req.Gen, "step", w.st.Applied+1, "op", req.Op, "err", req.Error)
+		if req.Op == "fallback" {
+			w.rep.event(jobs.EventWorker, fmt.Sprintf("worker %s: live re-initialisation failed in generation %d (%s); falling back to restarting its program", w.cfg.Worker, req.Gen, req.Error),
+				map[string]any{"worker": w.cfg.Worker, "generation": req.Gen, "fallback": "restart"})
+		}
+		w.reportLive(ctx, w.g)
+		return liveReply{}, nil
+	case "hello":
+		return liveReply{Error: "hello: already said"}, nil
+	}
+	return liveReply{Error: fmt.Sprintf("unknown op %q", req.Op)}, nil
+}
+
+// liveGen waits for a generation after `after` that names this worker and
+// joins it: the root reconciles the data pipeline with its state (as the
+// built-in trainer's join), every member flushes its commits and drops
+// its cursor; the program then rebuilds its group and, unless every
+// member holds the state of the same step, takes the root's.
+func (w *liveWorker) liveGen(ctx context.Context, after int64) (liveReply, func() error) {
+	after = max(after, w.minGen)
+	for {
+		switch {
+		case w.leaveReq.Load():
+			return liveReply{Action: string(actLeave)}, w.liveLeave(ctx)
+		case w.stopReq.Load():
+			return liveReply{Action: string(actStop)}, w.liveFinish(ctx, nil, jobs.Cancelled, "cancelled")
+		}
+		if w.programExited() {
+			return liveReply{}, nil // serve restarts it
+		}
+		g, done, err := w.nextGen(ctx, after)
+		if err != nil {
+			return liveReply{Action: string(actLeave)}, w.liveLeave(ctx)
+		}
+		if w.programExited() {
+			return liveReply{}, nil
+		}
+		if done {
+			return liveReply{Action: string(actDone)}, w.liveExit(ctx, "the job is done")
+		}
+		if g == nil {
+			continue
+		}
+		after = g.Number
+		rank := g.Rank(w.cfg.Worker)
+		if rank < 0 {
+			if w.state != coord.Ready {
+				w.log.Info("not in generation; waiting to be admitted", "gen", g.Number)
+				_ = w.register(ctx, coord.Ready)
+			}
+			continue
+		}
+		rep, err := w.liveJoin(ctx, g, rank)
+		if err != nil {
+			w.log.Warn("join failed", "gen", g.Number, "err", err)
+			w.reportLive(ctx, g)
+			continue
+		}
+		return rep, nil
+	}
+}
+
+func (w *liveWorker) liveJoin(ctx context.Context, g *coord.Generation, rank int) (liveReply, error) {
+	start := time.Now()
+	w.g = g
+	joiner := slices.Contains(g.Joiners, w.cfg.Worker)
+	if joiner {
+		w.synced = false // whatever it held from an earlier membership is stale
+	}
+	fctx, cancel := context.WithTimeout(ctx, w.ecfg.LiveTimeout)
+	err := w.com.flush(fctx)
+	cancel()
+	if err != nil {
+		return liveReply{}, fmt.Errorf("flush commits: %w", err)
+	}
+	root := g.Root
+	switch {
+	case root < 0:
+		root = 0
+		if !w.synced {
+			w.st, w.synced = progressState{Applied: -1}, true
+		}
+	case rank == root:
+		if !w.synced {
+			return liveReply{}, errors.New("named root without training state")
+		}
+		rec := datapipe.Reconciliation{Gen: g.Number, Applied: w.st.Applied, Epoch: w.st.Epoch,
+			MetaEpoch: w.st.MetaEpoch, Members: g.Members, Meta: w.st.Meta, Debug: w.st.Debug}
+		var returned int
+		if err := retry(ctx, w.log, "reconcile", func() (err error) {
+			returned, err = w.pipe.Reconcile(ctx, rec)
+			return err
+		}); err != nil {
+			return liveReply{}, err
+		}
+		w.log.Info("reconciled", "gen", g.Number, "step", w.st.Applied, "returned_partitions", returned)
+	}
+	w.cur = cursor{part: -1}
+	host, port, err := net.SplitHostPort(g.Addrs[0])
+	if err != nil {
+		return liveReply{}, fmt.Errorf("rank 0's address %q: %w", g.Addrs[0], err)
+	}
+	mp, _ := strconv.Atoi(port)
+	if w.state != coord.Active {
+		_ = w.register(ctx, coord.Active)
+	}
+	w.rep.event(jobs.EventWorker, fmt.Sprintf("worker %s joined generation %d as rank %d of %d", w.cfg.Worker, g.Number, rank, len(g.Members)),
+		map[string]any{"worker": w.cfg.Worker, "generation": g.Number, "rank": rank, "world": len(g.Members), "live": true})
+	w.log.Info("joined", "gen", g.Number, "rank", rank, "world", len(g.Members), "root", root, "step", w.st.Applied,
+		"have_state", w.synced, "took", time.Since(start).Round(time.Millisecond))
+	rep := liveReply{Action: "run", Gen: g.Number, Rank: rank, World: len(g.Members), Root: root, MasterAddr: host, MasterPort: mp,
+		Have: w.synced, Applied: w.st.Applied, Epoch: w.st.Epoch}
+	if rank == root {
+		st := w.st
+		rep.Progress = &st
+	}
+	return rep, nil
+}
+
+// liveNext is this rank's share of the next step: a range of its
+// partition (claiming one first if it holds none), and its votes.
+func (w *liveWorker) liveNext(ctx context.Context, batch int) liveReply {
+	rep := liveReply{Part: -1, Leaving: w.leaveReq.Load(), Stop: w.stopReq.Load()}
+	if batch < 1 {
+		return liveReply{Error: fmt.Sprintf("next: batch %d: want >= 1", batch)}
+	}
+	blocked, stale := w.liveClaim(ctx)
+	rep.Blocked = blocked
+	rep.Switch = stale || max(w.com.seenGen.Load(), w.watch.Latest()) > w.g.Number
+	if w.cur.part >= 0 {
+		first, _ := livePartition(w.ds.Samples, w.ds.Partitions, w.cur.part)
+		end := min(w.cur.off+int64(batch), w.cur.size)
+		rep.Part, rep.Start, rep.End, rep.First, rep.Fin = w.cur.part, w.cur.off, end, first, end >= w.cur.size
+	}
+	return rep
+}
+
+// liveClaim is the built-in trainer's ensurePartition (step.go) for the
+// live data plane: flush before claim, asOf = the last applied step.
+func (w *liveWorker) liveClaim(ctx context.Context) (blocked, stale bool) {
+	if w.cur.part >= 0 && w.cur.off < w.cur.size || w.cur.noMore {
+		return false, false
+	}
+	fctx, cancel := context.WithTimeout(ctx, w.ecfg.LiveTimeout/2)
+	defer cancel()
+	if err := w.com.flush(fctx); err != nil {
+		return true, false
+	}
+	order := datapipe.Order(w.ds.Partitions, 0, w.st.Epoch)
+	part, off, err := w.pipe.Claim(fctx, w.g.Number, w.st.Epoch, w.st.Applied, order)
+	switch {
+	case errors.Is(err, datapipe.ErrStaleGeneration):
+		return false, true
+	case err != nil:
+		w.log.Warn("claim failed", "err", err)
+		return true, false
+	case part < 0:
+		w.cur = cursor{part: -1, noMore: true}
+	default:
+		_, size := livePartition(w.ds.Samples, w.ds.Partitions, part)
+		w.cur = cursor{part: part, off: off, size: size}
+		if off >= size {
+			w.com.add(&datapipe.Commit{Gen: w.g.Number, Step: w.st.Applied + 1, Epoch: w.st.Epoch, Part: part, Offset: off, Fin: true})
+			w.cur = cursor{part: -1}
+			return true, false
+		}
+	}
+	return false, false
+}
+
+// liveStep takes a step whose all-reduce completed on every member.
+func (w *liveWorker) liveStep(ctx context.Context, req liveRequest) (liveReply, func() error) {
+	g := w.g
+	world, rank := len(g.Members), g.Rank(w.cfg.Worker)
+	if len(req.Meta) != liveMetaLen(world) {
+		return liveReply{Error: fmt.Sprintf("step: metadata of %d values, want %d for world %d", len(req.Meta), liveMetaLen(world), world)}, nil
+	}
+	v := decideStep(req.Meta, world, rank, w.st.Epoch, w.epochs)
+	if v.Apply {
+		w.liveApply(g, rank, req.Meta, req.Loss)
+	}
+	if v.EpochDone {
+		w.log.Info("epoch done", "epoch", w.st.Epoch, "step", w.st.Applied)
+		w.st.Epoch++
+		w.cur = cursor{part: -1}
+	}
+	if v.Wait {
+		time.Sleep(20 * time.Millisecond) // someone cannot reach Redis; do not spin
+	}
+	rep := liveReply{Action: string(v.Action), Applied: w.st.Applied, Epoch: w.st.Epoch}
+	switch v.Action {
+	case actDone:
+		return rep, w.liveFinish(ctx, g, jobs.Succeeded, "training finished")
+	case actStop:
+		return rep, w.liveFinish(ctx, g, jobs.Cancelled, "cancelled")
+	case actLeave:
+		return rep, w.liveLeave(ctx)
+	}
+	return rep, nil
+}
+
+// liveApply is the built-in trainer's apply (step.go) without the model:
+// the counters, every rank's consumption, this rank's commit.
+func (w *liveWorker) liveApply(g *coord.Generation, rank int, meta []int64, loss float64) {
+	total := meta[liveCount]
+	w.st.Applied++
+	w.st.MetaEpoch = w.st.Epoch
+	w.st.Samples += total
+	w.st.Loss = loss / float64(total)
+	w.st.Meta, w.st.Debug = liveConsumption(meta, g.Members, w.st.Epoch, w.cfg.DebugSamples)
+	var debug []datapipe.DebugRecord
+	if w.cfg.DebugSamples {
+		debug = append(debug, datapipe.DebugRecord{Step: w.st.Applied, Payload: w.st.Debug})
+	}
+	var cm *datapipe.Commit
+	if my := liveSlot(meta, rank); my.Part >= 0 {
+		w.cur.off = my.End
+		cm = &datapipe.Commit{Gen: g.Number, Step: w.st.Applied, Epoch: w.st.Epoch, Part: my.Part, Offset: my.End, Fin: my.Fin}
+	}
+	w.com.add(cm, debug...)
+	if rank == 0 {
+		now := w.deps.Now()
+		var rate float64
+		if !w.lastStep.IsZero() {
+			rate = float64(total) / now.Sub(w.lastStep).Seconds()
+		}
+		w.lastStep = now
+		w.rep.progress(jobs.Progress{Epoch: w.st.Epoch, Step: w.st.Applied, Samples: w.st.Samples, Loss: w.st.Loss,
+			SamplesPerS: rate, WorldSize: len(g.Members), Generation: g.Number, TotalEpochs: w.epochs})
+	}
+}
+
+// reportLive tells the leader that g's group broke for this worker and
+// what it applied last (NoState without state), unless a newer generation
+// replaced g already.
+func (w *liveWorker) reportLive(ctx context.Context, g *coord.Generation) {
+	applied := coord.NoState
+	if w.synced {
+		applied = w.st.Applied
+	}
+	w.log.Info("reporting broken group", "gen", g.Number, "applied", applied)
+	_ = retry(ctx, w.log, "report", func() error {
+		if cur, err := w.co.ReadGen(ctx); err == nil && cur != nil && cur.Number > g.Number {
+			return nil
+		}
+		return w.co.Report(ctx, g.Number, applied)
+	})
+}
+
+// liveLeave is the graceful exit after this worker's last step: its last
+// commit landed, its partitions handed back, then the exec worker's leave.
+func (w *liveWorker) liveLeave(ctx context.Context) func() error {
+	return func() error {
+		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := w.com.flush(fctx); err != nil {
+			w.log.Warn("flush commits before leaving", "err", err)
+		}
+		if err := w.pipe.Release(fctx, w.st.Epoch, w.st.Epoch+1); err != nil {
+			w.log.Warn("release partitions", "err", err)
+		}
+		err := w.ExecWorker.leave(ctx)
+		w.awaitProgram()
+		return err
+	}
+}
+
+func (w *liveWorker) liveFinish(ctx context.Context, g *coord.Generation, to jobs.State, reason string) func() error {
+	return func() error {
+		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := w.com.flush(fctx); err != nil {
+			w.log.Warn("flush commits at the end", "err", err)
+		}
+		err := w.finish(ctx, g, to, reason)
+		w.awaitProgram()
+		return err
+	}
+}
+
+func (w *liveWorker) liveExit(ctx context.Context, reason string) func() error {
+	return func() error {
+		err := w.exit(ctx, reason)
+		w.awaitProgram()
+		return err
+	}
+}
+
+// awaitProgram gives the program a few seconds to return on its own
+// after its last reply, then stops it.
+func (w *liveWorker) awaitProgram() {
+	select {
+	case <-w.prog.done:
+	case <-time.After(min(w.grace(), 10*time.Second) + time.Second):
+		w.prog.stop(w.grace())
+	}
+}
+
+// liveConn is the program's connection: JSON lines.
+type liveConn struct {
+	c  net.Conn
+	r  *bufio.Reader
+	mu sync.Mutex
+}
+
+func newLiveConn(c net.Conn) *liveConn { return &liveConn{c: c, r: bufio.NewReaderSize(c, 64<<10)} }
+
+func (l *liveConn) read() (liveRequest, error) {
+	var req liveRequest
+	line, err := l.r.ReadBytes('\n')
+	if err != nil {
+		return req, err
+	}
+	if err := json.Unmarshal(line, &req); err != nil {
+		return req, fmt.Errorf("request %q: %w", truncate(line, 200), err)
+	}
+	return req, nil
+}
+
+func (l *liveConn) write(rep liveReply) error {
+	b, err := json.Marshal(rep)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, err = l.c.Write(append(b, '\n'))
+	return err
+}
+
+func (l *liveConn) close() { _ = l.c.Close() }
+
+func truncate(b []byte, n int) string {
+	if len(b) > n {
+		return string(b[:n]) + "..."
+	}
+	return string(b)
+}
