@@ -689,6 +689,6 @@ func (b *torchBench) runEdlLive(ctx context.Context, script, sc string) (torchRe
 	if sc != "scale_out" {
 		survivors--
 	}
-	return torchResult{System: "edl-live", Scenario: sc, StallS: line.StallS, StepsRedone: line.StepsRedone, Workers: workers,
+	return torchResult{System: "edl-live", Scenario: sc, StallS: math.Round(line.StallS*1000) / 1000, StepsRedone: line.StepsRedone, Workers: workers,
 		Survivors: survivors, SamplesMissed: &line.SamplesMissed, SamplesRepeated: &line.SamplesRepeated}, nil
 }
