@@ -155,6 +155,20 @@ type client struct {
 // callTimeout bounds every non-streaming call.
 const callTimeout = 30 * time.Second
 
+// openVerb parses a verb's flags and its want positional arguments, then
+// makes the client that cf (filled by the parse) names.
+func openVerb(fs *flag.FlagSet, args []string, usage string, want int, cf *clientFlags) (*client, []string, error) {
+	pos, err := parseVerb(fs, args, usage, want)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := newClient(*cf)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, pos, nil
+}
+
 // newClient resolves the server and token: flag, then environment (already
 // folded in by parseVerb), then the client config file, then the default.
 func newClient(cf clientFlags) (*client, error) {

@@ -206,11 +206,7 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var out outputFlag
 	cf.add(fs)
 	addOutputFlag(fs, &out)
-	pos, err := parseVerb(fs, args, usage, 1)
-	if err != nil {
-		return err
-	}
-	c, err := newClient(cf)
+	c, pos, err := openVerb(fs, args, usage, 1, &cf)
 	if err != nil {
 		return err
 	}
@@ -326,11 +322,7 @@ func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var out outputFlag
 	cf.add(fs)
 	addOutputFlag(fs, &out)
-	pos, err := parseVerb(fs, args, usage, 1)
-	if err != nil {
-		return err
-	}
-	c, err := newClient(cf)
+	c, pos, err := openVerb(fs, args, usage, 1, &cf)
 	if err != nil {
 		return err
 	}
@@ -368,11 +360,7 @@ func runCheckpoints(ctx context.Context, args []string, stdout, stderr io.Writer
 	var out outputFlag
 	cf.add(fs)
 	addOutputFlag(fs, &out)
-	pos, err := parseVerb(fs, args, usage, 1)
-	if err != nil {
-		return err
-	}
-	c, err := newClient(cf)
+	c, pos, err := openVerb(fs, args, usage, 1, &cf)
 	if err != nil {
 		return err
 	}

@@ -180,11 +180,7 @@ func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	cf.add(fs)
 	addOutputFlag(fs, &out)
 	follow := fs.Bool("f", false, "follow: print events as they happen until the job ends")
-	pos, err := parseVerb(fs, args, usage, 1)
-	if err != nil {
-		return err
-	}
-	c, err := newClient(cf)
+	c, pos, err := openVerb(fs, args, usage, 1, &cf)
 	if err != nil {
 		return err
 	}
@@ -271,11 +267,7 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var out outputFlag
 	cf.add(fs)
 	addOutputFlag(fs, &out)
-	pos, err := parseVerb(fs, args, usage, 1)
-	if err != nil {
-		return err
-	}
-	c, err := newClient(cf)
+	c, pos, err := openVerb(fs, args, usage, 1, &cf)
 	if err != nil {
 		return err
 	}
