@@ -22,7 +22,7 @@ Output, one line per event on stdout (tests parse these; keep the format):
         -1 before the first), so this batch's step is a+1 once it counts.
     SAMPLES step=<n> gen=<g> ids=<first>-<last> (with --log-samples: this rank's ids)
     DONE step=<n> time=<t> rank=<r> loss=<mean loss over this rank's last 50 batches>
-    EVAL loss=<x> (rank 0 at the end: the final model's mean loss on 1024 fixed
+    EVAL loss=<x> (rank 0 when training finished, not a leaver: the final model's mean loss on 1024 fixed
         held-out samples, ids --samples .. --samples+1023; same for every rank)
 """
 
@@ -113,7 +113,7 @@ def main():
             time.sleep(args.step_sleep)
     mean = sum(recent) / max(len(recent), 1)
     print("DONE step=%d time=%.6f rank=%d loss=%.4f" % (step, time.time(), ctx.rank, mean), flush=True)
-    if ctx.rank == 0:
+    if ctx.rank == 0 and ctx.finished:  # a leaver that was rank 0 does not evaluate
         data = Synthetic(args.samples + 1024, args.seed)
         with torch.no_grad():
             x, y = data.batch(range(args.samples, args.samples + 1024))

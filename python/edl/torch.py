@@ -168,6 +168,9 @@ class Context:
         self._clients = {}
         self._loss = 0.0
         self._pending = None
+        # ended says why steps() returned: "done" (the job's last epoch
+        # ended), "leave" (this worker left) or "stop" (cancelled).
+        self.ended = None
         self._state = None
         self.initial_world, self._policy = 1, FIXED_GLOBAL
         self.stats = {"switches": 0, "failures": 0, "handovers": 0}
@@ -184,6 +187,12 @@ class Context:
         for the job's progress."""
         self._loss = float(loss.detach().item() if torch.is_tensor(loss) else loss)
 
+    @property
+    def finished(self):
+        """True once steps() returned because training reached its end (not
+        because this worker left or the job was cancelled)."""
+        return self.ended == "done"
+
     def steps(self, loader, state, epochs=1):
         """Yields this rank's batch of every step until the job ends or this
         worker leaves; every yielded batch must end in one optimizer.step()."""
@@ -198,6 +207,7 @@ class Context:
             self.backend = "nccl" if next(state.model.parameters()).is_cuda else "gloo"
         if self.standalone:
             yield from self._standalone_steps(loader, state, epochs)
+            self.ended = "done"
             return
         hello = self.client.call("hello", dataset_len=len(loader.dataset), store_port=self._store.port,
                                  epochs=epochs, pid=os.getpid())
@@ -209,6 +219,7 @@ class Context:
             while True:
                 g = self.client.call("gen", after=after)
                 if g["action"] != "run":
+                    self.ended = g["action"]
                     return
                 after = g["gen"]
                 self.generation, self.rank, self.world = g["gen"], g["rank"], g["world"]
@@ -230,6 +241,7 @@ class Context:
                     continue
                 action = yield from self._generation(loader, state)
                 if action in ("leave", "done", "stop"):
+                    self.ended = action
                     return
                 self.stats["switches"] += 1
         finally:

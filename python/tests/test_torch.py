@@ -138,6 +138,7 @@ def test_standalone_warns_and_trains_every_sample_once(monkeypatch):
         opt.step()
         opt.zero_grad()
     assert sorted(seen) == sorted(list(range(10)) * 2)
+    assert ctx.finished and ctx.ended == "done"
 
 
 def test_state_requires_optimizer():
@@ -190,6 +191,7 @@ def test_live_run_every_sample_once_and_scheduler_per_step(worker):
     assert opt.param_groups[0]["lr"] == pytest.approx(0.1 * 0.9 ** n)
     assert any(not torch.equal(a, b) for a, b in zip(before, m.parameters()))
     assert not torch.distributed.is_initialized(), "the group is destroyed at the end"
+    assert ctx.finished, "the job's last epoch ended: a program may evaluate its final model"
 
 
 def test_user_scheduler_step_and_missing_optimizer_step_are_errors(worker):
