@@ -428,21 +428,7 @@ func (w *ExecWorker) leave(ctx context.Context) error {
 	w.log.Info("leaving")
 	_ = w.register(ctx, coord.Leaving)
 	w.stopLead()
-	if w.last != nil {
-		for _, id := range w.last.Members {
-			if id != w.cfg.Worker {
-				if err := w.leader.Handover(ctx, id); err != nil {
-					w.log.Warn("hand over leadership", "err", err)
-				}
-				break
-			}
-		}
-	}
-	if err := w.co.Leave(ctx); err != nil {
-		w.log.Warn("leave", "err", err)
-	}
-	w.rep.event(jobs.EventWorker, fmt.Sprintf("worker %s left", w.cfg.Worker), map[string]any{"worker": w.cfg.Worker})
-	w.rep.flush(ctx)
+	leaveMembership(ctx, w.log, w.cfg.Worker, w.last, w.leader, w.co, w.rep)
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"time"
@@ -259,22 +260,29 @@ func (w *Worker) leave(ctx context.Context, g *coord.Generation) error {
 		w.log.Warn("release partitions", "err", err)
 	}
 	w.stopLead()
+	leaveMembership(ctx, w.log, w.cfg.Worker, g, w.leader, w.co, w.rep)
+	return nil
+}
+
+// leaveMembership is a worker's graceful exit from its job (the built-in
+// and the exec worker alike): leadership handed to the next member of g
+// (nil: none known), the member record removed, a "left" event flushed.
+func leaveMembership(ctx context.Context, log *slog.Logger, self string, g *coord.Generation, leader *coord.Leader, co *coord.Client, rep *reporter) {
 	if g != nil {
 		for _, id := range g.Members {
-			if id != w.cfg.Worker {
-				if err := w.leader.Handover(ctx, id); err != nil {
-					w.log.Warn("hand over leadership", "err", err)
+			if id != self {
+				if err := leader.Handover(ctx, id); err != nil {
+					log.Warn("hand over leadership", "err", err)
 				}
 				break
 			}
 		}
 	}
-	if err := w.co.Leave(ctx); err != nil {
-		w.log.Warn("leave", "err", err)
+	if err := co.Leave(ctx); err != nil {
+		log.Warn("leave", "err", err)
 	}
-	w.rep.event(jobs.EventWorker, fmt.Sprintf("worker %s left", w.cfg.Worker), map[string]any{"worker": w.cfg.Worker})
-	w.rep.flush(ctx)
-	return nil
+	rep.event(jobs.EventWorker, fmt.Sprintf("worker %s left", self), map[string]any{"worker": self})
+	rep.flush(ctx)
 }
 
 // finish ends training: rank 0 records the job's end.
