@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"slices"
 	"time"
@@ -35,10 +34,10 @@ const (
 func (w *Worker) loop(ctx, bg context.Context) error {
 	var seen int64
 	for {
-		if w.leaveReq.Load() {
+		if w.mem.leaveReq.Load() {
 			return w.leave(bg, nil)
 		}
-		g, done, err := w.watch.Next(ctx, seen)
+		g, done, err := w.mem.watch.Next(ctx, seen)
 		if err != nil {
 			return w.leave(bg, nil)
 		}
@@ -49,7 +48,7 @@ func (w *Worker) loop(ctx, bg context.Context) error {
 		for g != nil {
 			if g.Rank(w.cfg.Worker) < 0 {
 				w.log.Info("not in generation; waiting to be admitted", "gen", g.Number)
-				_ = w.register(bg, coord.Ready)
+				_ = w.mem.register(bg, coord.Ready)
 				break
 			}
 			if err := w.join(bg, g); err != nil {
@@ -84,8 +83,8 @@ func (w *Worker) join(ctx context.Context, g *coord.Generation) error {
 	w.waitSnapshot() // the state below may be replaced
 	w.sw.mark("close")
 	rank := g.Rank(w.cfg.Worker)
-	prev := w.trainedIn
-	w.trainedIn = nil
+	prev := w.mem.trainedIn
+	w.mem.trainedIn = nil
 	timeout := w.cfg.RingTimeout
 	if !w.synced {
 		timeout = w.cfg.JoinTimeout
@@ -93,7 +92,7 @@ func (w *Worker) join(ctx context.Context, g *coord.Generation) error {
 	w.dropPending()
 	jctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go w.cancelOnNewer(jctx, cancel, g.Number)
+	go w.mem.cancelOnNewer(jctx, cancel, g.Number)
 	start := time.Now()
 	if err := w.handOver(jctx, g); err != nil {
 		// The full broadcast below still brings every member up to date.
@@ -140,8 +139,8 @@ func (w *Worker) join(ctx context.Context, g *coord.Generation) error {
 			}
 			w.sw.mark("reconcile")
 		}
-		if w.state != coord.Active {
-			_ = w.register(ctx, coord.Active)
+		if w.mem.state != coord.Active {
+			_ = w.mem.register(ctx, coord.Active)
 		}
 		w.sw.mark("register")
 		if slices.Contains(g.Joiners, w.cfg.Worker) {
@@ -183,7 +182,7 @@ func (w *Worker) join(ctx context.Context, g *coord.Generation) error {
 		w.st, w.synced = st, true
 	}
 	w.cur = cursor{part: -1}
-	_ = w.register(ctx, coord.Active)
+	_ = w.mem.register(ctx, coord.Active)
 	w.joinedEvent(g, rank)
 	w.log.Info("joined", "gen", g.Number, "rank", rank, "world", len(g.Members), "step", w.st.Applied,
 		"epoch", w.st.Epoch, "ring", ringAt.Round(time.Millisecond), "took", time.Since(start).Round(time.Millisecond))
@@ -212,23 +211,6 @@ func (w *Worker) joinedEvent(g *coord.Generation, rank int) {
 		map[string]any{"worker": w.cfg.Worker, "generation": g.Number, "rank": rank, "world": len(g.Members)})
 }
 
-// cancelOnNewer cancels a join when a newer generation replaces g.
-func (w *Worker) cancelOnNewer(ctx context.Context, cancel context.CancelFunc, gen int64) {
-	t := time.NewTicker(200 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if g, err := w.co.ReadGen(ctx); err == nil && g != nil && g.Number > gen {
-			cancel()
-			return
-		}
-	}
-}
-
 // reportFailure tells the leader this worker's ring of g broke and what it
 // applied last; it retries while Redis is away.
 func (w *Worker) reportFailure(ctx context.Context, g *coord.Generation) {
@@ -241,10 +223,7 @@ func (w *Worker) reportFailure(ctx context.Context, g *coord.Generation) {
 	if w.synced {
 		applied = w.st.Applied
 	}
-	w.log.Info("reporting broken ring", "gen", g.Number, "applied", applied)
-	// A newer generation makes the report moot: the script refuses it
-	// (coord.ErrStaleReport), and retry gives up at once.
-	_ = retry(ctx, w.log, "report", func() error { return w.co.Report(ctx, g.Number, applied) })
+	w.mem.report(ctx, g.Number, applied)
 }
 
 // leave is the graceful exit: the last cursor committed, the partition
@@ -259,30 +238,8 @@ func (w *Worker) leave(ctx context.Context, g *coord.Generation) error {
 	if err := w.pipe.Release(ctx, w.st.Epoch, w.st.Epoch+1); err != nil {
 		w.log.Warn("release partitions", "err", err)
 	}
-	w.stopLead()
-	leaveMembership(ctx, w.log, w.cfg.Worker, g, w.leader, w.co, w.rep)
+	w.mem.leave(ctx, g, w.rep)
 	return nil
-}
-
-// leaveMembership is a worker's graceful exit from its job (the built-in
-// and the exec worker alike): leadership handed to the next member of g
-// (nil: none known), the member record removed, a "left" event flushed.
-func leaveMembership(ctx context.Context, log *slog.Logger, self string, g *coord.Generation, leader *coord.Leader, co *coord.Client, rep *reporter) {
-	if g != nil {
-		for _, id := range g.Members {
-			if id != self {
-				if err := leader.Handover(ctx, id); err != nil {
-					log.Warn("hand over leadership", "err", err)
-				}
-				break
-			}
-		}
-	}
-	if err := co.Leave(ctx); err != nil {
-		log.Warn("leave", "err", err)
-	}
-	rep.event(jobs.EventWorker, fmt.Sprintf("worker %s left", self), map[string]any{"worker": self})
-	rep.flush(ctx)
 }
 
 // finish ends training: rank 0 records the job's end.
@@ -299,7 +256,7 @@ func (w *Worker) finish(ctx context.Context, g *coord.Generation, to jobs.State,
 				w.log.Warn("save state", "err", err)
 			}
 		}
-		if err := retry(ctx, w.log, "mark done", func() error { return w.co.MarkDone(ctx, string(to)) }); err != nil {
+		if err := retry(ctx, w.log, "mark done", func() error { return w.mem.co.MarkDone(ctx, string(to)) }); err != nil {
 			w.log.Warn("mark job done", "err", err)
 		}
 		w.rep.transition(ctx, to, reason)
@@ -308,10 +265,7 @@ func (w *Worker) finish(ctx context.Context, g *coord.Generation, to jobs.State,
 }
 
 func (w *Worker) exit(ctx context.Context, reason string) error {
-	w.stopLead()
-	if err := w.co.Leave(ctx); err != nil {
-		w.log.Warn("leave", "err", err)
-	}
+	w.mem.exit(ctx)
 	w.rep.flush(ctx)
 	w.log.Info("exiting", "reason", reason, "step", w.st.Applied, "epoch", w.st.Epoch)
 	return nil

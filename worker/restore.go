@@ -43,7 +43,7 @@ func (w *Worker) joinRestore(ctx context.Context, ring *collective.Ring, g *coor
 	}
 	w.synced = true
 	w.cur = cursor{part: -1}
-	_ = w.register(ctx, coord.Active)
+	_ = w.mem.register(ctx, coord.Active)
 	w.joinedEvent(g, rank)
 	w.log.Info("joined", "gen", g.Number, "rank", rank, "world", len(g.Members), "step", w.st.Applied,
 		"epoch", w.st.Epoch, "restored", true, "took", time.Since(start).Round(time.Millisecond))

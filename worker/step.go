@@ -41,7 +41,7 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 	rank, world := g.Rank(w.cfg.Worker), len(g.Members)
 	np := w.model.NumParams()
 	plan := planBatch(w.bt, w.spec.Workers.Min, world, rank)
-	w.trainedIn = g
+	w.mem.trainedIn = g
 	if need := np + metaLen(world); cap(w.buf) < need {
 		// Room for a few more ranks: a join does not reallocate 4 MB.
 		w.buf = make([]float32, need, np+metaLen(world+8))
@@ -63,7 +63,7 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 			blocked, stale = w.ensurePartition(ctx, g)
 		}
 		w.sw.mark("claim")
-		my := slot{Part: -1, Leaving: w.leaveReq.Load()}
+		my := slot{Part: -1, Leaving: w.mem.leaveReq.Load()}
 		var loss float64
 		n := 0
 		computeStart := time.Now()
@@ -85,10 +85,10 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 		}
 		meta[metaLoss] = float32(loss)
 		meta[metaCount] = float32(n)
-		if stale || max(w.com.seenGen.Load(), w.watch.Latest()) > g.Number {
+		if stale || max(w.com.seenGen.Load(), w.mem.watch.Latest()) > g.Number {
 			meta[metaSwitch] = 1
 		}
-		if w.stopReq.Load() {
+		if w.mem.stopReq.Load() {
 			meta[metaStop] = 1
 		}
 		if blocked {
@@ -139,7 +139,7 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 		}
 		if switches > 0 {
 			w.sw.begin()
-			next, done := w.nextGen(ctx, g.Number)
+			next, done := w.mem.nextGen(ctx, g.Number)
 			w.sw.mark("gen_read")
 			if done {
 				return outDone, nil
@@ -161,7 +161,7 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 			return outLeave, nil
 		}
 		if leaving {
-			next, done := w.nextGen(ctx, g.Number)
+			next, done := w.mem.nextGen(ctx, g.Number)
 			if done {
 				return outDone, nil
 			}
@@ -261,17 +261,4 @@ func (w *Worker) ensurePartition(ctx context.Context, g *coord.Generation) (bloc
 		}
 	}
 	return false, false
-}
-
-// nextGen waits for the generation after gen.
-func (w *Worker) nextGen(ctx context.Context, gen int64) (*coord.Generation, bool) {
-	for {
-		g, done, err := w.watch.Next(ctx, gen)
-		if err == nil {
-			return g, done
-		}
-		if ctx.Err() != nil {
-			return nil, true
-		}
-	}
 }

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/edl-nomad/edl/checkpoint"
@@ -44,15 +43,13 @@ type Worker struct {
 	spec jobs.Spec
 	bt   *jobs.BuiltinTrainer
 
-	co     *coord.Client
-	leader *coord.Leader
-	watch  *coord.Watcher
-	pipe   *datapipe.Pipe
-	com    *committer
-	rep    *reporter
-	speed  speedMeter    // per-step compute time, for the planner's straggler check
-	ck     *checkpointer // nil without a store
-	mc     trainer.ModelConfig
+	mem   membership // who this worker is in the job (membership.go)
+	pipe  *datapipe.Pipe
+	com   *committer
+	rep   *reporter
+	speed speedMeter    // per-step compute time, for the planner's straggler check
+	ck    *checkpointer // nil without a store
+	mc    trainer.ModelConfig
 
 	model *trainer.Model
 	opt   *trainer.SGD
@@ -67,9 +64,6 @@ type Worker struct {
 	ring      *collective.Ring
 	cur       cursor
 
-	leaveReq  atomic.Bool
-	stopReq   atomic.Bool
-	stopLead  context.CancelFunc
 	buf       []float32
 	ids       []int64
 	x         []float32
@@ -79,10 +73,6 @@ type Worker struct {
 	// snap is closed once the root's hand-over snapshot of the parameters
 	// and velocity is taken; they must not change before (waitSnapshot).
 	snap chan struct{}
-	// state is the member state this worker last wrote; trainedIn is the
-	// generation it last trained in (nil: none).
-	state     coord.MemberState
-	trainedIn *coord.Generation
 }
 
 // cursor is where a worker is in its current partition.
@@ -116,7 +106,11 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{cfg: cfg, deps: deps, log: log, co: co, cur: cursor{part: -1}}
+	w := &Worker{cfg: cfg, deps: deps, log: log, cur: cursor{part: -1}}
+	w.mem = membership{self: cfg.Worker, addr: cfg.Advertise, log: log, now: deps.Now, co: co}
+	if w.mem.addr == "" {
+		w.mem.addr = deps.Transport.Addr()
+	}
 	w.pipe = datapipe.New(deps.Redis, co.Keys(), cfg.Worker)
 	w.com = newCommitter(w.pipe, log)
 	return w, nil
@@ -133,7 +127,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			// SIGTERM while preparing: nothing to hand back; leave quietly.
 			lctx, lcancel := context.WithTimeout(bg, 5*time.Second)
 			defer lcancel()
-			_ = w.co.Leave(lctx)
+			_ = w.mem.co.Leave(lctx)
 			w.log.Info("stopped while preparing", "err", err)
 			return nil
 		}
@@ -141,13 +135,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	go func() {
 		<-ctx.Done()
-		w.leaveReq.Store(true)
-		w.watch.Poke()
+		w.mem.requestLeave()
 	}()
-	go func() { _ = w.co.RunHeartbeat(bg) }()
+	go func() { _ = w.mem.co.RunHeartbeat(bg) }()
 	go w.com.run(bg)
 	go w.rep.run(bg)
-	sw := &speedWriter{rdb: w.deps.Redis, key: w.co.Keys().Speed(), worker: w.cfg.Worker, meter: &w.speed,
+	sw := &speedWriter{rdb: w.deps.Redis, key: w.mem.co.Keys().Speed(), worker: w.cfg.Worker, meter: &w.speed,
 		every: speedEvery, ttl: speedTTL, log: w.log}
 	sctx, scancel := context.WithCancel(bg)
 	sdone := make(chan struct{})
@@ -163,10 +156,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.ck != nil {
 		go func() { _ = w.ck.up.Run(bg) }()
 	}
-	go w.poll(bg)
+	go w.mem.poll(bg, w.deps.Redis, w.deps.Jobs, w.cfg.Job)
 	lctx, lcancel := context.WithCancel(bg)
-	w.stopLead = lcancel
-	go func() { _ = w.leader.Run(lctx) }()
+	w.mem.stopLead = lcancel
+	go func() { _ = w.mem.leader.Run(lctx) }()
 	defer func() {
 		if w.ring != nil {
 			_ = w.ring.Close()
@@ -189,7 +182,7 @@ func (w *Worker) prepare(ctx context.Context) error {
 		return err
 	}
 	w.spec, w.bt = *spec, bt
-	if err := w.register(ctx, coord.Preparing); err != nil {
+	if err := w.mem.register(ctx, coord.Preparing); err != nil {
 		return err
 	}
 	mc := trainer.ModelConfigFrom(*bt)
@@ -217,19 +210,19 @@ func (w *Worker) prepare(ctx context.Context) error {
 		// every ready worker up to the API's hard limit.
 		maxW = 1024
 	}
-	w.leader = coord.NewLeader(w.co, coord.LeaderOptions{MinStart: minStart, MaxWorkers: maxW, Window: w.cfg.ReportWindow,
+	w.mem.leader = coord.NewLeader(w.mem.co, coord.LeaderOptions{MinStart: minStart, MaxWorkers: maxW, Window: w.cfg.ReportWindow,
 		OnFormed: w.lostEvents}, w.deps.Now)
-	w.watch = w.co.Watch(context.WithoutCancel(ctx), 100*time.Millisecond)
+	w.mem.watch = w.mem.co.Watch(context.WithoutCancel(ctx), 100*time.Millisecond)
 	w.rep = newReporter(w.deps.Jobs, w.cfg.Job, w.cfg.ProgressEvery, w.log)
 	if w.deps.Store != nil {
 		if w.ck, err = newCheckpointer(w, w.deps.Store); err != nil {
 			return err
 		}
 	}
-	if err := w.register(ctx, coord.Ready); err != nil {
+	if err := w.mem.register(ctx, coord.Ready); err != nil {
 		return err
 	}
-	w.log.Info("ready", "addr", w.addr(), "listen", w.deps.Transport.Addr(), "params", w.model.NumParams())
+	w.log.Info("ready", "addr", w.mem.addr, "listen", w.deps.Transport.Addr(), "params", w.model.NumParams())
 	return nil
 }
 
@@ -244,23 +237,6 @@ func (w *Worker) warmUp() {
 	x, labels := make([]float32, n*feat), make([]int32, n)
 	w.data.Batch(w.ids, x, labels)
 	w.model.Gradient(x, labels, n, make([]float32, w.model.NumParams()))
-}
-
-func (w *Worker) register(ctx context.Context, s coord.MemberState) error {
-	m := coord.Member{Addr: w.addr(), State: s, Since: w.deps.Now()}
-	err := retry(ctx, w.log, "register", func() error { return w.co.SetMember(ctx, m) })
-	if err == nil {
-		w.state = s
-	}
-	return err
-}
-
-// addr is the ring address peers dial: Config.Advertise, else the listener's.
-func (w *Worker) addr() string {
-	if w.cfg.Advertise != "" {
-		return w.cfg.Advertise
-	}
-	return w.deps.Transport.Addr()
 }
 
 // AdvertiseAddr resolves an --advertise value against the listener's
@@ -281,32 +257,4 @@ func AdvertiseAddr(advertise, listenAddr string) (string, error) {
 		return "", fmt.Errorf("advertise %q: want host or host:port", advertise)
 	}
 	return net.JoinHostPort(advertise, port), nil
-}
-
-// poll notices, off the step loop, that this worker was marked leaving or
-// that the job is being cancelled.
-func (w *Worker) poll(ctx context.Context) {
-	t := time.NewTicker(200 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if ms, err := w.co.Members(ctx); err == nil {
-			if m, ok := ms[w.cfg.Worker]; ok && m.State == coord.Leaving {
-				w.leaveReq.Store(true)
-				w.watch.Poke()
-			}
-		}
-		if n, err := w.deps.Redis.Exists(ctx, w.co.Keys().Stop()).Result(); err == nil && n > 0 {
-			w.stopReq.Store(true)
-		}
-		if w.deps.Jobs != nil {
-			if j, err := w.deps.Jobs.Get(ctx, w.cfg.Job); err == nil && (j.State == jobs.Cancelling || j.State.Terminal()) {
-				w.stopReq.Store(true)
-			}
-		}
-	}
 }
