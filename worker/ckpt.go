@@ -113,7 +113,7 @@ func (c *checkpointer) take(ctx context.Context, gen int64, world int, wait bool
 		epochs = append(epochs, w.st.Epoch)
 	}
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	pipe, err := w.pipe.Snapshot(pctx, epochs...)
+	pipe, err := w.dc.pipe.Snapshot(pctx, epochs...)
 	cancel()
 	if err != nil {
 		w.log.Warn("checkpoint skipped", "step", w.st.Applied, "err", err)

@@ -124,7 +124,7 @@ func (w *Worker) takePending(ctx context.Context) error {
 		return fmt.Errorf("load state: %w", err)
 	}
 	w.st, w.synced, w.handedGen = p.st, true, p.gen
-	w.cur = cursor{part: -1}
+	w.dc.restart()
 	return nil
 }
 

@@ -11,7 +11,6 @@ import (
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/worker/collective"
 	"github.com/edl-nomad/edl/worker/coord"
-	"github.com/edl-nomad/edl/worker/datapipe"
 )
 
 // outcome is why the step loop of one generation ended.
@@ -129,12 +128,10 @@ func (w *Worker) join(ctx context.Context, g *coord.Generation) error {
 		// partitions" is not kept: a leave or a failure may just have put
 		// partitions back in the queue, and a member that believed the
 		// queue empty would never claim them (samples missed).
-		w.cur.noMore = false
+		w.dc.keep()
 		w.sw.mark("same_state")
 		if rank == g.Root && !pureJoin(prev, g) {
-			rec := datapipe.Reconciliation{Gen: g.Number, Applied: w.st.Applied, Epoch: w.st.Epoch,
-				MetaEpoch: w.st.MetaEpoch, Members: g.Members, Meta: w.st.Meta, Debug: w.st.Debug}
-			if err := retry(jctx, w.log, "reconcile", func() error { _, err := w.pipe.Reconcile(jctx, rec); return err }); err != nil {
+			if _, err := w.dc.reconcile(jctx, g, w.st); err != nil {
 				return err
 			}
 			w.sw.mark("reconcile")
@@ -154,13 +151,8 @@ func (w *Worker) join(ctx context.Context, g *coord.Generation) error {
 		if !w.synced {
 			return errors.New("named root without training state")
 		}
-		rec := datapipe.Reconciliation{Gen: g.Number, Applied: w.st.Applied, Epoch: w.st.Epoch,
-			MetaEpoch: w.st.MetaEpoch, Members: g.Members, Meta: w.st.Meta, Debug: w.st.Debug}
-		var returned int
-		if err := retry(jctx, w.log, "reconcile", func() (err error) {
-			returned, err = w.pipe.Reconcile(jctx, rec)
-			return err
-		}); err != nil {
+		returned, err := w.dc.reconcile(jctx, g, w.st)
+		if err != nil {
 			return err
 		}
 		payload := encodeState(w.st, w.model.MarshalState(w.opt))
@@ -181,7 +173,7 @@ func (w *Worker) join(ctx context.Context, g *coord.Generation) error {
 		}
 		w.st, w.synced = st, true
 	}
-	w.cur = cursor{part: -1}
+	w.dc.restart()
 	_ = w.mem.register(ctx, coord.Active)
 	w.joinedEvent(g, rank)
 	w.log.Info("joined", "gen", g.Number, "rank", rank, "world", len(g.Members), "step", w.st.Applied,
@@ -232,12 +224,7 @@ func (w *Worker) leave(ctx context.Context, g *coord.Generation) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	w.log.Info("leaving", "step", w.st.Applied)
-	if err := w.com.flush(ctx); err != nil {
-		w.log.Warn("flush commits before leaving", "err", err)
-	}
-	if err := w.pipe.Release(ctx, w.st.Epoch, w.st.Epoch+1); err != nil {
-		w.log.Warn("release partitions", "err", err)
-	}
+	w.dc.handBack(ctx, w.st.Epoch)
 	w.mem.leave(ctx, g, w.rep)
 	return nil
 }
@@ -246,7 +233,7 @@ func (w *Worker) leave(ctx context.Context, g *coord.Generation) error {
 func (w *Worker) finish(ctx context.Context, g *coord.Generation, to jobs.State, reason string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := w.com.flush(ctx); err != nil {
+	if err := w.dc.com.flush(ctx); err != nil {
 		w.log.Warn("flush commits at the end", "err", err)
 	}
 	if g.Rank(w.cfg.Worker) == 0 {

@@ -21,9 +21,7 @@ func (w *Worker) joinRestore(ctx context.Context, ring *collective.Ring, g *coor
 		if err := w.restoreState(ctx, g); err != nil {
 			return err
 		}
-		rec := datapipe.Reconciliation{Gen: g.Number, Applied: w.st.Applied, Epoch: w.st.Epoch,
-			MetaEpoch: w.st.MetaEpoch, Members: g.Members, Meta: w.st.Meta, Debug: w.st.Debug}
-		if err := retry(ctx, w.log, "reconcile", func() error { _, err := w.pipe.Reconcile(ctx, rec); return err }); err != nil {
+		if _, err := w.dc.reconcile(ctx, g, w.st); err != nil {
 			return err
 		}
 		payload := w.model.AppendState(encodeHeader(w.st, 8*w.model.NumParams()+1024), w.opt)
@@ -42,7 +40,7 @@ func (w *Worker) joinRestore(ctx context.Context, ring *collective.Ring, g *coor
 		w.st = st
 	}
 	w.synced = true
-	w.cur = cursor{part: -1}
+	w.dc.restart()
 	_ = w.mem.register(ctx, coord.Active)
 	w.joinedEvent(g, rank)
 	w.log.Info("joined", "gen", g.Number, "rank", rank, "world", len(g.Members), "step", w.st.Applied,
@@ -87,7 +85,7 @@ func (w *Worker) restoreState(ctx context.Context, g *coord.Generation) error {
 		}
 	}
 	err := retry(ctx, w.log, "restore data pipeline", func() error {
-		return w.pipe.Restore(ctx, g.Number, w.bt.Epochs, pipe, w.st.Applied)
+		return w.dc.pipe.Restore(ctx, g.Number, w.bt.Epochs, pipe, w.st.Applied)
 	})
 	if err != nil {
 		return errors.Join(errors.New("restore data pipeline"), err)

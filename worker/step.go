@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -60,20 +59,20 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 		pending := w.pending != nil
 		var blocked, stale bool
 		if !pending {
-			blocked, stale = w.ensurePartition(ctx, g)
+			// Flush before claim, asOf = the last applied step (datapipe/doc.go).
+			blocked, stale = w.dc.claim(ctx, w.cfg.RingTimeout/2, g.Number, w.st.Epoch, w.st.Applied)
 		}
 		w.sw.mark("claim")
 		my := slot{Part: -1, Leaving: w.mem.leaveReq.Load()}
 		var loss float64
 		n := 0
 		computeStart := time.Now()
-		if w.cur.part >= 0 && !pending {
-			w.ids = w.data.PartitionSamples(w.st.Epoch, w.cur.part, w.cur.off, plan.local, w.ids)
+		if w.dc.cur.part >= 0 && !pending {
+			w.ids = w.data.PartitionSamples(w.st.Epoch, w.dc.cur.part, w.dc.cur.off, plan.local, w.ids)
 			n = len(w.ids)
 			w.data.Batch(w.ids, w.x[:n*feat], w.labels[:n])
 			loss = w.model.Gradient(w.x[:n*feat], w.labels[:n], n, grad)
-			end := w.cur.off + int64(n)
-			my = slot{Part: w.cur.part, Start: w.cur.off, End: end, Leaving: my.Leaving, Fin: end >= w.cur.size}
+			my = w.dc.take(n, my.Leaving)
 		}
 		w.sw.mark("gradient")
 		if w.cfg.StepDelay > 0 {
@@ -85,7 +84,7 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 		}
 		meta[metaLoss] = float32(loss)
 		meta[metaCount] = float32(n)
-		if stale || max(w.com.seenGen.Load(), w.mem.watch.Latest()) > g.Number {
+		if stale || max(w.dc.seenGen(), w.mem.watch.Latest()) > g.Number {
 			meta[metaSwitch] = 1
 		}
 		if w.mem.stopReq.Load() {
@@ -124,7 +123,7 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 		} else if switches == 0 && stops == 0 && blocks == 0 {
 			w.log.Info("epoch done", "epoch", w.st.Epoch, "step", w.st.Applied)
 			w.st.Epoch++
-			w.cur = cursor{part: -1}
+			w.dc.restart()
 			if w.st.Epoch >= w.bt.Epochs {
 				return outDone, nil // finish takes the final checkpoint
 			}
@@ -205,12 +204,7 @@ func (w *Worker) apply(g *coord.Generation, rank, world int, plan batchPlan, gra
 		w.st.Debug = dbg.String()
 		debug = append(debug, datapipe.DebugRecord{Step: w.st.Applied, Payload: w.st.Debug})
 	}
-	var cm *datapipe.Commit
-	if my := getSlot(meta, rank); my.Part >= 0 {
-		w.cur.off = my.End
-		cm = &datapipe.Commit{Gen: g.Number, Step: w.st.Applied, Epoch: w.st.Epoch, Part: my.Part, Offset: my.End, Fin: my.Fin}
-	}
-	w.com.add(cm, debug...)
+	w.dc.applied(g.Number, w.st.Applied, w.st.Epoch, getSlot(meta, rank), debug...)
 	now := w.deps.Now()
 	if w.deps.StepLog != nil {
 		fmt.Fprintf(w.deps.StepLog, "%d %d %d %d %d %.6f\n", now.UnixNano(), w.st.Applied, g.Number, world, w.st.Epoch, w.st.Loss)
@@ -224,41 +218,4 @@ func (w *Worker) apply(g *coord.Generation, rank, world int, plan batchPlan, gra
 		w.rep.progress(jobs.Progress{Epoch: w.st.Epoch, Step: w.st.Applied, Samples: w.st.Samples, Loss: w.st.Loss,
 			SamplesPerS: rate, WorldSize: world, Generation: g.Number, TotalEpochs: w.bt.Epochs})
 	}
-}
-
-// ensurePartition makes sure the worker holds a partition with samples left,
-// claiming one if needed. blocked: Redis could not be reached; stale: the
-// generation is no longer current.
-func (w *Worker) ensurePartition(ctx context.Context, g *coord.Generation) (blocked, stale bool) {
-	if w.cur.part >= 0 && w.cur.off < w.cur.size || w.cur.noMore {
-		return false, false
-	}
-	// A finished partition's last commit must land before this worker takes
-	// part in another step: the root of a later generation relies on it.
-	fctx, cancel := context.WithTimeout(ctx, w.cfg.RingTimeout/2)
-	defer cancel()
-	if err := w.com.flush(fctx); err != nil {
-		return true, false
-	}
-	order := datapipe.Order(w.data.NumPartitions(), w.bt.Dataset.Seed, w.st.Epoch)
-	part, off, err := w.pipe.Claim(fctx, g.Number, w.st.Epoch, w.st.Applied, order)
-	switch {
-	case errors.Is(err, datapipe.ErrStaleGeneration):
-		return false, true
-	case err != nil:
-		w.log.Warn("claim failed", "err", err)
-		return true, false
-	case part < 0:
-		w.cur = cursor{part: -1, noMore: true}
-	default:
-		_, size := w.data.Partition(part)
-		w.cur = cursor{part: part, off: off, size: size}
-		if off >= size {
-			// Used up but not marked so: mark it and look again next step.
-			w.com.add(&datapipe.Commit{Gen: g.Number, Step: w.st.Applied + 1, Epoch: w.st.Epoch, Part: part, Offset: off, Fin: true})
-			w.cur = cursor{part: -1}
-			return true, false
-		}
-	}
-	return false, false
 }

@@ -44,8 +44,7 @@ type Worker struct {
 	bt   *jobs.BuiltinTrainer
 
 	mem   membership // who this worker is in the job (membership.go)
-	pipe  *datapipe.Pipe
-	com   *committer
+	dc    dataCursor // where it is in the data (datacursor.go)
 	rep   *reporter
 	speed speedMeter    // per-step compute time, for the planner's straggler check
 	ck    *checkpointer // nil without a store
@@ -62,7 +61,6 @@ type Worker struct {
 	handedGen int64
 	pending   *pendingState
 	ring      *collective.Ring
-	cur       cursor
 
 	buf       []float32
 	ids       []int64
@@ -73,14 +71,6 @@ type Worker struct {
 	// snap is closed once the root's hand-over snapshot of the parameters
 	// and velocity is taken; they must not change before (waitSnapshot).
 	snap chan struct{}
-}
-
-// cursor is where a worker is in its current partition.
-type cursor struct {
-	part   int // -1: none held
-	off    int64
-	size   int64
-	noMore bool // the epoch's queue is empty for this worker
 }
 
 // New checks cfg and deps; it does no I/O.
@@ -106,13 +96,12 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{cfg: cfg, deps: deps, log: log, cur: cursor{part: -1}}
+	w := &Worker{cfg: cfg, deps: deps, log: log}
 	w.mem = membership{self: cfg.Worker, addr: cfg.Advertise, log: log, now: deps.Now, co: co}
 	if w.mem.addr == "" {
 		w.mem.addr = deps.Transport.Addr()
 	}
-	w.pipe = datapipe.New(deps.Redis, co.Keys(), cfg.Worker)
-	w.com = newCommitter(w.pipe, log)
+	w.dc = newDataCursor(datapipe.New(deps.Redis, co.Keys(), cfg.Worker), log)
 	return w, nil
 }
 
@@ -138,7 +127,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.mem.requestLeave()
 	}()
 	go func() { _ = w.mem.co.RunHeartbeat(bg) }()
-	go w.com.run(bg)
+	go w.dc.com.run(bg)
 	go w.rep.run(bg)
 	sw := &speedWriter{rdb: w.deps.Redis, key: w.mem.co.Keys().Speed(), worker: w.cfg.Worker, meter: &w.speed,
 		every: speedEvery, ttl: speedTTL, log: w.log}
@@ -197,6 +186,8 @@ func (w *Worker) prepare(ctx context.Context) error {
 	if _, size := w.data.Partition(0); size >= maxExact {
 		return fmt.Errorf("worker: partitions of %d samples exceed %d; use more partitions", size, maxExact)
 	}
+	w.dc.parts, w.dc.seed = w.data.NumPartitions(), bt.Dataset.Seed
+	w.dc.size = func(p int) int64 { _, size := w.data.Partition(p); return size }
 	w.warmUp()
 	w.opt = trainer.NewSGD(w.model.NumParams(), float32(bt.LearningRate), float32(bt.Momentum))
 	w.st = progressState{Applied: -1}
