@@ -53,7 +53,7 @@ func newCheckpointer(w *Worker, store checkpoint.Store) (*checkpointer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: checkpoints: %w", err)
 	}
-	c := &checkpointer{w: w, cat: cat, every: int64(w.spec.Checkpoint.EverySteps), size: len(w.model.MarshalState(nil))}
+	c := &checkpointer{w: w, cat: cat, every: int64(w.spec.Checkpoint.EverySteps), size: len(w.ts.model.MarshalState(nil))}
 	c.up = checkpoint.NewUploader(cat, checkpoint.UploaderConfig{OnEvent: c.onEvent})
 	return c, nil
 }
@@ -99,7 +99,7 @@ func (c *checkpointer) due(applied int64) bool {
 // still in flight before it), for the checkpoint taken before every
 // worker stops.
 func (c *checkpointer) take(ctx context.Context, gen int64, world int, wait bool) {
-	if c == nil || c.w.st.Applied < 0 {
+	if c == nil || c.w.ts.st.Applied < 0 {
 		return
 	}
 	w := c.w
@@ -108,30 +108,30 @@ func (c *checkpointer) take(ctx context.Context, gen int64, world int, wait bool
 		defer cancel()
 		_, _ = c.up.Wait(wctx)
 	}
-	epochs := []int{w.st.MetaEpoch}
-	if w.st.Epoch != w.st.MetaEpoch {
-		epochs = append(epochs, w.st.Epoch)
+	epochs := []int{w.ts.st.MetaEpoch}
+	if w.ts.st.Epoch != w.ts.st.MetaEpoch {
+		epochs = append(epochs, w.ts.st.Epoch)
 	}
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	pipe, err := w.dc.pipe.Snapshot(pctx, epochs...)
 	cancel()
 	if err != nil {
-		w.log.Warn("checkpoint skipped", "step", w.st.Applied, "err", err)
-		w.rep.event(jobs.EventCheckpoint, fmt.Sprintf("checkpoint at step %d skipped: %v", w.st.Applied, err),
-			map[string]any{"step": w.st.Applied, "skipped": true})
+		w.log.Warn("checkpoint skipped", "step", w.ts.st.Applied, "err", err)
+		w.rep.event(jobs.EventCheckpoint, fmt.Sprintf("checkpoint at step %d skipped: %v", w.ts.st.Applied, err),
+			map[string]any{"step": w.ts.st.Applied, "skipped": true})
 		return
 	}
-	data, _ := json.Marshal(dataShard{State: w.st, Pipeline: pipe})
-	meta := checkpoint.Meta{Step: w.st.Applied, Epoch: w.st.Epoch, Generation: gen, WorldSize: world,
-		Labels: map[string]string{"loss": strconv.FormatFloat(w.st.Loss, 'g', 6, 64), "samples": strconv.FormatInt(w.st.Samples, 10)}}
+	data, _ := json.Marshal(dataShard{State: w.ts.st, Pipeline: pipe})
+	meta := checkpoint.Meta{Step: w.ts.st.Applied, Epoch: w.ts.st.Epoch, Generation: gen, WorldSize: world,
+		Labels: map[string]string{"loss": strconv.FormatFloat(w.ts.st.Loss, 'g', 6, 64), "samples": strconv.FormatInt(w.ts.st.Samples, 10)}}
 	snap, err := c.up.Begin(meta)
 	if err != nil {
 		return // ErrBusy, reported by the uploader as skipped
 	}
-	w.model.AppendState(snap.Buffer(checkpoint.ShardParams, c.size)[:0], nil)
-	snap.AddFloat32s(checkpoint.ShardOptimizer, w.opt.Velocity)
+	w.ts.model.AppendState(snap.Buffer(checkpoint.ShardParams, c.size)[:0], nil)
+	snap.AddFloat32s(checkpoint.ShardOptimizer, w.ts.opt.Velocity)
 	snap.Add(checkpoint.ShardData, data)
-	tr, _ := json.Marshal(trainerShard{Dims: w.model.Dims(), Params: w.model.NumParams(), Format: "edl-trainer-state-v1"})
+	tr, _ := json.Marshal(trainerShard{Dims: w.ts.model.Dims(), Params: w.ts.model.NumParams(), Format: "edl-trainer-state-v1"})
 	snap.Add(checkpoint.ShardTrainer, tr)
 	c.up.Submit(snap)
 	if wait {
@@ -152,14 +152,14 @@ func (c *checkpointer) load(ctx context.Context) (found bool, st progressState, 
 		if err != nil {
 			return err
 		}
-		if err := w.model.UnmarshalState(b, nil); err != nil {
+		if err := w.ts.model.UnmarshalState(b, nil); err != nil {
 			return fmt.Errorf("%w: %v", checkpoint.ErrCorrupt, err)
 		}
 		rc, err := cp.Open(ctx, checkpoint.ShardOptimizer)
 		if err != nil {
 			return err
 		}
-		err = checkpoint.ReadFloat32s(rc, w.opt.Velocity)
+		err = checkpoint.ReadFloat32s(rc, w.ts.opt.Velocity)
 		rc.Close()
 		if err != nil {
 			return err

@@ -32,7 +32,7 @@ type pendingState struct {
 // failure the root's state directly, over a ring of the root and the
 // joiners alone, while the other members go straight to the main ring and
 // keep their state. Only the hand-over ring is built here; the transfer
-// runs in the background (root: a snapshot taken now; joiner: w.pending).
+// runs in the background (root: a snapshot taken now; joiner: w.ts.pending).
 // Members that are neither root nor joiner do nothing.
 func (w *Worker) handOver(ctx context.Context, g *coord.Generation) error {
 	if !w.cfg.DirectHandOver || len(g.Joiners) == 0 || g.Sync || g.Root < 0 || g.Restore {
@@ -40,7 +40,7 @@ func (w *Worker) handOver(ctx context.Context, g *coord.Generation) error {
 	}
 	ids := append([]string{g.Members[g.Root]}, g.Joiners...)
 	rank := slices.Index(ids, w.cfg.Worker)
-	if rank < 0 || (rank == 0 && !w.synced) {
+	if rank < 0 || (rank == 0 && !w.ts.synced) {
 		return nil
 	}
 	addrs := make([]string, len(ids))
@@ -64,12 +64,12 @@ func (w *Worker) handOver(ctx context.Context, g *coord.Generation) error {
 		// The snapshot is taken off the step loop: the first step's
 		// gradient only reads the parameters, and apply waits for it
 		// (waitSnapshot) before the update changes them.
-		hdr := encodeHeader(w.st, 8*w.model.NumParams()+1024)
+		hdr := encodeHeader(w.ts.st, 8*w.ts.model.NumParams()+1024)
 		snap := make(chan struct{})
-		w.snap = snap
+		w.ts.snap = snap
 		go func() {
 			defer ring.Close()
-			payload := w.model.AppendState(hdr, w.opt)
+			payload := w.ts.model.AppendState(hdr, w.ts.opt)
 			close(snap)
 			if _, err := ring.Broadcast(context.Background(), 0, payload); err != nil {
 				w.log.Warn("state hand-over failed", "gen", g.Number, "to", g.Joiners, "err", err)
@@ -80,8 +80,8 @@ func (w *Worker) handOver(ctx context.Context, g *coord.Generation) error {
 		return nil
 	}
 	p := &pendingState{gen: g.Number, done: make(chan struct{})}
-	w.pending = p
-	w.synced = false // whatever it held from an earlier membership is stale
+	w.ts.pending = p
+	w.ts.synced = false // whatever it held from an earlier membership is stale
 	go func() {
 		defer close(p.done)
 		defer ring.Close()
@@ -94,42 +94,4 @@ func (w *Worker) handOver(ctx context.Context, g *coord.Generation) error {
 		w.log.Info("state received", "gen", g.Number, "step", p.st.Applied, "bytes", len(payload), "took", time.Since(start).Round(time.Millisecond))
 	}()
 	return nil
-}
-
-// waitSnapshot waits until the root's hand-over snapshot is taken; the
-// parameters and velocity must not change before.
-func (w *Worker) waitSnapshot() {
-	if w.snap != nil {
-		<-w.snap
-		w.snap = nil
-	}
-}
-
-// takePending waits for the state being handed over and loads it.
-func (w *Worker) takePending(ctx context.Context) error {
-	p := w.pending
-	if p == nil {
-		return nil
-	}
-	w.pending = nil
-	select {
-	case <-p.done:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	if p.err != nil {
-		return p.err
-	}
-	if err := w.model.UnmarshalState(p.model, w.opt); err != nil {
-		return fmt.Errorf("load state: %w", err)
-	}
-	w.st, w.synced, w.handedGen = p.st, true, p.gen
-	w.dc.restart()
-	return nil
-}
-
-// dropPending forgets a hand-over in progress (a full broadcast or a
-// failure replaces it); the transfer ends by itself.
-func (w *Worker) dropPending() {
-	w.pending = nil
 }

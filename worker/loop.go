@@ -79,16 +79,16 @@ func (w *Worker) join(ctx context.Context, g *coord.Generation) error {
 		_ = w.ring.Close()
 		w.ring = nil
 	}
-	w.waitSnapshot() // the state below may be replaced
+	w.ts.waitSnapshot() // the state below may be replaced
 	w.sw.mark("close")
 	rank := g.Rank(w.cfg.Worker)
 	prev := w.mem.trainedIn
 	w.mem.trainedIn = nil
 	timeout := w.cfg.RingTimeout
-	if !w.synced {
+	if !w.ts.synced {
 		timeout = w.cfg.JoinTimeout
 	}
-	w.dropPending()
+	w.ts.dropPending()
 	jctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go w.mem.cancelOnNewer(jctx, cancel, g.Number)
@@ -113,14 +113,14 @@ func (w *Worker) join(ctx context.Context, g *coord.Generation) error {
 	}
 	switch {
 	case g.Root < 0:
-		if !w.synced {
-			w.st = progressState{Applied: -1}
+		if !w.ts.synced {
+			w.ts.st = progressState{Applied: -1}
 			if w.cfg.RestoreFile != "" {
 				if err := w.restore(); err != nil {
 					return err
 				}
 			}
-			w.synced = true
+			w.ts.synced = true
 		}
 	case w.sameState(jctx, ring, g, rank):
 		// Nobody new and nobody behind: keep state and cursors; the root
@@ -131,7 +131,7 @@ func (w *Worker) join(ctx context.Context, g *coord.Generation) error {
 		w.dc.keep()
 		w.sw.mark("same_state")
 		if rank == g.Root && !pureJoin(prev, g) {
-			if _, err := w.dc.reconcile(jctx, g, w.st); err != nil {
+			if _, err := w.dc.reconcile(jctx, g, w.ts.st); err != nil {
 				return err
 			}
 			w.sw.mark("reconcile")
@@ -143,41 +143,41 @@ func (w *Worker) join(ctx context.Context, g *coord.Generation) error {
 		if slices.Contains(g.Joiners, w.cfg.Worker) {
 			w.joinedEvent(g, rank)
 		}
-		w.log.Info("joined", "gen", g.Number, "rank", rank, "world", len(g.Members), "step", w.st.Applied,
+		w.log.Info("joined", "gen", g.Number, "rank", rank, "world", len(g.Members), "step", w.ts.st.Applied,
 			"kept_state", true, "took", time.Since(start).Round(time.Millisecond))
 		return nil
 	case rank == g.Root:
-		w.dropPending()
-		if !w.synced {
+		w.ts.dropPending()
+		if !w.ts.synced {
 			return errors.New("named root without training state")
 		}
-		returned, err := w.dc.reconcile(jctx, g, w.st)
+		returned, err := w.dc.reconcile(jctx, g, w.ts.st)
 		if err != nil {
 			return err
 		}
-		payload := encodeState(w.st, w.model.MarshalState(w.opt))
+		payload := w.ts.encode()
 		if _, err := ring.Broadcast(jctx, g.Root, payload); err != nil {
 			return fmt.Errorf("send state: %w", err)
 		}
-		w.log.Info("sent state", "gen", g.Number, "step", w.st.Applied, "bytes", len(payload), "returned_partitions", returned,
+		w.log.Info("sent state", "gen", g.Number, "step", w.ts.st.Applied, "bytes", len(payload), "returned_partitions", returned,
 			"ring", ringAt.Round(time.Millisecond), "took", time.Since(start).Round(time.Millisecond))
 	default:
-		w.dropPending() // the full broadcast replaces a direct hand-over
+		w.ts.dropPending() // the full broadcast replaces a direct hand-over
 		payload, err := ring.Broadcast(jctx, g.Root, nil)
 		if err != nil {
 			return fmt.Errorf("receive state: %w", err)
 		}
-		st, err := w.loadState(payload)
+		st, err := w.ts.loadState(payload)
 		if err != nil {
 			return err
 		}
-		w.st, w.synced = st, true
+		w.ts.st, w.ts.synced = st, true
 	}
 	w.dc.restart()
 	_ = w.mem.register(ctx, coord.Active)
 	w.joinedEvent(g, rank)
-	w.log.Info("joined", "gen", g.Number, "rank", rank, "world", len(g.Members), "step", w.st.Applied,
-		"epoch", w.st.Epoch, "ring", ringAt.Round(time.Millisecond), "took", time.Since(start).Round(time.Millisecond))
+	w.log.Info("joined", "gen", g.Number, "rank", rank, "world", len(g.Members), "step", w.ts.st.Applied,
+		"epoch", w.ts.st.Epoch, "ring", ringAt.Round(time.Millisecond), "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
@@ -206,14 +206,14 @@ func (w *Worker) joinedEvent(g *coord.Generation, rank int) {
 // reportFailure tells the leader this worker's ring of g broke and what it
 // applied last; it retries while Redis is away.
 func (w *Worker) reportFailure(ctx context.Context, g *coord.Generation) {
-	w.dropPending()
+	w.ts.dropPending()
 	if w.ring != nil {
 		_ = w.ring.Close()
 		w.ring = nil
 	}
 	applied := coord.NoState
-	if w.synced {
-		applied = w.st.Applied
+	if w.ts.synced {
+		applied = w.ts.st.Applied
 	}
 	w.mem.report(ctx, g.Number, applied)
 }
@@ -223,8 +223,8 @@ func (w *Worker) reportFailure(ctx context.Context, g *coord.Generation) {
 func (w *Worker) leave(ctx context.Context, g *coord.Generation) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	w.log.Info("leaving", "step", w.st.Applied)
-	w.dc.handBack(ctx, w.st.Epoch)
+	w.log.Info("leaving", "step", w.ts.st.Applied)
+	w.dc.handBack(ctx, w.ts.st.Epoch)
 	w.mem.leave(ctx, g, w.rep)
 	return nil
 }
@@ -254,13 +254,13 @@ func (w *Worker) finish(ctx context.Context, g *coord.Generation, to jobs.State,
 func (w *Worker) exit(ctx context.Context, reason string) error {
 	w.mem.exit(ctx)
 	w.rep.flush(ctx)
-	w.log.Info("exiting", "reason", reason, "step", w.st.Applied, "epoch", w.st.Epoch)
+	w.log.Info("exiting", "reason", reason, "step", w.ts.st.Applied, "epoch", w.ts.st.Epoch)
 	return nil
 }
 
 // save writes the training state to SaveFile (atomically, by rename).
 func (w *Worker) save() error {
-	b := encodeState(w.st, w.model.MarshalState(w.opt))
+	b := w.ts.encode()
 	tmp := w.cfg.SaveFile + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
 		return fmt.Errorf("save state: %w", err)
@@ -277,12 +277,12 @@ func (w *Worker) restore() error {
 	if err != nil {
 		return fmt.Errorf("restore state: %w", err)
 	}
-	st, err := w.loadState(b)
+	st, err := w.ts.loadState(b)
 	if err != nil {
 		return fmt.Errorf("restore state from %s: %w", w.cfg.RestoreFile, err)
 	}
 	st.Meta, st.Debug = nil, ""
-	w.st = st
+	w.ts.st = st
 	return nil
 }
 
@@ -299,9 +299,9 @@ func (w *Worker) sameState(ctx context.Context, ring *collective.Ring, g *coord.
 	const have, pending = 1, 2
 	flag := float32(0)
 	switch {
-	case w.pending != nil && w.pending.gen == g.Number:
+	case w.ts.pending != nil && w.ts.pending.gen == g.Number:
 		flag = pending
-	case w.synced && !slices.Contains(g.Joiners, w.cfg.Worker) && w.st.Applied+2 < maxExact:
+	case w.ts.synced && !slices.Contains(g.Joiners, w.cfg.Worker) && w.ts.st.Applied+2 < maxExact:
 		flag = have
 	}
 	world := len(g.Members)
@@ -311,7 +311,7 @@ func (w *Worker) sameState(ctx context.Context, ring *collective.Ring, g *coord.
 	v := make([]float32, 2*world)
 	v[2*rank+1] = flag
 	if flag == have {
-		v[2*rank] = float32(w.st.Applied + 2)
+		v[2*rank] = float32(w.ts.st.Applied + 2)
 	}
 	if err := ring.AllReduceExactTail(ctx, v, len(v)); err != nil { // steps above 2048: never fp16
 		return false // the broadcast that follows fails the same way on everyone

@@ -9,7 +9,6 @@ import (
 	"github.com/edl-nomad/edl/worker/collective"
 	"github.com/edl-nomad/edl/worker/coord"
 	"github.com/edl-nomad/edl/worker/datapipe"
-	"github.com/edl-nomad/edl/worker/trainer"
 )
 
 // joinRestore starts a generation that no live worker holds the state of:
@@ -21,10 +20,10 @@ func (w *Worker) joinRestore(ctx context.Context, ring *collective.Ring, g *coor
 		if err := w.restoreState(ctx, g); err != nil {
 			return err
 		}
-		if _, err := w.dc.reconcile(ctx, g, w.st); err != nil {
+		if _, err := w.dc.reconcile(ctx, g, w.ts.st); err != nil {
 			return err
 		}
-		payload := w.model.AppendState(encodeHeader(w.st, 8*w.model.NumParams()+1024), w.opt)
+		payload := w.ts.model.AppendState(encodeHeader(w.ts.st, 8*w.ts.model.NumParams()+1024), w.ts.opt)
 		if _, err := ring.Broadcast(ctx, 0, payload); err != nil {
 			return fmt.Errorf("send state: %w", err)
 		}
@@ -33,34 +32,24 @@ func (w *Worker) joinRestore(ctx context.Context, ring *collective.Ring, g *coor
 		if err != nil {
 			return fmt.Errorf("receive state: %w", err)
 		}
-		st, err := w.loadState(payload)
+		st, err := w.ts.loadState(payload)
 		if err != nil {
 			return err
 		}
-		w.st = st
+		w.ts.st = st
 	}
-	w.synced = true
+	w.ts.synced = true
 	w.dc.restart()
 	_ = w.mem.register(ctx, coord.Active)
 	w.joinedEvent(g, rank)
-	w.log.Info("joined", "gen", g.Number, "rank", rank, "world", len(g.Members), "step", w.st.Applied,
-		"epoch", w.st.Epoch, "restored", true, "took", time.Since(start).Round(time.Millisecond))
+	w.log.Info("joined", "gen", g.Number, "rank", rank, "world", len(g.Members), "step", w.ts.st.Applied,
+		"epoch", w.ts.st.Epoch, "restored", true, "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
 // restoreState sets the model, optimizer, counters and data pipeline to the
 // newest good checkpoint, or to the seed and an untouched pipeline.
 func (w *Worker) restoreState(ctx context.Context, g *coord.Generation) error {
-	fresh := func() error {
-		m, err := trainer.NewModel(w.mc)
-		if err != nil {
-			return err
-		}
-		w.model = m
-		w.opt = trainer.NewSGD(m.NumParams(), float32(w.bt.LearningRate), float32(w.bt.Momentum))
-		w.st = progressState{Applied: -1}
-		return nil
-	}
 	var pipe []datapipe.EpochState
 	found := false
 	if w.ck != nil {
@@ -73,11 +62,11 @@ func (w *Worker) restoreState(ctx context.Context, g *coord.Generation) error {
 			return err
 		}
 		if found {
-			w.st = st
+			w.ts.st = st
 		}
 	}
 	if !found {
-		if err := fresh(); err != nil {
+		if err := w.ts.reset(w.bt); err != nil {
 			return err
 		}
 		if g.Restore {
@@ -85,11 +74,11 @@ func (w *Worker) restoreState(ctx context.Context, g *coord.Generation) error {
 		}
 	}
 	err := retry(ctx, w.log, "restore data pipeline", func() error {
-		return w.dc.pipe.Restore(ctx, g.Number, w.bt.Epochs, pipe, w.st.Applied)
+		return w.dc.pipe.Restore(ctx, g.Number, w.bt.Epochs, pipe, w.ts.st.Applied)
 	})
 	if err != nil {
 		return errors.Join(errors.New("restore data pipeline"), err)
 	}
-	w.log.Info("state restored", "gen", g.Number, "from_checkpoint", found, "step", w.st.Applied, "epoch", w.st.Epoch)
+	w.log.Info("state restored", "gen", g.Number, "from_checkpoint", found, "step", w.ts.st.Applied, "epoch", w.ts.st.Epoch)
 	return nil
 }

@@ -48,16 +48,3 @@ func decodeState(b []byte) (progressState, []byte, error) {
 	}
 	return p, b[4+n:], nil
 }
-
-// loadState decodes a training state (a broadcast or a saved file) and loads
-// its model and optimizer into this worker; the caller adopts the counters.
-func (w *Worker) loadState(b []byte) (progressState, error) {
-	st, model, err := decodeState(b)
-	if err != nil {
-		return st, err
-	}
-	if err := w.model.UnmarshalState(model, w.opt); err != nil {
-		return st, fmt.Errorf("load state: %w", err)
-	}
-	return st, nil
-}

@@ -38,7 +38,7 @@ func planBatch(bt *jobs.BuiltinTrainer, initial, world, rank int) batchPlan {
 // train runs g's step loop until something ends it.
 func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coord.Generation) {
 	rank, world := g.Rank(w.cfg.Worker), len(g.Members)
-	np := w.model.NumParams()
+	np := w.ts.model.NumParams()
 	plan := planBatch(w.bt, w.spec.Workers.Min, world, rank)
 	w.mem.trainedIn = g
 	if need := np + metaLen(world); cap(w.buf) < need {
@@ -56,11 +56,11 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 	for {
 		clear(w.buf)
 		// A joiner whose state is still on its way takes part with nothing.
-		pending := w.pending != nil
+		pending := w.ts.pending != nil
 		var blocked, stale bool
 		if !pending {
 			// Flush before claim, asOf = the last applied step (datapipe/doc.go).
-			blocked, stale = w.dc.claim(ctx, w.cfg.RingTimeout/2, g.Number, w.st.Epoch, w.st.Applied)
+			blocked, stale = w.dc.claim(ctx, w.cfg.RingTimeout/2, g.Number, w.ts.st.Epoch, w.ts.st.Applied)
 		}
 		w.sw.mark("claim")
 		my := slot{Part: -1, Leaving: w.mem.leaveReq.Load()}
@@ -68,10 +68,10 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 		n := 0
 		computeStart := time.Now()
 		if w.dc.cur.part >= 0 && !pending {
-			w.ids = w.data.PartitionSamples(w.st.Epoch, w.dc.cur.part, w.dc.cur.off, plan.local, w.ids)
+			w.ids = w.data.PartitionSamples(w.ts.st.Epoch, w.dc.cur.part, w.dc.cur.off, plan.local, w.ids)
 			n = len(w.ids)
 			w.data.Batch(w.ids, w.x[:n*feat], w.labels[:n])
-			loss = w.model.Gradient(w.x[:n*feat], w.labels[:n], n, grad)
+			loss = w.ts.model.Gradient(w.x[:n*feat], w.labels[:n], n, grad)
 			my = w.dc.take(n, my.Leaving)
 		}
 		w.sw.mark("gradient")
@@ -95,16 +95,17 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 		}
 		putSlot(meta, rank, my)
 		if err := w.ring.AllReduceExactTail(ctx, w.buf, len(meta)); err != nil { // the metadata never in fp16
-			w.log.Warn("all-reduce failed; step discarded", "gen", g.Number, "step", w.st.Applied+1, "err", err)
+			w.log.Warn("all-reduce failed; step discarded", "gen", g.Number, "step", w.ts.st.Applied+1, "err", err)
 			return outFailed, nil
 		}
 		w.sw.mark("allreduce")
 		if pending {
-			if err := w.takePending(ctx); err != nil {
+			if err := w.ts.takePending(ctx); err != nil {
 				// The others applied this step; this worker cannot: break the ring.
 				w.log.Warn("state hand-over failed after the first step", "gen", g.Number, "err", err)
 				return outFailed, nil
 			}
+			w.dc.restart() // claim again as of the state's step
 		}
 		total := count(meta, metaCount)
 		switches, stops, blocks := count(meta, metaSwitch), count(meta, metaStop), count(meta, metaBlocked)
@@ -117,14 +118,14 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 				w.rep.event(jobs.EventWorker, fmt.Sprintf("generation %d running: the switch took %d ms", g.Number, d.Milliseconds()),
 					map[string]any{"generation": g.Number, "world": world, "stall_ms": d.Milliseconds()})
 			}
-			if rank == 0 && w.ck.due(w.st.Applied) {
+			if rank == 0 && w.ck.due(w.ts.st.Applied) {
 				w.ck.take(ctx, g.Number, world, false)
 			}
 		} else if switches == 0 && stops == 0 && blocks == 0 {
-			w.log.Info("epoch done", "epoch", w.st.Epoch, "step", w.st.Applied)
-			w.st.Epoch++
+			w.log.Info("epoch done", "epoch", w.ts.st.Epoch, "step", w.ts.st.Applied)
+			w.ts.st.Epoch++
 			w.dc.restart()
-			if w.st.Epoch >= w.bt.Epochs {
+			if w.ts.st.Epoch >= w.bt.Epochs {
 				return outDone, nil // finish takes the final checkpoint
 			}
 			if rank == 0 {
@@ -171,21 +172,15 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 
 // apply takes the summed gradient as one applied step.
 func (w *Worker) apply(g *coord.Generation, rank, world int, plan batchPlan, grad, meta []float32, total int) {
-	w.waitSnapshot()
-	k := 1 / float32(total)
-	for i := range grad {
-		grad[i] *= k
-	}
-	w.opt.LR = plan.lr
-	w.opt.Step(w.model.Params(), grad)
-	w.st.Applied++
-	w.st.MetaEpoch = w.st.Epoch
-	w.st.Samples += int64(total)
-	w.st.Loss = float64(meta[metaLoss]) / float64(total)
-	w.st.Meta = w.st.Meta[:0]
+	w.ts.update(grad, total, plan.lr)
+	w.ts.st.Applied++
+	w.ts.st.MetaEpoch = w.ts.st.Epoch
+	w.ts.st.Samples += int64(total)
+	w.ts.st.Loss = float64(meta[metaLoss]) / float64(total)
+	w.ts.st.Meta = w.ts.st.Meta[:0]
 	var dbg strings.Builder
 	if w.cfg.DebugSamples {
-		dbg.WriteString(strconv.Itoa(w.st.Epoch))
+		dbg.WriteString(strconv.Itoa(w.ts.st.Epoch))
 		dbg.WriteByte('|')
 	}
 	for r := range world {
@@ -193,21 +188,21 @@ func (w *Worker) apply(g *coord.Generation, rank, world int, plan batchPlan, gra
 		if s.Part < 0 {
 			continue
 		}
-		w.st.Meta = append(w.st.Meta, datapipe.Consumption{Worker: g.Members[r], Part: s.Part, End: s.End, Fin: s.Fin})
+		w.ts.st.Meta = append(w.ts.st.Meta, datapipe.Consumption{Worker: g.Members[r], Part: s.Part, End: s.End, Fin: s.Fin})
 		if w.cfg.DebugSamples {
 			fmt.Fprintf(&dbg, "%d:%d:%d,", s.Part, s.Start, s.End)
 		}
 	}
-	w.st.Debug = ""
+	w.ts.st.Debug = ""
 	var debug []datapipe.DebugRecord
 	if w.cfg.DebugSamples {
-		w.st.Debug = dbg.String()
-		debug = append(debug, datapipe.DebugRecord{Step: w.st.Applied, Payload: w.st.Debug})
+		w.ts.st.Debug = dbg.String()
+		debug = append(debug, datapipe.DebugRecord{Step: w.ts.st.Applied, Payload: w.ts.st.Debug})
 	}
-	w.dc.applied(g.Number, w.st.Applied, w.st.Epoch, getSlot(meta, rank), debug...)
+	w.dc.applied(g.Number, w.ts.st.Applied, w.ts.st.Epoch, getSlot(meta, rank), debug...)
 	now := w.deps.Now()
 	if w.deps.StepLog != nil {
-		fmt.Fprintf(w.deps.StepLog, "%d %d %d %d %d %.6f\n", now.UnixNano(), w.st.Applied, g.Number, world, w.st.Epoch, w.st.Loss)
+		fmt.Fprintf(w.deps.StepLog, "%d %d %d %d %d %.6f\n", now.UnixNano(), w.ts.st.Applied, g.Number, world, w.ts.st.Epoch, w.ts.st.Loss)
 	}
 	if rank == 0 {
 		var rate float64
@@ -215,7 +210,7 @@ func (w *Worker) apply(g *coord.Generation, rank, world int, plan batchPlan, gra
 			rate = float64(total) / now.Sub(w.lastSteps).Seconds()
 		}
 		w.lastSteps = now
-		w.rep.progress(jobs.Progress{Epoch: w.st.Epoch, Step: w.st.Applied, Samples: w.st.Samples, Loss: w.st.Loss,
+		w.rep.progress(jobs.Progress{Epoch: w.ts.st.Epoch, Step: w.ts.st.Applied, Samples: w.ts.st.Samples, Loss: w.ts.st.Loss,
 			SamplesPerS: rate, WorldSize: world, Generation: g.Number, TotalEpochs: w.bt.Epochs})
 	}
 }

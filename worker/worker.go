@@ -48,19 +48,9 @@ type Worker struct {
 	rep   *reporter
 	speed speedMeter    // per-step compute time, for the planner's straggler check
 	ck    *checkpointer // nil without a store
-	mc    trainer.ModelConfig
-
-	model *trainer.Model
-	opt   *trainer.SGD
+	ts    trainState    // model, optimizer, counters, hand-over (trainstate.go)
 	data  *trainer.Dataset
-
-	st     progressState
-	synced bool // st and the model hold training state
-	// handedGen is the generation whose direct hand-over gave this worker
-	// its state (0: none); pending is a hand-over still in flight.
-	handedGen int64
-	pending   *pendingState
-	ring      *collective.Ring
+	ring  *collective.Ring
 
 	buf       []float32
 	ids       []int64
@@ -68,9 +58,6 @@ type Worker struct {
 	labels    []int32
 	lastSteps time.Time
 	sw        switchTrace
-	// snap is closed once the root's hand-over snapshot of the parameters
-	// and velocity is taken; they must not change before (waitSnapshot).
-	snap chan struct{}
 }
 
 // New checks cfg and deps; it does no I/O.
@@ -176,8 +163,8 @@ func (w *Worker) prepare(ctx context.Context) error {
 	}
 	mc := trainer.ModelConfigFrom(*bt)
 	mc.Threads = max(w.cfg.Threads, 1)
-	w.mc = mc
-	if w.model, err = trainer.NewModel(mc); err != nil {
+	w.ts.mc = mc
+	if err := w.ts.reset(bt); err != nil {
 		return fmt.Errorf("worker: build model: %w", err)
 	}
 	if w.data, err = trainer.NewDataset(bt.Dataset); err != nil {
@@ -189,8 +176,6 @@ func (w *Worker) prepare(ctx context.Context) error {
 	w.dc.parts, w.dc.seed = w.data.NumPartitions(), bt.Dataset.Seed
 	w.dc.size = func(p int) int64 { _, size := w.data.Partition(p); return size }
 	w.warmUp()
-	w.opt = trainer.NewSGD(w.model.NumParams(), float32(bt.LearningRate), float32(bt.Momentum))
-	w.st = progressState{Applied: -1}
 	minStart, maxW := w.cfg.MinStart, w.cfg.MaxWorkers
 	if minStart == 0 {
 		minStart = max(1, spec.Workers.Min)
@@ -213,7 +198,7 @@ func (w *Worker) prepare(ctx context.Context) error {
 	if err := w.mem.register(ctx, coord.Ready); err != nil {
 		return err
 	}
-	w.log.Info("ready", "addr", w.mem.addr, "listen", w.deps.Transport.Addr(), "params", w.model.NumParams())
+	w.log.Info("ready", "addr", w.mem.addr, "listen", w.deps.Transport.Addr(), "params", w.ts.model.NumParams())
 	return nil
 }
 
@@ -227,7 +212,7 @@ func (w *Worker) warmUp() {
 	n = len(w.ids)
 	x, labels := make([]float32, n*feat), make([]int32, n)
 	w.data.Batch(w.ids, x, labels)
-	w.model.Gradient(x, labels, n, make([]float32, w.model.NumParams()))
+	w.ts.model.Gradient(x, labels, n, make([]float32, w.ts.model.NumParams()))
 }
 
 // AdvertiseAddr resolves an --advertise value against the listener's
