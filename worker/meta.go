@@ -47,16 +47,25 @@ func putSlot(meta []float32, rank int, s slot) {
 	b[3] = float32(f)
 }
 
-func getSlot(meta []float32, rank int) slot {
-	b := meta[metaHead+slotWidth*rank:]
-	f := int(math.Round(float64(b[3])))
-	return slot{
-		Part:    int(math.Round(float64(b[0]))) - 1,
-		Start:   int64(math.Round(float64(b[1]))),
-		End:     int64(math.Round(float64(b[2]))),
-		Leaving: f&flagLeaving != 0,
-		Fin:     f&flagFin != 0,
+// exactMeta reads a summed block of world ranks as integers, in the
+// layout of live mode's metadata (livedecide.go: liveCount..liveHead, then
+// the same slots), into out (reused when large enough): both data planes
+// then decide and account for a step with the same code (decideStep,
+// liveSlot, liveConsumption). The loss stays in meta[metaLoss].
+func exactMeta(meta []float32, world int, out []int64) []int64 {
+	n := liveMetaLen(world)
+	if cap(out) < n {
+		out = make([]int64, n)
 	}
+	out = out[:n]
+	out[liveCount] = int64(count(meta, metaCount))
+	out[liveSwitch] = int64(count(meta, metaSwitch))
+	out[liveStop] = int64(count(meta, metaStop))
+	out[liveBlocked] = int64(count(meta, metaBlocked))
+	for i := range slotWidth * world {
+		out[liveHead+i] = int64(math.Round(float64(meta[metaHead+i])))
+	}
+	return out
 }
 
 func count(meta []float32, i int) int { return int(math.Round(float64(meta[i]))) }

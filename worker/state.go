@@ -20,6 +20,17 @@ type progressState struct {
 	Loss      float64                `json:"loss"`       // mean loss of step Applied
 }
 
+// advance records the step just applied: total samples with a summed
+// loss, every rank's consumption in it and its debug record (the data
+// planes' common part of applying a step: step.go apply, live mode).
+func (p *progressState) advance(total int64, loss float64, cons []datapipe.Consumption, debug string) {
+	p.Applied++
+	p.MetaEpoch = p.Epoch
+	p.Samples += total
+	p.Loss = loss / float64(total)
+	p.Meta, p.Debug = cons, debug
+}
+
 // encodeState is: 4-byte length of the JSON header, the header, the model state.
 func encodeState(p progressState, model []byte) []byte {
 	return append(encodeHeader(p, len(model)), model...)

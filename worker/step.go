@@ -3,8 +3,6 @@ package worker
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/edl-nomad/edl/jobs"
@@ -107,10 +105,12 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 			}
 			w.dc.restart() // claim again as of the state's step
 		}
-		total := count(meta, metaCount)
-		switches, stops, blocks := count(meta, metaSwitch), count(meta, metaStop), count(meta, metaBlocked)
-		if total > 0 {
-			w.apply(g, rank, world, plan, grad, meta, total)
+		// The decision is live mode's (decideStep): the same block, read
+		// as integers, gives the same verdict on every member.
+		w.exact = exactMeta(meta, world, w.exact)
+		v := decideStep(w.exact, world, rank, w.ts.st.Epoch, w.bt.Epochs)
+		if v.Apply {
+			w.apply(g, rank, world, plan, grad, meta[metaLoss], w.exact)
 			if d := w.sw.end(w.log, g.Number); d > 0 && rank == 0 {
 				// The switch's cost as this member timed it: from the step
 				// that decided it to the first step applied in g (the
@@ -121,47 +121,39 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 			if rank == 0 && w.ck.due(w.ts.st.Applied) {
 				w.ck.take(ctx, g.Number, world, false)
 			}
-		} else if switches == 0 && stops == 0 && blocks == 0 {
+		}
+		if v.EpochDone {
 			w.log.Info("epoch done", "epoch", w.ts.st.Epoch, "step", w.ts.st.Applied)
 			w.ts.st.Epoch++
 			w.dc.restart()
-			if w.ts.st.Epoch >= w.bt.Epochs {
+			if v.Action == actDone {
 				return outDone, nil // finish takes the final checkpoint
 			}
 			if rank == 0 {
 				w.ck.take(ctx, g.Number, world, false)
 			}
-		} else if blocks > 0 && switches == 0 {
+		}
+		if v.Wait {
 			time.Sleep(20 * time.Millisecond) // someone cannot reach Redis; do not spin
 		}
-		if stops > 0 {
+		switch v.Action {
+		case actStop:
 			return outStop, nil
-		}
-		if switches > 0 {
-			w.sw.begin()
-			next, done := w.mem.nextGen(ctx, g.Number)
-			w.sw.mark("gen_read")
-			if done {
-				return outDone, nil
+		case actLeave:
+			if rank == 0 && allLeaving(w.exact, world) {
+				// Every worker stops: keep the state for whoever comes next.
+				w.ck.take(ctx, g.Number, world, true)
 			}
-			return outSwitch, next
-		}
-		leavers := 0
-		for r := range world {
-			if getSlot(meta, r).Leaving {
-				leavers++
-			}
-		}
-		if leavers == world && rank == 0 {
-			// Every worker stops: keep the state for whoever comes next.
-			w.ck.take(ctx, g.Number, world, true)
-		}
-		leaving := leavers > 0
-		if getSlot(meta, rank).Leaving {
 			return outLeave, nil
-		}
-		if leaving {
+		case actSwitch:
+			voted := w.exact[liveSwitch] > 0 // not a leaver's switch: timed
+			if voted {
+				w.sw.begin()
+			}
 			next, done := w.mem.nextGen(ctx, g.Number)
+			if voted {
+				w.sw.mark("gen_read")
+			}
 			if done {
 				return outDone, nil
 			}
@@ -170,36 +162,30 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 	}
 }
 
-// apply takes the summed gradient as one applied step.
-func (w *Worker) apply(g *coord.Generation, rank, world int, plan batchPlan, grad, meta []float32, total int) {
-	w.ts.update(grad, total, plan.lr)
-	w.ts.st.Applied++
-	w.ts.st.MetaEpoch = w.ts.st.Epoch
-	w.ts.st.Samples += int64(total)
-	w.ts.st.Loss = float64(meta[metaLoss]) / float64(total)
-	w.ts.st.Meta = w.ts.st.Meta[:0]
-	var dbg strings.Builder
-	if w.cfg.DebugSamples {
-		dbg.WriteString(strconv.Itoa(w.ts.st.Epoch))
-		dbg.WriteByte('|')
-	}
+// allLeaving reports whether every rank of a step's block (exactMeta)
+// leaves after it.
+func allLeaving(m []int64, world int) bool {
 	for r := range world {
-		s := getSlot(meta, r)
-		if s.Part < 0 {
-			continue
-		}
-		w.ts.st.Meta = append(w.ts.st.Meta, datapipe.Consumption{Worker: g.Members[r], Part: s.Part, End: s.End, Fin: s.Fin})
-		if w.cfg.DebugSamples {
-			fmt.Fprintf(&dbg, "%d:%d:%d,", s.Part, s.Start, s.End)
+		if !liveSlot(m, r).Leaving {
+			return false
 		}
 	}
-	w.ts.st.Debug = ""
+	return true
+}
+
+// apply takes the summed gradient as one applied step: the update, the
+// counters and every rank's consumption (m: the step's block, exactMeta;
+// loss: the sum of the per-sample losses), this rank's commit.
+func (w *Worker) apply(g *coord.Generation, rank, world int, plan batchPlan, grad []float32, loss float32, m []int64) {
+	total := int(m[liveCount])
+	w.ts.update(grad, total, plan.lr)
+	cons, dbg := liveConsumption(m, g.Members, w.ts.st.Epoch, w.cfg.DebugSamples)
+	w.ts.st.advance(int64(total), float64(loss), cons, dbg)
 	var debug []datapipe.DebugRecord
 	if w.cfg.DebugSamples {
-		w.ts.st.Debug = dbg.String()
 		debug = append(debug, datapipe.DebugRecord{Step: w.ts.st.Applied, Payload: w.ts.st.Debug})
 	}
-	w.dc.applied(g.Number, w.ts.st.Applied, w.ts.st.Epoch, getSlot(meta, rank), debug...)
+	w.dc.applied(g.Number, w.ts.st.Applied, w.ts.st.Epoch, liveSlot(m, rank), debug...)
 	now := w.deps.Now()
 	if w.deps.StepLog != nil {
 		fmt.Fprintf(w.deps.StepLog, "%d %d %d %d %d %.6f\n", now.UnixNano(), w.ts.st.Applied, g.Number, world, w.ts.st.Epoch, w.ts.st.Loss)

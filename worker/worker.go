@@ -53,6 +53,7 @@ type Worker struct {
 	ring  *collective.Ring
 
 	buf       []float32
+	exact     []int64 // the step's metadata as integers (exactMeta)
 	ids       []int64
 	x         []float32
 	labels    []int32
