@@ -14,6 +14,14 @@
 // whole protocol, and worker/datapipe's doc for why each sample is used
 // exactly once.
 //
+// A Worker is made of three parts, each with its invariants written in
+// its doc comment: membership (membership.go: member record, leader,
+// generations, leave and stop requests), dataCursor (datacursor.go: the
+// partition held and its commits: flush before claim, asOf) and
+// trainState (trainstate.go: model, optimizer, counters, hand-over). The
+// step loop (step.go) composes them; its decision after each all-reduce
+// is decideStep (livedecide.go), shared with live mode.
+//
 // For a job with trainer.kind "exec", ExecWorker (exec*.go) takes the
 // worker's place: the same membership, leader and generations, but instead
 // of training in process it runs the user's program with torchrun's

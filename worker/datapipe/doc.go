@@ -25,7 +25,16 @@
 // by at most one. The root of the next generation is a survivor with the
 // highest applied step, L; its state decides where the data stands
 // (coord/decide.go: Decide picks it; worker/step.go: (*Worker).train
-// applies only after AllReduceExactTail returned without error).
+// applies only after AllReduceExactTail returned without error, and what
+// it does then is worker/livedecide.go: decideStep's verdict, read off the
+// summed block alone, so identical on every member, for both data planes).
+//
+// The worker's side is in three parts of worker.Worker, each with its
+// invariants in its doc comment: worker/membership.go: membership (member
+// record, leader, generations, leave and stop requests),
+// worker/datacursor.go: dataCursor (the partition held, its commits: the
+// sites of 2 and 4 below) and worker/trainstate.go: trainState (model,
+// optimizer, the counters and consumption at L, the hand-over).
 //
 // 1. Consumption at step L. Every step's all-reduce carries, after the
 // gradient, each rank's slot: partition+1, start, end and the fin and
@@ -35,11 +44,14 @@
 // last applied step's slots as its "consumption at L" in its training
 // state, and the root's copy goes into reconcile. A member that died
 // before its commit of step L landed is thereby still accounted for.
-// Sites: worker/meta.go: putSlot, getSlot; worker/step.go: (*Worker).train
-// (putSlot, AllReduceExactTail), (*Worker).apply (progressState.Meta);
-// worker/collective/allreduce.go: (*Ring).AllReduceExactTail;
-// worker/loop.go: (*Worker).join (Reconciliation.Meta); here:
-// reconcileScript's second pass.
+// Sites: worker/meta.go: putSlot, exactMeta (the block as integers, in
+// live mode's layout); worker/livedecide.go: liveSlot, liveConsumption;
+// worker/step.go: (*Worker).train (putSlot, AllReduceExactTail),
+// (*Worker).apply (worker/state.go: (*progressState).advance keeps
+// Meta); worker/collective/allreduce.go: (*Ring).AllReduceExactTail;
+// worker/datacursor.go: (*dataCursor).reconcile (Reconciliation.Meta,
+// called by worker/loop.go: (*Worker).join and worker/restore.go:
+// (*Worker).joinRestore); here: reconcileScript's second pass.
 //
 // 2. Flush before claim. A member never takes part in a step after the one
 // that used up its partition before the commit marking that partition
@@ -49,9 +61,10 @@
 // at its last landed offset: samples used twice. Cursors of the same
 // epoch may be merged while Redis is away (only the newest matters); an
 // older epoch's cursor is sent before a newer one.
-// Sites: worker/step.go: (*Worker).ensurePartition (committer.flush, then
-// Pipe.Claim); worker/commit.go: (*committer).flush, (*committer).add
-// (sendNow for the older epoch), (*committer).run.
+// Sites: worker/datacursor.go: (*dataCursor).claim (committer.flush, then
+// Pipe.Claim; called by worker/step.go: (*Worker).train before every
+// step); worker/commit.go: (*committer).flush, (*committer).add (sendNow
+// for the older epoch), (*committer).run.
 //
 // 3. The one-level rollback. A record keeps the commit before its current
 // one (poff, pstep, pfin). Since applied steps differ by at most one, a
@@ -71,8 +84,9 @@
 // it was claimed at, and one claimed before L whose first use was in step
 // L counts as older than L and takes step L's consumption (its claimer may
 // have died before that commit landed).
-// Sites: worker/step.go: (*Worker).ensurePartition (asOf = w.st.Applied);
-// here: (*Pipe).Claim, claimScript.
+// Sites: worker/datacursor.go: (*dataCursor).claim (asOf: worker/step.go:
+// (*Worker).train passes trainState's st.Applied); here: (*Pipe).Claim,
+// claimScript.
 //
 // 5. The commit fence. Reconcile ends by writing commitfence = "G|L": a
 // commit from a generation older than G for a step after L is a step that
