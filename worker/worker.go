@@ -35,7 +35,12 @@ type Deps struct {
 	StepLog io.Writer
 }
 
-// Worker is one elastic worker process's state.
+// Worker is one elastic worker process's state. Its protocol state is in
+// three parts, each keeping its own invariants (see their doc comments):
+// mem, who it is in the job; dc, where it is in the data; ts, its
+// training state. The rest is the built-in trainer's (data set, ring,
+// step buffers) and the job's side channels (reports, speed,
+// checkpoints).
 type Worker struct {
 	cfg  Config
 	deps Deps
@@ -43,17 +48,18 @@ type Worker struct {
 	spec jobs.Spec
 	bt   *jobs.BuiltinTrainer
 
-	mem   membership // who this worker is in the job (membership.go)
-	dc    dataCursor // where it is in the data (datacursor.go)
+	mem membership // who this worker is in the job (membership.go)
+	dc  dataCursor // where it is in the data (datacursor.go)
+	ts  trainState // model, optimizer, counters, hand-over (trainstate.go)
+
 	rep   *reporter
 	speed speedMeter    // per-step compute time, for the planner's straggler check
 	ck    *checkpointer // nil without a store
-	ts    trainState    // model, optimizer, counters, hand-over (trainstate.go)
-	data  *trainer.Dataset
-	ring  *collective.Ring
 
-	buf       []float32
-	exact     []int64 // the step's metadata as integers (exactMeta)
+	data      *trainer.Dataset
+	ring      *collective.Ring
+	buf       []float32 // gradient ++ metadata, all-reduced every step
+	exact     []int64   // the step's metadata as integers (exactMeta)
 	ids       []int64
 	x         []float32
 	labels    []int32
