@@ -219,6 +219,11 @@ func (e *engine) decide() {
 			AttainedGPUSeconds: j.attained, Current: j.workers, Placement: j.placement,
 			Throughput: j.measured, LastResize: j.lastResize,
 		}
+		if e.o.oracle() {
+			// The planner ranks by attained service; hand it the work
+			// left instead (GPU seconds at the requested size).
+			s.Jobs[i].AttainedGPUSeconds = (j.t.Duration - j.done) * float64(j.t.GPUs)
+		}
 	}
 	s.Capacity.Nodes = make([]jobs.Node, len(e.nodes))
 	for i, n := range e.nodes {
@@ -319,7 +324,8 @@ func (e *engine) nextEvent() float64 {
 		}
 		// A demotion closer than eps is as good as done: waiting for it
 		// would not move the clock.
-		if b := e.nextBound(j.attained); thr >= 0 && !math.IsInf(b, 1) {
+		// Under OracleOrder a running job's rank only improves: no event.
+		if b := e.nextBound(j.attained); thr >= 0 && !e.o.oracle() && !math.IsInf(b, 1) {
 			if d := (b - j.attained) / float64(j.workers); d > eps {
 				t = min(t, e.now+d)
 			}

@@ -97,6 +97,12 @@ type Options struct {
 	// issue 11 (two queues, guaranteed growth before opportunistic
 	// minimums), to show what the change bought.
 	LegacyPolicy bool
+	// OracleOrder makes the elastic policies rank jobs by their remaining
+	// work, read from the trace, instead of attained service (shortest
+	// remaining first, in 64 fine queues): no planner can know it; it
+	// measures what a perfect size estimate would buy over least attained
+	// service.
+	OracleOrder bool
 }
 
 // DefaultOptions is policy p on the cluster size this project documents for
@@ -142,6 +148,9 @@ func (o Options) Validate() error {
 	}
 	if o.TiresiasQueues < 0 {
 		errs = append(errs, fmt.Errorf("tiresias_queues %d: must not be negative", o.TiresiasQueues))
+	}
+	if o.OracleOrder && o.LegacyPolicy {
+		errs = append(errs, errors.New("oracle_order and legacy_policy: choose one"))
 	}
 	if o.MinFactor < 0 || o.MaxFactor <= 0 || (o.MinFactor > o.MaxFactor) {
 		errs = append(errs, fmt.Errorf("min_factor %g, max_factor %g: want 0 <= min_factor <= max_factor, max_factor > 0", o.MinFactor, o.MaxFactor))
@@ -206,6 +215,13 @@ func (o Options) bounds(request int) (lo, hi int) {
 	return lo, min(hi, max(o.GPUs, lo))
 }
 
+// oracleQueueThreshold is OracleOrder's first queue bound (GPU seconds of
+// remaining work).
+const oracleQueueThreshold = 60
+
+// oracle reports whether jobs are ranked by their known remaining work.
+func (o Options) oracle() bool { return o.OracleOrder && o.elastic() }
+
 // config is the planner configuration that makes Decide the policy.
 func (o Options) config() planner.Config {
 	c := planner.DefaultConfig()
@@ -220,6 +236,9 @@ func (o Options) config() planner.Config {
 	}
 	if !o.elastic() {
 		c.QueueThreshold, c.QueueLevels = o.QueueThreshold, o.TiresiasQueues
+	}
+	if o.OracleOrder && o.elastic() {
+		c.QueueThreshold, c.QueueLevels, c.QueueFactor = oracleQueueThreshold, 64, 1.3
 	}
 	if o.LegacyPolicy && o.elastic() {
 		c.QueueThreshold, c.QueueLevels, c.QueueFactor, c.HarvestFirst = o.QueueThreshold, 2, 4, false

@@ -13,11 +13,16 @@ import (
 // Result is one simulation's figures; the JSON names are what `edl sim
 // --json` prints.
 type Result struct {
-	Policy        Policy  `json:"policy"`
-	Load          float64 `json:"load"`
-	GPUs          int     `json:"gpus"`
-	Jobs          int     `json:"jobs"`
-	AvgJCT        float64 `json:"avg_jct_s"`
+	Policy Policy  `json:"policy"`
+	Load   float64 `json:"load"`
+	GPUs   int     `json:"gpus"`
+	Jobs   int     `json:"jobs"`
+	AvgJCT float64 `json:"avg_jct_s"`
+	// IdealAvgJCT is the average JCT if every job ran alone at its
+	// maximum size from its submission (no queueing, no resize costs): a
+	// lower bound for the policy's bounds (for static policies, the
+	// trace's average duration).
+	IdealAvgJCT   float64 `json:"ideal_avg_jct_s"`
 	P50JCT        float64 `json:"p50_jct_s"`
 	P95JCT        float64 `json:"p95_jct_s"`
 	P99JCT        float64 `json:"p99_jct_s"`
@@ -51,6 +56,7 @@ func (e *engine) result() Result {
 	var queue float64
 	for _, j := range e.all {
 		jct := j.finish - j.t.Submit
+		r.IdealAvgJCT += j.t.Duration / j.rate(j.hi)
 		r.JCTs = append(r.JCTs, jct)
 		r.AvgJCT += jct
 		if j.t.Priority == jobs.Opportunistic {
@@ -66,6 +72,7 @@ func (e *engine) result() Result {
 	}
 	n := float64(len(e.all))
 	r.AvgJCT /= n
+	r.IdealAvgJCT /= n
 	r.AvgQueue = queue / n
 	r.ResizesPerJob = float64(r.Resizes) / n
 	if r.OppJobs > 0 {
@@ -101,10 +108,10 @@ func percentile(sorted []float64, p float64) float64 {
 // load ("-" when that policy was not run).
 func WriteTable(w io.Writer, rs []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "load\tpolicy\tjobs\tavg_jct_h\tp50_h\tp95_h\tp99_h\tmakespan_h\tavg_queue_h\tgpu_util\tresizes/job\topp_jct_h\tgiveback_s\tvs_tiresias\tvs_fifo\t")
+	fmt.Fprintln(tw, "load\tpolicy\tjobs\tavg_jct_h\tideal_h\tp50_h\tp95_h\tp99_h\tmakespan_h\tavg_queue_h\tgpu_util\tresizes/job\topp_jct_h\tgiveback_s\tvs_tiresias\tvs_fifo\t")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%g\t%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%.2f\t%.3f\t%.2f\t%s\t%s\t%s\t%s\t\n",
-			r.Load, r.Policy, r.Jobs, r.AvgJCT/3600, r.P50JCT/3600, r.P95JCT/3600, r.P99JCT/3600,
+		fmt.Fprintf(tw, "%g\t%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%.2f\t%.3f\t%.2f\t%s\t%s\t%s\t%s\t\n",
+			r.Load, r.Policy, r.Jobs, r.AvgJCT/3600, r.IdealAvgJCT/3600, r.P50JCT/3600, r.P95JCT/3600, r.P99JCT/3600,
 			r.Makespan/3600, r.AvgQueue/3600, r.GPUUtil, r.ResizesPerJob,
 			orDash(r.OppJobs > 0, "%.2f", r.OppAvgJCT/3600), orDash(r.Givebacks > 0, "%.3f", r.GivebackS),
 			ratioText(r, rs, Tiresias), ratioText(r, rs, FIFO))
@@ -114,11 +121,11 @@ func WriteTable(w io.Writer, rs []Result) error {
 
 // WriteMarkdown prints the same table as WriteTable in Markdown.
 func WriteMarkdown(w io.Writer, rs []Result) error {
-	fmt.Fprintln(w, "| load | policy | avg JCT h | p50 h | p95 h | p99 h | makespan h | avg queue h | GPU util | resizes/job | opp. JCT h | give-back s | vs tiresias | vs fifo |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| load | policy | avg JCT h | ideal h | p50 h | p95 h | p99 h | makespan h | avg queue h | GPU util | resizes/job | opp. JCT h | give-back s | vs tiresias | vs fifo |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rs {
-		_, err := fmt.Fprintf(w, "| %g | %s | %.2f | %.2f | %.2f | %.2f | %.1f | %.2f | %.3f | %.2f | %s | %s | %s | %s |\n",
-			r.Load, r.Policy, r.AvgJCT/3600, r.P50JCT/3600, r.P95JCT/3600, r.P99JCT/3600,
+		_, err := fmt.Fprintf(w, "| %g | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f | %.2f | %.3f | %.2f | %s | %s | %s | %s |\n",
+			r.Load, r.Policy, r.AvgJCT/3600, r.IdealAvgJCT/3600, r.P50JCT/3600, r.P95JCT/3600, r.P99JCT/3600,
 			r.Makespan/3600, r.AvgQueue/3600, r.GPUUtil, r.ResizesPerJob,
 			orDash(r.OppJobs > 0, "%.2f", r.OppAvgJCT/3600), orDash(r.Givebacks > 0, "%.3f", r.GivebackS),
 			ratioText(r, rs, Tiresias), ratioText(r, rs, FIFO))
