@@ -108,6 +108,8 @@ type liveReply struct {
 	Switch  bool  `json:"switch"`
 	Stop    bool  `json:"stop"`
 	Blocked bool  `json:"blocked"`
+
+	liveCkptReply // checkpoint, restore, save: liveckpt.go
 }
 
 // liveWorker is an exec worker in live mode.
@@ -139,6 +141,8 @@ type liveWorker struct {
 	prog     *program
 	restarts int
 	lastStep time.Time
+
+	lck *liveCkpt // nil without a checkpoint store (liveckpt.go)
 }
 
 // runLive runs the worker in live mode; the spec has been read.
@@ -154,6 +158,12 @@ func (w *liveWorker) run(ctx context.Context) error {
 	w.rep = newReporter(w.deps.Jobs, w.cfg.Job, w.cfg.ProgressEvery, w.log)
 	w.pipe = datapipe.New(w.deps.Redis, w.co.Keys(), w.cfg.Worker)
 	w.com = newCommitter(w.pipe, w.log)
+	lck, err := newLiveCkpt(w)
+	if err != nil {
+		return err
+	}
+	w.lck = lck
+	go w.lck.run(bg)
 	if err := w.register(ctx, coord.Preparing); err != nil {
 		return err
 	}
@@ -384,7 +394,7 @@ func (w *liveWorker) programGone(ctx context.Context) (*liveConn, error) {
 	if w.g != nil {
 		w.minGen = w.g.Number
 	}
-	if w.g != nil && len(w.g.Members) == 1 && w.g.Rank(w.cfg.Worker) == 0 {
+	if w.g != nil && len(w.g.Members) == 1 && w.g.Rank(w.cfg.Worker) == 0 && w.lck == nil {
 		// The only member's program held the only copy of the model, and
 		// live mode keeps no checkpoint: going on would train a fresh
 		// model on the rest of the epoch.
@@ -513,7 +523,17 @@ func (w *liveWorker) liveJoin(ctx context.Context, g *coord.Generation, rank int
 		return liveReply{}, fmt.Errorf("flush commits: %w", err)
 	}
 	root := g.Root
+	var restore string
 	switch {
+	case (root < 0 || g.Restore) && w.lck != nil:
+		// Nobody holds the state: rank 0 restores the newest checkpoint,
+		// the others take it from the broadcast (liveckpt.go).
+		root, w.synced = 0, false
+		if rank == 0 {
+			if restore, err = w.lck.restore(ctx, g); err != nil {
+				return liveReply{}, err
+			}
+		}
 	case root < 0:
 		root = 0
 		if !w.synced {
@@ -549,6 +569,7 @@ func (w *liveWorker) liveJoin(ctx context.Context, g *coord.Generation, rank int
 		"have_state", w.synced, "took", time.Since(start).Round(time.Millisecond))
 	rep := liveReply{Action: "run", Gen: g.Number, Rank: rank, World: len(g.Members), Root: root, MasterAddr: host, MasterPort: mp,
 		Have: w.synced, Applied: w.st.Applied, Epoch: w.st.Epoch}
+	rep.Restore = restore
 	if rank == root {
 		st := w.st
 		rep.Progress = &st
@@ -627,6 +648,7 @@ func (w *liveWorker) liveStep(ctx context.Context, req liveRequest) (liveReply, 
 		time.Sleep(20 * time.Millisecond) // someone cannot reach Redis; do not spin
 	}
 	rep := liveReply{Action: string(v.Action), Applied: w.st.Applied, Epoch: w.st.Epoch}
+	rep.Checkpoint = w.lck.afterStep(ctx, g, rank, v, req.Meta)
 	switch v.Action {
 	case actDone:
 		return rep, w.liveFinish(ctx, g, jobs.Succeeded, "training finished")
@@ -698,6 +720,7 @@ func (w *liveWorker) liveLeave(ctx context.Context) func() error {
 		if err := w.pipe.Release(fctx, w.st.Epoch, w.st.Epoch+1); err != nil {
 			w.log.Warn("release partitions", "err", err)
 		}
+		w.lck.wait(ctx)
 		err := w.ExecWorker.leave(ctx)
 		w.awaitProgram()
 		return err
@@ -711,6 +734,7 @@ func (w *liveWorker) liveFinish(ctx context.Context, g *coord.Generation, to job
 		if err := w.com.flush(fctx); err != nil {
 			w.log.Warn("flush commits at the end", "err", err)
 		}
+		w.lck.wait(ctx)
 		err := w.finish(ctx, g, to, reason)
 		w.awaitProgram()
 		return err

@@ -41,7 +41,7 @@ import warnings
 import torch
 import torch.distributed as dist
 
-from . import protocol
+from . import ckpt, protocol
 from .protocol import EdlError
 
 __all__ = ["init", "State", "DataLoader", "Context", "EdlError"]
@@ -174,6 +174,7 @@ class Context:
         self._state = None
         self.initial_world, self._policy = 1, FIXED_GLOBAL
         self.stats = {"switches": 0, "failures": 0, "handovers": 0}
+        self._saver = ckpt.Saver()  # the checkpoints the worker asks for (edl/ckpt.py)
         if not standalone:
             # Every program hosts a store server; rank 0's serves its group
             # (a fresh prefix per generation).
@@ -223,6 +224,8 @@ class Context:
                     return
                 after = g["gen"]
                 self.generation, self.rank, self.world = g["gen"], g["rank"], g["world"]
+                if g.get("restore"):  # nobody held the state: the worker's checkpoint
+                    self._restore(g, state)
                 try:
                     self._build_group(g)
                     self._sync_state(g, state)
@@ -245,6 +248,7 @@ class Context:
                     return
                 self.stats["switches"] += 1
         finally:
+            self._saver.wait()
             self._destroy()
 
     def _generation(self, loader, state):
@@ -276,6 +280,8 @@ class Context:
             rep = self.client.call("step", gen=self.generation, meta=[int(round(v)) for v in out.meta],
                                    loss=out.loss)
             self.applied = rep["applied"]
+            if rep.get("checkpoint"):
+                self._saver.save(state, rep["checkpoint"])
             if rep["action"] != "continue":
                 return rep["action"]
 
@@ -400,6 +406,12 @@ class Context:
             self.client.call("adopt", progress=d["progress"])
             self.stats["handovers"] += 1
             _log("state received in generation %d (step %d, %.0f ms)" % (g["gen"], d["progress"]["applied"], 1000 * (time.time() - start)))
+
+    def _restore(self, g, state):
+        start = time.time()
+        ckpt.load(g["restore"], state)
+        self.applied = g["applied"]
+        _log("state restored from the checkpoint of step %d (%.0f ms)" % (g["applied"], 1000 * (time.time() - start)))
 
     # --- outside edl ---------------------------------------------------
 
