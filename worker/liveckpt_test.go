@@ -190,3 +190,57 @@ func (c *cluster) checkLiveExactlyOnce(samples int64, parts, epochs int) {
 func datapipeRecords(c *cluster) (map[int64]string, error) {
 	return datapipe.New(c.r.Client, c.coord().Keys(), "test").DebugRecords(context.Background())
 }
+
+func TestLiveCkptReason(t *testing.T) {
+	leaving := func(world int, who ...int) []int64 {
+		m := make([]int64, liveMetaLen(world))
+		for _, r := range who {
+			m[liveHead+slotWidth*r+3] = flagLeaving
+		}
+		return m
+	}
+	for _, c := range []struct {
+		name    string
+		v       stepVerdict
+		applied int64
+		every   int64
+		meta    []int64
+		want    string
+	}{
+		{"period", stepVerdict{Apply: true, Action: actContinue}, 9, 10, leaving(2), "period"},
+		{"not yet", stepVerdict{Apply: true, Action: actContinue}, 8, 10, leaving(2), ""},
+		{"no period", stepVerdict{Apply: true, Action: actContinue}, 9, 0, leaving(2), ""},
+		{"epoch end without period", stepVerdict{EpochDone: true, Action: actContinue}, 5, 0, leaving(2), "epoch end"},
+		{"end", stepVerdict{EpochDone: true, Action: actDone}, 5, 0, leaving(2), "end"},
+		{"cancelled", stepVerdict{Apply: true, Action: actStop}, 9, 10, leaving(2), ""},
+		{"everyone leaves", stepVerdict{Apply: true, Action: actLeave}, 3, 0, leaving(2, 0, 1), "every member leaves"},
+		{"one leaves", stepVerdict{Apply: true, Action: actSwitch}, 3, 0, leaving(2, 1), ""},
+	} {
+		if got := liveCkptReason(c.v, c.applied, c.every, c.meta, 2); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+func TestAwaitStateFile(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "s.pt")
+	never := make(chan struct{})
+	go func() {
+		time.Sleep(30 * time.Millisecond)
+		_ = os.WriteFile(p+".tmp", []byte("state"), 0o644)
+		_ = os.Rename(p+".tmp", p)
+	}()
+	if b, err := awaitStateFile(p, never, 5*time.Second); err != nil || string(b) != "state" {
+		t.Fatalf("got %q, %v", b, err)
+	}
+	_ = os.WriteFile(p+"2.err", []byte("PicklingError: no"), 0o644)
+	if _, err := awaitStateFile(p+"2", never, 5*time.Second); err == nil || !strings.Contains(err.Error(), "PicklingError") {
+		t.Fatalf("err %v, want the program's message", err)
+	}
+	done := make(chan struct{})
+	close(done)
+	if _, err := awaitStateFile(p+"3", done, 5*time.Second); err == nil || !strings.Contains(err.Error(), "ended") {
+		t.Fatalf("err %v, want the program's end", err)
+	}
+}
