@@ -142,7 +142,8 @@ type liveWorker struct {
 	restarts int
 	lastStep time.Time
 
-	lck *liveCkpt // nil without a checkpoint store (liveckpt.go)
+	lck *liveCkpt   // nil without a checkpoint store (liveckpt.go)
+	fb  liveRestart // the job-level fallback to restart mode (liverestart.go)
 }
 
 // runLive runs the worker in live mode; the spec has been read.
@@ -270,6 +271,7 @@ func (w *liveWorker) startProgram(ctx context.Context) (*liveConn, error) {
 	})
 	env = append(env, "EDL_SOCKET="+w.sock, "EDL_JOB_ID="+w.cfg.Job, "EDL_WORKER_ID="+w.cfg.Worker,
 		"EDL_CHECKPOINT_DIR="+w.ckptDir, "EDL_LIVE_TIMEOUT_S="+strconv.FormatFloat(w.ecfg.LiveTimeout.Seconds(), 'f', -1, 64))
+	env = append(env, w.programStarting()...)
 	w.prog = startProgram(w.ex.Command, w.ex.Workdir, env, w.ecfg.Stdout, w.ecfg.Stderr, w.ecfg.TailLines)
 	w.log.Info("program started", "pid", w.prog.Pid(), "restarts", w.restarts)
 	accepted := make(chan net.Conn, 1)
@@ -312,7 +314,7 @@ func (w *liveWorker) startProgram(ctx context.Context) (*liveConn, error) {
 	w.liveAddr = net.JoinHostPort(w.ecfg.Host, strconv.Itoa(req.StorePort))
 	if err := lc.write(liveReply{Job: w.cfg.Job, Worker: w.cfg.Worker, Samples: w.ds.Samples, Partitions: w.ds.Partitions,
 		InitialWorld: max(1, w.spec.Workers.Min),
-		TimeoutS:     w.ecfg.LiveTimeout.Seconds()}); err != nil {
+		TimeoutS:     w.liveTimeoutS(ctx)}); err != nil {
 		w.prog.stop(w.grace())
 		return nil, fmt.Errorf("worker: live mode: hello reply: %w", err)
 	}
@@ -369,6 +371,9 @@ func (w *liveWorker) serve(ctx context.Context, c *liveConn) error {
 func (w *liveWorker) programGone(ctx context.Context) (*liveConn, error) {
 	<-w.prog.done
 	res := w.prog.res
+	if c, ok, err := w.restartInPlace(ctx, res); ok {
+		return c, err
+	}
 	fallback := res.Code == LiveExitRestart
 	w.log.Warn("program ended", "exit", res.describe(), "fallback", fallback, "stderr_tail", res.Tail)
 	gen := int64(0)
@@ -453,7 +458,7 @@ func (w *liveWorker) handle(ctx context.Context, req liveRequest) (liveReply, fu
 				map[string]any{"worker": w.cfg.Worker, "generation": req.Gen, "fallback": "restart"})
 		}
 		w.reportLive(ctx, w.g)
-		return liveReply{}, nil
+		return liveReply{liveCkptReply: w.fallbackReply(ctx, req)}, nil
 	case "hello":
 		return liveReply{Error: "hello: already said"}, nil
 	}
@@ -466,6 +471,9 @@ func (w *liveWorker) handle(ctx context.Context, req liveRequest) (liveReply, fu
 // its cursor; the program then rebuilds its group and, unless every
 // member holds the state of the same step, takes the root's.
 func (w *liveWorker) liveGen(ctx context.Context, after int64) (liveReply, func() error) {
+	if rep, ok := w.restartAtSwitch(ctx); ok {
+		return rep, nil
+	}
 	after = max(after, w.minGen)
 	for {
 		switch {
@@ -569,7 +577,7 @@ func (w *liveWorker) liveJoin(ctx context.Context, g *coord.Generation, rank int
 		"have_state", w.synced, "took", time.Since(start).Round(time.Millisecond))
 	rep := liveReply{Action: "run", Gen: g.Number, Rank: rank, World: len(g.Members), Root: root, MasterAddr: host, MasterPort: mp,
 		Have: w.synced, Applied: w.st.Applied, Epoch: w.st.Epoch}
-	rep.Restore = restore
+	rep.Restore = w.restoreFor(restore)
 	if rank == root {
 		st := w.st
 		rep.Progress = &st

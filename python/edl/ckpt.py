@@ -21,7 +21,13 @@ import threading
 
 import torch
 
-__all__ = ["Saver", "load", "host_copy"]
+from .protocol import EdlError
+
+__all__ = ["Saver", "load", "host_copy", "FORMAT"]
+
+# A file holds {"format": FORMAT, "applied": the job's step it is the state
+# after, "state": State.state_dict()}.
+FORMAT = "edl-live-torch-v1"
 
 
 def host_copy(obj):
@@ -67,10 +73,11 @@ class Saver:
         self._thread = None
         self.saved = 0
 
-    def save(self, state, path, background=True):
-        """Copies state now; writes it to path in the background (or now)."""
+    def save(self, state, path, applied, background=True):
+        """Copies state (the state after step applied) now; writes it to
+        path in the background (or now)."""
         self.wait()  # at most one in flight (the worker asks for one at a time)
-        snap = host_copy(state.state_dict())
+        snap = {"format": FORMAT, "applied": applied, "state": host_copy(state.state_dict())}
         self.saved += 1
         if not background:
             _write(snap, path)
@@ -85,10 +92,25 @@ class Saver:
             t.join()
 
 
-def load(path, state):
-    """Loads a checkpoint file written by Saver into state."""
+def load(path, state, applied=None):
+    """Loads a file written by Saver into state; with applied, the file
+    must be the state after that step."""
     try:
         d = torch.load(path, map_location="cpu", weights_only=False)  # RNG states are not tensors
     except TypeError:  # a torch without weights_only
         d = torch.load(path, map_location="cpu")
-    state.load_state_dict(d)
+    if not isinstance(d, dict) or d.get("format") != FORMAT:
+        raise EdlError("%s: not an edl live checkpoint (format %r)" % (path, d.get("format") if isinstance(d, dict) else None))
+    if applied is not None and d["applied"] != applied:
+        raise EdlError("%s holds the state after step %d, the worker expects step %d" % (path, d["applied"], applied))
+    state.load_state_dict(d["state"])
+    return d["applied"]
+
+
+def test_fail_reinit(ctx):
+    """EDL_TEST_FAIL_REINIT=1 (tests only): every group setup after this
+    process's first fails, as a fragile backend's re-initialisation in
+    process would."""
+    ctx._edl_inits = getattr(ctx, "_edl_inits", 0) + 1
+    if os.environ.get("EDL_TEST_FAIL_REINIT") == "1" and ctx._edl_inits > 1:
+        raise RuntimeError("EDL_TEST_FAIL_REINIT: re-initialisation in process disabled (setup %d of this process)" % ctx._edl_inits)

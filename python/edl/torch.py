@@ -178,8 +178,7 @@ class Context:
         if not standalone:
             # Every program hosts a store server; rank 0's serves its group
             # (a fresh prefix per generation).
-            self._store = dist.TCPStore("0.0.0.0", 0, is_master=True, wait_for_workers=False,
-                                        timeout=datetime.timedelta(seconds=timeout))
+            self._store = _host_store(timeout)
 
     # --- the step loop -------------------------------------------------
 
@@ -219,6 +218,8 @@ class Context:
         try:
             while True:
                 g = self.client.call("gen", after=after)
+                if g["action"] == "restart":  # the job is in restart mode (docs/live.md, "Fallback")
+                    self._exit_for_restart(g.get("save"), g["applied"], state, "the next generation")
                 if g["action"] != "run":
                     self.ended = g["action"]
                     return
@@ -236,7 +237,9 @@ class Context:
                     init_failures += 1
                     self.stats["failures"] += 1
                     if init_failures >= MAX_INIT_FAILURES:
-                        self.client.call("fallback", gen=after, error=repr(e))
+                        rep = self.client.call("fallback", gen=after, error=repr(e))
+                        if rep.get("save"):  # the job switched to restart mode: keep this state
+                            self._exit_for_restart(rep["save"], g["applied"], state, "the fallback")
                         _log("in-process re-initialisation failed %d times (%r); asking the worker to restart this program"
                              % (init_failures, e))
                         os._exit(75)  # LiveExitRestart in worker/live.go
@@ -281,7 +284,7 @@ class Context:
                                    loss=out.loss)
             self.applied = rep["applied"]
             if rep.get("checkpoint"):
-                self._saver.save(state, rep["checkpoint"])
+                self._saver.save(state, rep["checkpoint"], rep["applied"])
             if rep["action"] != "continue":
                 return rep["action"]
 
@@ -361,6 +364,7 @@ class Context:
     # --- groups and hand-over ------------------------------------------
 
     def _build_group(self, g):
+        ckpt.test_fail_reinit(self)
         self._destroy()
         t = datetime.timedelta(seconds=self.timeout)
         if g["rank"] == 0:
@@ -407,11 +411,21 @@ class Context:
             self.stats["handovers"] += 1
             _log("state received in generation %d (step %d, %.0f ms)" % (g["gen"], d["progress"]["applied"], 1000 * (time.time() - start)))
 
+    def _exit_for_restart(self, save, applied, state, why):
+        """Restart mode: the state goes to the worker's file, then the
+        process exits and its worker starts it again."""
+        self._saver.wait()
+        if save:
+            self._saver.save(state, save, applied, background=False)
+        _log("restart mode: exiting for %s (state of step %d %s)" % (why, applied, "saved" if save else "none"))
+        self.client.close()
+        os._exit(75)  # LiveExitRestart in worker/live.go
+
     def _restore(self, g, state):
         start = time.time()
-        ckpt.load(g["restore"], state)
+        ckpt.load(g["restore"], state, g["applied"])
         self.applied = g["applied"]
-        _log("state restored from the checkpoint of step %d (%.0f ms)" % (g["applied"], 1000 * (time.time() - start)))
+        _log("state of step %d loaded from %s (%.0f ms)" % (g["applied"], os.path.basename(g["restore"]), 1000 * (time.time() - start)))
 
     # --- outside edl ---------------------------------------------------
 
@@ -434,6 +448,19 @@ class Context:
                     if not out.stepped:
                         raise EdlError("steps(): call optimizer.step() once for every batch (it averages the gradients)")
                     self._pending = None
+
+
+def _host_store(timeout):
+    """This program's TCPStore server; a program restarted in place binds
+    its predecessor's port (EDL_STORE_PORT), which its generation names."""
+    t = datetime.timedelta(seconds=timeout)
+    port = int(os.environ.get("EDL_STORE_PORT") or 0)
+    if port:
+        try:
+            return dist.TCPStore("0.0.0.0", port, is_master=True, wait_for_workers=False, timeout=t)
+        except RuntimeError as e:
+            _log("store port %d is taken (%s): another one (the worker re-registers)" % (port, e))
+    return dist.TCPStore("0.0.0.0", 0, is_master=True, wait_for_workers=False, timeout=t)
 
 
 def init(timeout=None, standalone=None, backend=None):

@@ -52,6 +52,8 @@ def test_checkpoint_is_the_state_of_its_step_and_restores(tmp_path, monkeypatch)
     assert os.path.exists(file) and not os.path.exists(file + ".tmp") and not os.path.exists(file + ".err")
     assert len(w.steps) == 6  # partitions of 10: batches of 4, 4, 2
     d = torch.load(file)
+    assert d["format"] == ckpt.FORMAT and d["applied"] == 2
+    d = d["state"]
     params, mom = after[2]  # the batch of applied step 2
     for k, p in zip(["weight", "bias"], params):
         assert torch.equal(d["model"][k], p), "the checkpoint holds step 2's model, not a later one"
@@ -92,7 +94,7 @@ def test_failed_write_leaves_the_error_for_the_worker(tmp_path):
     st = et.State(model=m, optimizer=opt, odd=Unpicklable())
     file = str(tmp_path / "x.pt")
     s = ckpt.Saver()
-    s.save(st, file)
+    s.save(st, file, 0)
     s.wait()
     assert not os.path.exists(file) and not os.path.exists(file + ".tmp")
     with open(file + ".err") as f:
