@@ -435,6 +435,7 @@ func (w *liveWorker) programGone(ctx context.Context) (*liveConn, error) {
 // handle answers one request; after, when set, ends the worker's life
 // once the reply is sent.
 func (w *liveWorker) handle(ctx context.Context, req liveRequest) (liveReply, func() error) {
+	w.liveOp(req.Op)
 	if req.Op != "hello" && req.Op != "gen" && req.Op != "adopt" && (w.g == nil || req.Gen != w.g.Number) {
 		return liveReply{Error: fmt.Sprintf("%s: generation %d is not the worker's current one", req.Op, req.Gen)}, nil
 	}

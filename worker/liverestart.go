@@ -8,9 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/worker/coord"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -55,6 +57,12 @@ type liveRestart struct {
 	restore string // the file the next program loads in its first generation
 	port    int    // the store port the next program binds (0: any)
 	progGen int64  // the generation the worker was in when its program started
+
+	// setup is set while the program restarts or builds its group (until
+	// its first "next"), with the step the worker would report: the
+	// watcher (speakUp) reports a generation broken for it then.
+	setup   atomic.Bool
+	applied atomic.Int64
 }
 
 func (w *liveWorker) fallbackKey(name string) string { return w.co.Keys().Base() + "live:" + name }
@@ -69,10 +77,76 @@ func (w *liveWorker) restartMode(ctx context.Context) bool {
 		w.log.Warn("read restart mode", "err", err)
 	}
 	if v == "1" {
-		w.fb.on = true
-		w.log.Info("the job is in restart mode: the program restarts at every generation change")
+		w.switchOn(ctx)
 	}
 	return w.fb.on
+}
+
+func (w *liveWorker) switchOn(ctx context.Context) {
+	if w.fb.on {
+		return
+	}
+	w.fb.on = true
+	w.log.Info("the job is in restart mode: the program restarts at every generation change")
+	go w.speakUp(ctx) // ctx: the worker's (its serve loop's), ended when it returns
+}
+
+// settingUp marks the program as restarting or building its group, with
+// the step its worker holds the state of.
+func (w *liveWorker) settingUp() {
+	a := coord.NoState
+	if w.synced {
+		a = w.st.Applied
+	}
+	w.fb.applied.Store(a)
+	w.fb.setup.Store(true)
+}
+
+// liveOp notes the program's request: its first "next" ends its setup.
+func (w *liveWorker) liveOp(op string) {
+	if op == "next" {
+		w.fb.setup.Store(false)
+	}
+}
+
+// speakUp (restart mode) reports the current generation broken for this
+// worker while its program restarts or sets its group up, once another
+// member reported it broken: the program cannot report before its setup
+// times out (liveRestartTimeout), and the leader would drop a member that
+// says nothing within its report window, with the state it holds; it
+// would then form the next generation of the others only, possibly of
+// members without state. It runs until ctx ends.
+func (w *liveWorker) speakUp(ctx context.Context) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	me := w.cfg.Worker
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !w.fb.setup.Load() {
+			continue
+		}
+		g, err := w.co.ReadGen(ctx)
+		if err != nil || g == nil || g.Rank(me) < 0 {
+			continue
+		}
+		reps, err := w.co.Reports(ctx)
+		if err != nil || reps[me].Gen == g.Number && reps[me].Worker != "" {
+			continue
+		}
+		for id, r := range reps {
+			if id != me && r.Gen == g.Number {
+				a := w.fb.applied.Load()
+				if err := w.co.Report(ctx, g.Number, a); err == nil {
+					w.log.Info("restart mode: reported the generation broken for the program in setup", "gen", g.Number, "applied", a, "first_report", id)
+				}
+				break
+			}
+		}
+	}
 }
 
 // programStarting records where the worker stands as its program starts
@@ -100,6 +174,7 @@ func (w *liveWorker) liveTimeoutS(ctx context.Context) float64 {
 // planRestart tells the program to write its state (if it holds any) and
 // exit, to be restarted in place.
 func (w *liveWorker) planRestart() liveCkptReply {
+	w.settingUp()
 	w.fb.planned, w.fb.save = true, ""
 	if w.synced {
 		w.fb.save = filepath.Join(w.ckptDir, liveLocalFile)
@@ -139,7 +214,7 @@ func (w *liveWorker) fallbackReply(ctx context.Context, req liveRequest) liveCkp
 			set, err = w.deps.Redis.SetNX(ctx, w.fallbackKey("restart"), "1", 0).Result()
 			return err
 		})
-		w.fb.on = true
+		w.switchOn(ctx)
 		if set {
 			w.rep.event(jobs.EventWorker, fmt.Sprintf("live re-initialisation in process failed for the job %d time(s) (last: worker %s, generation %d: %s); "+
 				"the job falls back to restart mode: from now on every program restarts at each generation change, with its state", n, w.cfg.Worker, req.Gen, req.Error),
@@ -201,6 +276,9 @@ func (w *liveWorker) restartInPlace(ctx context.Context, res programResult) (c *
 // restored checkpoint's, else the state its predecessor left at a planned
 // restart (handed over once).
 func (w *liveWorker) restoreFor(restore string) string {
+	if w.fb.on {
+		w.settingUp()
+	}
 	local := w.fb.restore
 	w.fb.restore = ""
 	if restore != "" || !w.synced {
