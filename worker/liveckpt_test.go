@@ -171,6 +171,44 @@ func TestLiveCheckpointSurvivesTotalLoss(t *testing.T) {
 	}
 }
 
+// Every worker preempted (SIGTERM at once): the members leave after the
+// step where every one of them leaves, and rank 0 checkpoints that step
+// before it goes; new workers restore it and redo nothing.
+func TestLiveCheckpointWhenEveryWorkerLeaves(t *testing.T) {
+	const samples, parts, epochs = 2400, 8, 1
+	c, st := liveCluster(t, 2, 2, samples, parts, 0, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03")
+	c.start()
+	c.start()
+	ctx := context.Background()
+	c.waitFor("steps at world 2", 3*time.Minute, func() bool {
+		j, err := st.Get(ctx, c.job)
+		return err == nil && j.Progress.Step >= 10 && j.Progress.WorldSize == 2
+	})
+	c.signal("w1", syscall.SIGTERM)
+	c.signal("w2", syscall.SIGTERM)
+	for _, id := range []string{"w1", "w2"} {
+		if err := c.wait(id, time.Minute); err != nil {
+			t.Fatalf("%s after SIGTERM: %v", id, err)
+		}
+	}
+	j, _ := st.Get(ctx, c.job)
+	if j.LastCheckpoint == nil || j.LastCheckpoint.Step != j.Progress.Step {
+		t.Fatalf("after every worker left at step %d: last checkpoint %+v, want one of that step", j.Progress.Step, j.LastCheckpoint)
+	}
+	left := j.Progress.Step
+	c.start()
+	c.finish(4 * time.Minute)
+	j, _ = st.Get(ctx, c.job)
+	if j.State != jobs.Succeeded || j.Progress.Samples != int64(epochs*samples) {
+		t.Fatalf("job %s (%s), %d samples; want succeeded with %d", j.State, j.Reason, j.Progress.Samples, epochs*samples)
+	}
+	c.checkLiveExactlyOnce(samples, parts, epochs)
+	evs := jobEvents(t, st, c.job)
+	if !hasEvent(evs, fmt.Sprintf("restored the checkpoint of step %d", left)) || hasEvent(evs, "are redone") {
+		t.Errorf("want the checkpoint of step %d restored and nothing redone", left)
+	}
+}
+
 // checkLiveExactlyOnce is checkExactlyOnce for a live job's data set.
 func (c *cluster) checkLiveExactlyOnce(samples int64, parts, epochs int) {
 	c.t.Helper()
