@@ -401,9 +401,10 @@ func (w *liveWorker) programGone(ctx context.Context) (*liveConn, error) {
 	}
 	if w.g != nil && len(w.g.Members) == 1 && w.g.Rank(w.cfg.Worker) == 0 && w.lck == nil {
 		// The only member's program held the only copy of the model, and
-		// live mode keeps no checkpoint: going on would train a fresh
-		// model on the rest of the epoch.
-		reason := fmt.Sprintf("live program of worker %s, the only member of generation %d, ended (%s): its training state is lost (live mode keeps no checkpoint); last stderr lines:\n%s",
+		// without a checkpoint store live mode keeps no checkpoint: going
+		// on would train a fresh model on the rest of the epoch. (With
+		// one, the restore generation loads the newest: liveckpt.go.)
+		reason := fmt.Sprintf("live program of worker %s, the only member of generation %d, ended (%s): its training state is lost (no checkpoint store); last stderr lines:\n%s",
 			w.cfg.Worker, w.g.Number, res.describe(), res.Tail)
 		_ = retry(ctx, w.log, "mark done", func() error { return w.co.MarkDone(ctx, string(jobs.Failed)) })
 		w.rep.transition(ctx, jobs.Failed, reason)
