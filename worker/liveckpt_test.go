@@ -39,12 +39,16 @@ func runLiveChild(ctx context.Context, cfg Config, deps Deps, env func(string) s
 // as a live exec worker), reporting to a job store, checkpointing to a
 // file store.
 func liveCluster(t *testing.T, min, max int, samples int64, parts int, every int, args ...string) (*cluster, *jobstore.Store) {
+	return liveClusterRestarts(t, min, max, samples, parts, every, 0, args...)
+}
+
+func liveClusterRestarts(t *testing.T, min, max int, samples int64, parts int, every, restarts int, args ...string) (*cluster, *jobstore.Store) {
 	t.Helper()
 	needTorch(t)
 	r := testenv.NewRedis(t)
 	st := jobstore.New(r.Client, jobstore.Config{Prefix: r.Prefix})
 	root, _ := filepath.Abs("..")
-	grace, restarts := 5, 0
+	grace := 5
 	cmd := append([]string{livePython, "examples/torch/train_live.py", "--samples", fmt.Sprint(samples)}, args...)
 	spec := jobs.Spec{Name: "live", Workers: jobs.WorkerRange{Min: min, Max: max},
 		Trainer: jobs.Trainer{Kind: jobs.TrainerExec, Exec: &jobs.ExecTrainer{Mode: jobs.ExecLive,
@@ -206,6 +210,37 @@ func TestLiveCheckpointWhenEveryWorkerLeaves(t *testing.T) {
 	evs := jobEvents(t, st, c.job)
 	if !hasEvent(evs, fmt.Sprintf("restored the checkpoint of step %d", left)) || hasEvent(evs, "are redone") {
 		t.Errorf("want the checkpoint of step %d restored and nothing redone", left)
+	}
+}
+
+// The program of a job's only member dies (its worker lives): with a
+// checkpoint store the job no longer fails; the worker restarts the
+// program, the restore generation loads the newest checkpoint, and the
+// job finishes exactly once.
+func TestLiveCheckpointOnlyMemberProgramDies(t *testing.T) {
+	const samples, parts, epochs = 2400, 8, 1
+	c, st := liveClusterRestarts(t, 1, 1, samples, parts, 10, 1, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03")
+	c.start()
+	ctx := context.Background()
+	c.waitFor("a checkpoint and steps after it", 3*time.Minute, func() bool {
+		j, err := st.Get(ctx, c.job)
+		return err == nil && j.LastCheckpoint != nil && j.Progress.Step >= j.LastCheckpoint.Step+3
+	})
+	pids := livePrograms(c.liveDir())
+	if len(pids) != 1 {
+		t.Fatalf("programs %v, want one", pids)
+	}
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	c.finish(3 * time.Minute)
+	j, _ := st.Get(ctx, c.job)
+	if j.State != jobs.Succeeded || j.Progress.Samples != int64(epochs*samples) {
+		t.Fatalf("job %s (%s), %d samples; want succeeded with %d", j.State, j.Reason, j.Progress.Samples, epochs*samples)
+	}
+	c.checkLiveExactlyOnce(samples, parts, epochs)
+	if evs := jobEvents(t, st, c.job); !hasEvent(evs, "restored the checkpoint of step") {
+		t.Errorf("no restore event among %d events", len(evs))
 	}
 }
 
