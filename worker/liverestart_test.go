@@ -91,5 +91,8 @@ func TestLiveFallbackToRestartMode(t *testing.T) {
 			t.Errorf("%s's program failed:\n%s", id, tail(s, 20))
 		}
 	}
-	t.Logf("w0: %d program starts, %d state loads", starts, loads)
+	wl := l.wlog.String()
+	t.Logf("w0: %d program starts, %d state loads; workers: %d restarts in place, %d on another store port, %d reports for a program in setup",
+		starts, loads, strings.Count(wl, "program restarted in place"), strings.Count(wl, "store on another port"),
+		strings.Count(wl, "reported the generation broken for the program in setup"))
 }
