@@ -298,14 +298,22 @@ func (c *liveCkpt) restore(ctx context.Context, g *coord.Generation) (string, er
 	case err != nil:
 		return "", err
 	}
+	rec := datapipe.Reconciliation{Gen: g.Number, Applied: d.State.Applied, Epoch: d.State.Epoch,
+		MetaEpoch: d.State.MetaEpoch, Members: g.Members, Meta: d.State.Meta, Debug: d.State.Debug}
+	// Fence first: a late commit of the lost lineage (a step after the
+	// checkpoint's, from a committer of an older generation) is refused
+	// from now on, so it cannot land between the pipeline's restore and
+	// the reconcile after it. What this reconcile does to the old records
+	// the restore then replaces.
+	if err := retry(ctx, w.log, "fence", func() error { _, err := w.pipe.Reconcile(ctx, rec); return err }); err != nil {
+		return "", err
+	}
 	if err := retry(ctx, w.log, "restore data pipeline", func() error {
 		return w.pipe.Restore(ctx, g.Number, w.epochs, d.Pipeline, d.State.Applied)
 	}); err != nil {
 		return "", fmt.Errorf("restore data pipeline: %w", err)
 	}
 	w.st, w.synced = d.State, true
-	rec := datapipe.Reconciliation{Gen: g.Number, Applied: w.st.Applied, Epoch: w.st.Epoch,
-		MetaEpoch: w.st.MetaEpoch, Members: g.Members, Meta: w.st.Meta, Debug: w.st.Debug}
 	if err := retry(ctx, w.log, "reconcile", func() error { _, err := w.pipe.Reconcile(ctx, rec); return err }); err != nil {
 		return "", err
 	}
