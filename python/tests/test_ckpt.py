@@ -99,3 +99,82 @@ def test_failed_write_leaves_the_error_for_the_worker(tmp_path):
     assert not os.path.exists(file) and not os.path.exists(file + ".tmp")
     with open(file + ".err") as f:
         assert "pickle" in f.read().lower()
+
+
+class RestartWorker(FakeWorker):
+    """Answers the first "gen" with restart mode's action restart."""
+
+    def __init__(self, path, save):
+        super().__init__(path, 20, 2)
+        self.save = save
+
+    def handle(self, req):
+        if req["op"] == "gen":
+            return {"action": "restart", "save": self.save, "applied": 7, "have": True, "rank": 0, "root": 0, "epoch": 0}
+        return super().handle(req)
+
+
+PROGRAM = r'''
+import sys, torch
+sys.path.insert(0, sys.argv[1])
+import edl.torch as et
+torch.manual_seed(5)
+m = torch.nn.Linear(3, 2)
+opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+ctx = et.init()
+data = [(torch.zeros(3), 0)] * 20
+for x, y in ctx.steps(et.DataLoader(data, batch_size=4), et.State(model=m, optimizer=opt)):
+    pass
+print("not reached")
+'''
+
+
+def test_restart_action_saves_the_state_and_exits_75(tmp_path):
+    import subprocess
+    import sys
+    path, save = str(tmp_path / "r.sock"), str(tmp_path / "live-local.pt")
+    RestartWorker(path, save)
+    pkg = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    env = dict(os.environ, EDL_SOCKET=path, OMP_NUM_THREADS="1")
+    p = subprocess.run([sys.executable, "-c", PROGRAM, pkg], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 75, p.stderr
+    assert "not reached" not in p.stdout
+    d = torch.load(save)
+    assert d["format"] == ckpt.FORMAT and d["applied"] == 7
+    torch.manual_seed(5)
+    assert torch.equal(d["state"]["model"]["weight"], torch.nn.Linear(3, 2).weight.detach())
+    # The restarted program gets it back; a file of another step is refused.
+    m, opt = model_opt()
+    st = et.State(model=m, optimizer=opt)
+    assert ckpt.load(save, st, 7) == 7
+    assert torch.equal(m.weight.detach(), d["state"]["model"]["weight"])
+    with pytest.raises(et.EdlError, match="holds the state after step 7, the worker expects step 8"):
+        ckpt.load(save, st, 8)
+
+
+def test_store_binds_its_predecessors_port(monkeypatch):
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    monkeypatch.setenv("EDL_STORE_PORT", str(port))
+    st = et._host_store(5)
+    assert st.port == port
+    # Taken (by that store): another port, not an error.
+    other = et._host_store(5)
+    assert other.port != port and other.port > 0
+
+
+def test_fail_reinit_only_in_tests(monkeypatch):
+    class C:
+        pass
+    c = C()
+    monkeypatch.delenv("EDL_TEST_FAIL_REINIT", raising=False)
+    ckpt.test_fail_reinit(c)
+    ckpt.test_fail_reinit(c)  # unset: never fails
+    monkeypatch.setenv("EDL_TEST_FAIL_REINIT", "1")
+    d = C()
+    ckpt.test_fail_reinit(d)  # a process's first setup
+    with pytest.raises(RuntimeError, match="EDL_TEST_FAIL_REINIT"):
+        ckpt.test_fail_reinit(d)
