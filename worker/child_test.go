@@ -98,6 +98,9 @@ func runChild() int {
 		}
 		deps.Store = st
 	}
+	if env("LIVE") != "" {
+		return runLiveChild(ctx, cfg, deps, env) // liveckpt_test.go
+	}
 	w, err := New(cfg, deps)
 	if err != nil {
 		log.Error("new worker", "err", err)

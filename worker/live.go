@@ -108,6 +108,8 @@ type liveReply struct {
 	Switch  bool  `json:"switch"`
 	Stop    bool  `json:"stop"`
 	Blocked bool  `json:"blocked"`
+
+	liveCkptReply // checkpoint, restore, save: liveckpt.go
 }
 
 // liveWorker is an exec worker in live mode.
@@ -139,6 +141,9 @@ type liveWorker struct {
 	prog     *program
 	restarts int
 	lastStep time.Time
+
+	lck *liveCkpt   // nil without a checkpoint store (liveckpt.go)
+	fb  liveRestart // the job-level fallback to restart mode (liverestart.go)
 }
 
 // runLive runs the worker in live mode; the spec has been read.
@@ -154,6 +159,12 @@ func (w *liveWorker) run(ctx context.Context) error {
 	w.rep = newReporter(w.deps.Jobs, w.cfg.Job, w.cfg.ProgressEvery, w.log)
 	w.pipe = datapipe.New(w.deps.Redis, w.co.Keys(), w.cfg.Worker)
 	w.com = newCommitter(w.pipe, w.log)
+	lck, err := newLiveCkpt(w)
+	if err != nil {
+		return err
+	}
+	w.lck = lck
+	go w.lck.run(bg)
 	if err := w.register(ctx, coord.Preparing); err != nil {
 		return err
 	}
@@ -260,6 +271,7 @@ func (w *liveWorker) startProgram(ctx context.Context) (*liveConn, error) {
 	})
 	env = append(env, "EDL_SOCKET="+w.sock, "EDL_JOB_ID="+w.cfg.Job, "EDL_WORKER_ID="+w.cfg.Worker,
 		"EDL_CHECKPOINT_DIR="+w.ckptDir, "EDL_LIVE_TIMEOUT_S="+strconv.FormatFloat(w.ecfg.LiveTimeout.Seconds(), 'f', -1, 64))
+	env = append(env, w.programStarting()...)
 	w.prog = startProgram(w.ex.Command, w.ex.Workdir, env, w.ecfg.Stdout, w.ecfg.Stderr, w.ecfg.TailLines)
 	w.log.Info("program started", "pid", w.prog.Pid(), "restarts", w.restarts)
 	accepted := make(chan net.Conn, 1)
@@ -302,7 +314,7 @@ func (w *liveWorker) startProgram(ctx context.Context) (*liveConn, error) {
 	w.liveAddr = net.JoinHostPort(w.ecfg.Host, strconv.Itoa(req.StorePort))
 	if err := lc.write(liveReply{Job: w.cfg.Job, Worker: w.cfg.Worker, Samples: w.ds.Samples, Partitions: w.ds.Partitions,
 		InitialWorld: max(1, w.spec.Workers.Min),
-		TimeoutS:     w.ecfg.LiveTimeout.Seconds()}); err != nil {
+		TimeoutS:     w.liveTimeoutS(ctx)}); err != nil {
 		w.prog.stop(w.grace())
 		return nil, fmt.Errorf("worker: live mode: hello reply: %w", err)
 	}
@@ -359,6 +371,9 @@ func (w *liveWorker) serve(ctx context.Context, c *liveConn) error {
 func (w *liveWorker) programGone(ctx context.Context) (*liveConn, error) {
 	<-w.prog.done
 	res := w.prog.res
+	if c, ok, err := w.restartInPlace(ctx, res); ok {
+		return c, err
+	}
 	fallback := res.Code == LiveExitRestart
 	w.log.Warn("program ended", "exit", res.describe(), "fallback", fallback, "stderr_tail", res.Tail)
 	gen := int64(0)
@@ -384,11 +399,12 @@ func (w *liveWorker) programGone(ctx context.Context) (*liveConn, error) {
 	if w.g != nil {
 		w.minGen = w.g.Number
 	}
-	if w.g != nil && len(w.g.Members) == 1 && w.g.Rank(w.cfg.Worker) == 0 {
+	if w.g != nil && len(w.g.Members) == 1 && w.g.Rank(w.cfg.Worker) == 0 && w.lck == nil {
 		// The only member's program held the only copy of the model, and
-		// live mode keeps no checkpoint: going on would train a fresh
-		// model on the rest of the epoch.
-		reason := fmt.Sprintf("live program of worker %s, the only member of generation %d, ended (%s): its training state is lost (live mode keeps no checkpoint); last stderr lines:\n%s",
+		// without a checkpoint store live mode keeps no checkpoint: going
+		// on would train a fresh model on the rest of the epoch. (With
+		// one, the restore generation loads the newest: liveckpt.go.)
+		reason := fmt.Sprintf("live program of worker %s, the only member of generation %d, ended (%s): its training state is lost (no checkpoint store); last stderr lines:\n%s",
 			w.cfg.Worker, w.g.Number, res.describe(), res.Tail)
 		_ = retry(ctx, w.log, "mark done", func() error { return w.co.MarkDone(ctx, string(jobs.Failed)) })
 		w.rep.transition(ctx, jobs.Failed, reason)
@@ -420,6 +436,7 @@ func (w *liveWorker) programGone(ctx context.Context) (*liveConn, error) {
 // handle answers one request; after, when set, ends the worker's life
 // once the reply is sent.
 func (w *liveWorker) handle(ctx context.Context, req liveRequest) (liveReply, func() error) {
+	w.liveOp(req.Op)
 	if req.Op != "hello" && req.Op != "gen" && req.Op != "adopt" && (w.g == nil || req.Gen != w.g.Number) {
 		return liveReply{Error: fmt.Sprintf("%s: generation %d is not the worker's current one", req.Op, req.Gen)}, nil
 	}
@@ -443,7 +460,7 @@ func (w *liveWorker) handle(ctx context.Context, req liveRequest) (liveReply, fu
 				map[string]any{"worker": w.cfg.Worker, "generation": req.Gen, "fallback": "restart"})
 		}
 		w.reportLive(ctx, w.g)
-		return liveReply{}, nil
+		return liveReply{liveCkptReply: w.fallbackReply(ctx, req)}, nil
 	case "hello":
 		return liveReply{Error: "hello: already said"}, nil
 	}
@@ -456,6 +473,9 @@ func (w *liveWorker) handle(ctx context.Context, req liveRequest) (liveReply, fu
 // its cursor; the program then rebuilds its group and, unless every
 // member holds the state of the same step, takes the root's.
 func (w *liveWorker) liveGen(ctx context.Context, after int64) (liveReply, func() error) {
+	if rep, ok := w.restartAtSwitch(ctx); ok {
+		return rep, nil
+	}
 	after = max(after, w.minGen)
 	for {
 		switch {
@@ -513,7 +533,17 @@ func (w *liveWorker) liveJoin(ctx context.Context, g *coord.Generation, rank int
 		return liveReply{}, fmt.Errorf("flush commits: %w", err)
 	}
 	root := g.Root
+	var restore string
 	switch {
+	case (root < 0 || g.Restore) && w.lck != nil:
+		// Nobody holds the state: rank 0 restores the newest checkpoint,
+		// the others take it from the broadcast (liveckpt.go).
+		root, w.synced = 0, false
+		if rank == 0 {
+			if restore, err = w.lck.restore(ctx, g); err != nil {
+				return liveReply{}, err
+			}
+		}
 	case root < 0:
 		root = 0
 		if !w.synced {
@@ -549,6 +579,7 @@ func (w *liveWorker) liveJoin(ctx context.Context, g *coord.Generation, rank int
 		"have_state", w.synced, "took", time.Since(start).Round(time.Millisecond))
 	rep := liveReply{Action: "run", Gen: g.Number, Rank: rank, World: len(g.Members), Root: root, MasterAddr: host, MasterPort: mp,
 		Have: w.synced, Applied: w.st.Applied, Epoch: w.st.Epoch}
+	rep.Restore = w.restoreFor(restore)
 	if rank == root {
 		st := w.st
 		rep.Progress = &st
@@ -627,6 +658,7 @@ func (w *liveWorker) liveStep(ctx context.Context, req liveRequest) (liveReply, 
 		time.Sleep(20 * time.Millisecond) // someone cannot reach Redis; do not spin
 	}
 	rep := liveReply{Action: string(v.Action), Applied: w.st.Applied, Epoch: w.st.Epoch}
+	rep.Checkpoint = w.lck.afterStep(ctx, g, rank, v, req.Meta)
 	switch v.Action {
 	case actDone:
 		return rep, w.liveFinish(ctx, g, jobs.Succeeded, "training finished")
@@ -698,6 +730,7 @@ func (w *liveWorker) liveLeave(ctx context.Context) func() error {
 		if err := w.pipe.Release(fctx, w.st.Epoch, w.st.Epoch+1); err != nil {
 			w.log.Warn("release partitions", "err", err)
 		}
+		w.lck.wait(ctx)
 		err := w.ExecWorker.leave(ctx)
 		w.awaitProgram()
 		return err
@@ -711,6 +744,7 @@ func (w *liveWorker) liveFinish(ctx context.Context, g *coord.Generation, to job
 		if err := w.com.flush(fctx); err != nil {
 			w.log.Warn("flush commits at the end", "err", err)
 		}
+		w.lck.wait(ctx)
 		err := w.finish(ctx, g, to, reason)
 		w.awaitProgram()
 		return err

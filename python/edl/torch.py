@@ -41,7 +41,7 @@ import warnings
 import torch
 import torch.distributed as dist
 
-from . import protocol
+from . import ckpt, protocol
 from .protocol import EdlError
 
 __all__ = ["init", "State", "DataLoader", "Context", "EdlError"]
@@ -174,11 +174,11 @@ class Context:
         self._state = None
         self.initial_world, self._policy = 1, FIXED_GLOBAL
         self.stats = {"switches": 0, "failures": 0, "handovers": 0}
+        self._saver = ckpt.Saver()  # the checkpoints the worker asks for (edl/ckpt.py)
         if not standalone:
             # Every program hosts a store server; rank 0's serves its group
             # (a fresh prefix per generation).
-            self._store = dist.TCPStore("0.0.0.0", 0, is_master=True, wait_for_workers=False,
-                                        timeout=datetime.timedelta(seconds=timeout))
+            self._store = _host_store(timeout)
 
     # --- the step loop -------------------------------------------------
 
@@ -218,11 +218,15 @@ class Context:
         try:
             while True:
                 g = self.client.call("gen", after=after)
+                if g["action"] == "restart":  # the job is in restart mode (docs/live.md, "Fallback")
+                    self._exit_for_restart(g.get("save"), g["applied"], state, "the next generation")
                 if g["action"] != "run":
                     self.ended = g["action"]
                     return
                 after = g["gen"]
                 self.generation, self.rank, self.world = g["gen"], g["rank"], g["world"]
+                if g.get("restore"):  # nobody held the state: the worker's checkpoint
+                    self._restore(g, state)
                 try:
                     self._build_group(g)
                     self._sync_state(g, state)
@@ -233,7 +237,9 @@ class Context:
                     init_failures += 1
                     self.stats["failures"] += 1
                     if init_failures >= MAX_INIT_FAILURES:
-                        self.client.call("fallback", gen=after, error=repr(e))
+                        rep = self.client.call("fallback", gen=after, error=repr(e))
+                        if rep.get("save"):  # the job switched to restart mode: keep this state
+                            self._exit_for_restart(rep["save"], g["applied"], state, "the fallback")
                         _log("in-process re-initialisation failed %d times (%r); asking the worker to restart this program"
                              % (init_failures, e))
                         os._exit(75)  # LiveExitRestart in worker/live.go
@@ -245,6 +251,7 @@ class Context:
                     return
                 self.stats["switches"] += 1
         finally:
+            self._saver.wait()
             self._destroy()
 
     def _generation(self, loader, state):
@@ -276,6 +283,8 @@ class Context:
             rep = self.client.call("step", gen=self.generation, meta=[int(round(v)) for v in out.meta],
                                    loss=out.loss)
             self.applied = rep["applied"]
+            if rep.get("checkpoint"):
+                self._saver.save(state, rep["checkpoint"], rep["applied"])
             if rep["action"] != "continue":
                 return rep["action"]
 
@@ -355,6 +364,7 @@ class Context:
     # --- groups and hand-over ------------------------------------------
 
     def _build_group(self, g):
+        ckpt.test_fail_reinit(self)
         self._destroy()
         t = datetime.timedelta(seconds=self.timeout)
         if g["rank"] == 0:
@@ -401,6 +411,22 @@ class Context:
             self.stats["handovers"] += 1
             _log("state received in generation %d (step %d, %.0f ms)" % (g["gen"], d["progress"]["applied"], 1000 * (time.time() - start)))
 
+    def _exit_for_restart(self, save, applied, state, why):
+        """Restart mode: the state goes to the worker's file, then the
+        process exits and its worker starts it again."""
+        self._saver.wait()
+        if save:
+            self._saver.save(state, save, applied, background=False)
+        _log("restart mode: exiting for %s (state of step %d %s)" % (why, applied, "saved" if save else "none"))
+        self.client.close()
+        os._exit(75)  # LiveExitRestart in worker/live.go
+
+    def _restore(self, g, state):
+        start = time.time()
+        ckpt.load(g["restore"], state, g["applied"])
+        self.applied = g["applied"]
+        _log("state of step %d loaded from %s (%.0f ms)" % (g["applied"], os.path.basename(g["restore"]), 1000 * (time.time() - start)))
+
     # --- outside edl ---------------------------------------------------
 
     def _standalone_steps(self, loader, state, epochs):
@@ -422,6 +448,19 @@ class Context:
                     if not out.stepped:
                         raise EdlError("steps(): call optimizer.step() once for every batch (it averages the gradients)")
                     self._pending = None
+
+
+def _host_store(timeout):
+    """This program's TCPStore server; a program restarted in place binds
+    its predecessor's port (EDL_STORE_PORT), which its generation names."""
+    t = datetime.timedelta(seconds=timeout)
+    port = int(os.environ.get("EDL_STORE_PORT") or 0)
+    if port:
+        try:
+            return dist.TCPStore("0.0.0.0", port, is_master=True, wait_for_workers=False, timeout=t)
+        except RuntimeError as e:
+            _log("store port %d is taken (%s): another one (the worker re-registers)" % (port, e))
+    return dist.TCPStore("0.0.0.0", 0, is_master=True, wait_for_workers=False, timeout=t)
 
 
 def init(timeout=None, standalone=None, backend=None):

@@ -1,0 +1,319 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/edl-nomad/edl/checkpoint"
+	"github.com/edl-nomad/edl/internal/testenv"
+	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/jobstore"
+	"github.com/edl-nomad/edl/worker/datapipe"
+)
+
+// runLiveChild is the worker process of the live multi-process tests
+// (runChild with EDL_WORKER_LIVE set): an exec worker in live mode whose
+// folder is EDL_WORKER_LIVEDIR/<id>; its program dies with it (Pdeathsig).
+func runLiveChild(ctx context.Context, cfg Config, deps Deps, env func(string) string) int {
+	deps.Transport = nil
+	w, err := NewExec(cfg, ExecConfig{Dir: filepath.Join(env("LIVEDIR"), cfg.Worker), Env: []string{"PATH=" + os.Getenv("PATH")},
+		Stdout: os.Stdout, Stderr: os.Stderr, Poll: 50 * time.Millisecond, LiveTimeout: 5 * time.Second}, deps)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "new exec worker:", err)
+		return 2
+	}
+	if err := w.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		return 1
+	}
+	return 0
+}
+
+// liveCluster is a live job whose workers are processes (the test binary
+// as a live exec worker), reporting to a job store, checkpointing to a
+// file store.
+func liveCluster(t *testing.T, min, max int, samples int64, parts int, every int, args ...string) (*cluster, *jobstore.Store) {
+	return liveClusterRestarts(t, min, max, samples, parts, every, 0, args...)
+}
+
+func liveClusterRestarts(t *testing.T, min, max int, samples int64, parts int, every, restarts int, args ...string) (*cluster, *jobstore.Store) {
+	t.Helper()
+	needTorch(t)
+	r := testenv.NewRedis(t)
+	st := jobstore.New(r.Client, jobstore.Config{Prefix: r.Prefix})
+	root, _ := filepath.Abs("..")
+	grace := 5
+	cmd := append([]string{livePython, "examples/torch/train_live.py", "--samples", fmt.Sprint(samples)}, args...)
+	spec := jobs.Spec{Name: "live", Workers: jobs.WorkerRange{Min: min, Max: max},
+		Trainer: jobs.Trainer{Kind: jobs.TrainerExec, Exec: &jobs.ExecTrainer{Mode: jobs.ExecLive,
+			Command: cmd, Workdir: root, Env: map[string]string{"OMP_NUM_THREADS": "1"},
+			Dataset:      &jobs.ExecDataset{Samples: samples, Partitions: parts},
+			GracePeriodS: &grace, MaxRestarts: &restarts}},
+		Checkpoint: jobs.CheckpointPolicy{EverySteps: every, Keep: 2}}
+	ctx := context.Background()
+	j, _, err := st.Create(ctx, "tenant", spec, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Transition(ctx, j.ID, jobs.Starting, "placed"); err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster(t, r, j.Spec, 0)
+	c.job, c.jobs = j.ID, true
+	c.store = "file://" + t.TempDir()
+	c.env = []string{"EDL_WORKER_LIVE=1", "EDL_WORKER_LIVEDIR=" + t.TempDir()}
+	return c, st
+}
+
+// livePrograms are the pids of the job's programs still running.
+func livePrograms(dir string) []int {
+	var out []int
+	procs, _ := filepath.Glob("/proc/[0-9]*/environ")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err == nil && strings.Contains(string(b), "EDL_SOCKET="+dir) {
+			var pid int
+			fmt.Sscan(filepath.Base(filepath.Dir(p)), &pid)
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func (c *cluster) liveDir() string {
+	for _, e := range c.env {
+		if d, ok := strings.CutPrefix(e, "EDL_WORKER_LIVEDIR="); ok {
+			return d
+		}
+	}
+	return ""
+}
+
+func jobEvents(t *testing.T, st *jobstore.Store, id string) []jobs.Event {
+	t.Helper()
+	evs, err := st.Events(context.Background(), id, "", 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+func hasEvent(evs []jobs.Event, sub string) bool {
+	for _, e := range evs {
+		if strings.Contains(e.Message, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// Every worker of a live job SIGKILLed at once (their programs die with
+// them): the model survives in the checkpoints; two new workers restore
+// the newest one, the data pipeline goes back to its position, the steps
+// after it are redone (a job event says so), and the job finishes with
+// every sample of every epoch in exactly one applied step of the final
+// model's lineage, and exactly epochs x samples samples counted.
+func TestLiveCheckpointSurvivesTotalLoss(t *testing.T) {
+	const samples, parts, epochs = 3000, 8, 2
+	c, st := liveCluster(t, 2, 2, samples, parts, 10, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03",
+		"--epochs", fmt.Sprint(epochs))
+	c.start()
+	c.start()
+	ctx := context.Background()
+	var before jobs.Job
+	c.waitFor("a checkpoint and steps after it", 3*time.Minute, func() bool {
+		j, err := st.Get(ctx, c.job)
+		before = j
+		return err == nil && j.LastCheckpoint != nil && j.Progress.Step >= j.LastCheckpoint.Step+4 && j.Progress.WorldSize == 2
+	})
+	c.signal("w1", syscall.SIGKILL)
+	c.signal("w2", syscall.SIGKILL)
+	_ = c.wait("w1", 10*time.Second)
+	_ = c.wait("w2", 10*time.Second)
+	c.waitFor("the programs gone with their workers", 10*time.Second, func() bool { return len(livePrograms(c.liveDir())) == 0 })
+	j, _ := st.Get(ctx, c.job)
+	t.Logf("killed both workers at step %d; last checkpoint at step %d", j.Progress.Step, before.LastCheckpoint.Step)
+	c.start()
+	c.start()
+	c.finish(4 * time.Minute)
+	j, err := st.Get(ctx, c.job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State != jobs.Succeeded {
+		t.Fatalf("job %s (%s), want succeeded", j.State, j.Reason)
+	}
+	if want := int64(epochs * samples); j.Progress.Samples != want {
+		t.Errorf("progress counts %d samples, want %d (the restored counters go on from the checkpoint)", j.Progress.Samples, want)
+	}
+	c.checkLiveExactlyOnce(samples, parts, epochs)
+	evs := jobEvents(t, st, c.job)
+	if !hasEvent(evs, "restored the checkpoint of step") || !hasEvent(evs, "are redone") {
+		t.Errorf("no event saying the checkpoint was restored and the steps after it redone among %d events", len(evs))
+	}
+	store, err := checkpoint.Open(ctx, c.store, checkpoint.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := checkpoint.List(ctx, store, CheckpointJob(c.job))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) == 0 || len(ms) > 2 {
+		t.Errorf("%d checkpoints kept, want 1-2 (keep 2)", len(ms))
+	}
+	for _, m := range ms {
+		if _, ok := m.Shard(liveStateShard); !ok {
+			t.Errorf("checkpoint %d has no %s shard: %+v", m.Step, liveStateShard, m.Shards)
+		}
+	}
+}
+
+// Every worker preempted (SIGTERM at once): the members leave after the
+// step where every one of them leaves, and rank 0 checkpoints that step
+// before it goes; new workers restore it and redo nothing.
+func TestLiveCheckpointWhenEveryWorkerLeaves(t *testing.T) {
+	const samples, parts, epochs = 2400, 8, 1
+	c, st := liveCluster(t, 2, 2, samples, parts, 0, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03")
+	c.start()
+	c.start()
+	ctx := context.Background()
+	c.waitFor("steps at world 2", 3*time.Minute, func() bool {
+		j, err := st.Get(ctx, c.job)
+		return err == nil && j.Progress.Step >= 10 && j.Progress.WorldSize == 2
+	})
+	c.signal("w1", syscall.SIGTERM)
+	c.signal("w2", syscall.SIGTERM)
+	for _, id := range []string{"w1", "w2"} {
+		if err := c.wait(id, time.Minute); err != nil {
+			t.Fatalf("%s after SIGTERM: %v", id, err)
+		}
+	}
+	j, _ := st.Get(ctx, c.job)
+	if j.LastCheckpoint == nil || j.LastCheckpoint.Step != j.Progress.Step {
+		t.Fatalf("after every worker left at step %d: last checkpoint %+v, want one of that step", j.Progress.Step, j.LastCheckpoint)
+	}
+	left := j.Progress.Step
+	c.start()
+	c.finish(4 * time.Minute)
+	j, _ = st.Get(ctx, c.job)
+	if j.State != jobs.Succeeded || j.Progress.Samples != int64(epochs*samples) {
+		t.Fatalf("job %s (%s), %d samples; want succeeded with %d", j.State, j.Reason, j.Progress.Samples, epochs*samples)
+	}
+	c.checkLiveExactlyOnce(samples, parts, epochs)
+	evs := jobEvents(t, st, c.job)
+	if !hasEvent(evs, fmt.Sprintf("restored the checkpoint of step %d", left)) || hasEvent(evs, "are redone") {
+		t.Errorf("want the checkpoint of step %d restored and nothing redone", left)
+	}
+}
+
+// The program of a job's only member dies (its worker lives): with a
+// checkpoint store the job no longer fails; the worker restarts the
+// program, the restore generation loads the newest checkpoint, and the
+// job finishes exactly once.
+func TestLiveCheckpointOnlyMemberProgramDies(t *testing.T) {
+	const samples, parts, epochs = 2400, 8, 1
+	c, st := liveClusterRestarts(t, 1, 1, samples, parts, 10, 1, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03")
+	c.start()
+	ctx := context.Background()
+	c.waitFor("a checkpoint and steps after it", 3*time.Minute, func() bool {
+		j, err := st.Get(ctx, c.job)
+		return err == nil && j.LastCheckpoint != nil && j.Progress.Step >= j.LastCheckpoint.Step+3
+	})
+	pids := livePrograms(c.liveDir())
+	if len(pids) != 1 {
+		t.Fatalf("programs %v, want one", pids)
+	}
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	c.finish(3 * time.Minute)
+	j, _ := st.Get(ctx, c.job)
+	if j.State != jobs.Succeeded || j.Progress.Samples != int64(epochs*samples) {
+		t.Fatalf("job %s (%s), %d samples; want succeeded with %d", j.State, j.Reason, j.Progress.Samples, epochs*samples)
+	}
+	c.checkLiveExactlyOnce(samples, parts, epochs)
+	if evs := jobEvents(t, st, c.job); !hasEvent(evs, "restored the checkpoint of step") {
+		t.Errorf("no restore event among %d events", len(evs))
+	}
+}
+
+// checkLiveExactlyOnce is checkExactlyOnce for a live job's data set.
+func (c *cluster) checkLiveExactlyOnce(samples int64, parts, epochs int) {
+	c.t.Helper()
+	recs, err := datapipeRecords(c)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	missed, repeated, err := CheckLiveSamples(recs, samples, parts, epochs)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if missed != 0 || repeated != 0 || len(recs) == 0 {
+		c.t.Errorf("samples missed %d, repeated %d over %d applied steps; want 0 and 0", missed, repeated, len(recs))
+	}
+}
+
+func datapipeRecords(c *cluster) (map[int64]string, error) {
+	return datapipe.New(c.r.Client, c.coord().Keys(), "test").DebugRecords(context.Background())
+}
+
+func TestLiveCkptReason(t *testing.T) {
+	leaving := func(world int, who ...int) []int64 {
+		m := make([]int64, liveMetaLen(world))
+		for _, r := range who {
+			m[liveHead+slotWidth*r+3] = flagLeaving
+		}
+		return m
+	}
+	for _, c := range []struct {
+		name    string
+		v       stepVerdict
+		applied int64
+		every   int64
+		meta    []int64
+		want    string
+	}{
+		{"period", stepVerdict{Apply: true, Action: actContinue}, 9, 10, leaving(2), "period"},
+		{"not yet", stepVerdict{Apply: true, Action: actContinue}, 8, 10, leaving(2), ""},
+		{"no period", stepVerdict{Apply: true, Action: actContinue}, 9, 0, leaving(2), ""},
+		{"epoch end without period", stepVerdict{EpochDone: true, Action: actContinue}, 5, 0, leaving(2), "epoch end"},
+		{"end", stepVerdict{EpochDone: true, Action: actDone}, 5, 0, leaving(2), "end"},
+		{"cancelled", stepVerdict{Apply: true, Action: actStop}, 9, 10, leaving(2), ""},
+		{"everyone leaves", stepVerdict{Apply: true, Action: actLeave}, 3, 0, leaving(2, 0, 1), "every member leaves"},
+		{"one leaves", stepVerdict{Apply: true, Action: actSwitch}, 3, 0, leaving(2, 1), ""},
+	} {
+		if got := liveCkptReason(c.v, c.applied, c.every, c.meta, 2); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+func TestAwaitStateFile(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "s.pt")
+	never := make(chan struct{})
+	go func() {
+		time.Sleep(30 * time.Millisecond)
+		_ = os.WriteFile(p+".tmp", []byte("state"), 0o644)
+		_ = os.Rename(p+".tmp", p)
+	}()
+	if b, err := awaitStateFile(p, never, 5*time.Second); err != nil || string(b) != "state" {
+		t.Fatalf("got %q, %v", b, err)
+	}
+	_ = os.WriteFile(p+"2.err", []byte("PicklingError: no"), 0o644)
+	if _, err := awaitStateFile(p+"2", never, 5*time.Second); err == nil || !strings.Contains(err.Error(), "PicklingError") {
+		t.Fatalf("err %v, want the program's message", err)
+	}
+	done := make(chan struct{})
+	close(done)
+	if _, err := awaitStateFile(p+"3", done, 5*time.Second); err == nil || !strings.Contains(err.Error(), "ended") {
+		t.Fatalf("err %v, want the program's end", err)
+	}
+}

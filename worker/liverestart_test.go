@@ -1,0 +1,98 @@
+package worker
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edl-nomad/edl/jobs"
+)
+
+// addLive is liveRun.add with the program's stderr kept in stderr.
+func addLive(l *liveRun, id string, stderr io.Writer) {
+	l.t.Helper()
+	cfg := DefaultConfig("j1", id)
+	cfg.Prefix = l.r.Prefix
+	cfg.DebugSamples = true
+	cfg.MinStart = l.spec.Workers.Min
+	cfg.Heartbeat, cfg.Lease = 200*time.Millisecond, 2*time.Second
+	out := &lockedWriter{b: &strings.Builder{}}
+	l.logs[id] = out
+	l.dirs[id] = filepath.Join(l.t.TempDir(), id)
+	w, err := NewExec(cfg, ExecConfig{Dir: l.dirs[id], Env: []string{"PATH=" + os.Getenv("PATH")},
+		Stdout: out, Stderr: io.MultiWriter(os.Stderr, stderr), Poll: 50 * time.Millisecond, LiveTimeout: 5 * time.Second},
+		Deps{Redis: l.r.Client, Jobs: l.jobs, Log: slog.New(slog.NewTextHandler(l.wlog, nil))})
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l.t.Cleanup(cancel)
+	l.cancel[id] = cancel
+	l.n++
+	go func() { l.errs <- w.Run(ctx) }()
+}
+
+// Re-initialising in process fails (EDL_TEST_FAIL_REINIT: every group
+// setup after a process's first fails, as NCCL may): at the first switch
+// (a newcomer joins) the members' rebuilds fail, one program asks for the
+// fallback, and the job switches to restart mode (a job event says so):
+// from then on every program restarts at each generation change (a
+// newcomer joining, a member leaving) and gets its own state back from the
+// file it wrote; the job finishes with every sample exactly once, and
+// every restarted program loaded the state of the step its worker was at.
+func TestLiveFallbackToRestartMode(t *testing.T) {
+	l := startLive(t, 2, 3, 4000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03")
+	l.spec.Trainer.Exec.Env = map[string]string{"OMP_NUM_THREADS": "1", "EDL_TEST_FAIL_REINIT": "1"}
+	l.jobs.job.Spec = l.spec
+	stderr := map[string]*lockedWriter{}
+	add := func(id string) {
+		stderr[id] = &lockedWriter{b: &strings.Builder{}}
+		addLive(l, id, stderr[id])
+	}
+	add("w0")
+	add("w1")
+	l.waitProgress("steps at world 2", 2*time.Minute, func(p jobs.Progress) bool { return p.Step >= 10 && p.WorldSize == 2 })
+	add("w2")
+	p := l.waitProgress("world 3", 3*time.Minute, func(p jobs.Progress) bool { return p.WorldSize == 3 })
+	at := p.Step
+	l.waitProgress("steps at world 3", time.Minute, func(p jobs.Progress) bool { return p.Step >= at+10 })
+	l.cancel["w1"]()
+	l.waitProgress("world 2 again", 2*time.Minute, func(p jobs.Progress) bool { return p.WorldSize == 2 && p.Step > at+10 })
+	l.wait(4*time.Minute, 1)
+
+	l.jobs.mu.Lock()
+	events := append([]jobs.Event(nil), l.jobs.events...)
+	l.jobs.mu.Unlock()
+	switched := 0
+	for _, e := range events {
+		if strings.Contains(e.Message, "the job falls back to restart mode") {
+			switched++
+		}
+	}
+	if switched != 1 {
+		t.Errorf("%d events saying the job falls back to restart mode, want 1", switched)
+	}
+	// w0 trained from the start to the end: its program started once, was
+	// restarted for w2's join and for w1's leave (at least), and every
+	// restarted program loaded its state (a program counts its batches
+	// from 1).
+	starts := strings.Count(l.logs["w0"].String(), "STEP step=1 ")
+	loads := strings.Count(stderr["w0"].String(), "loaded from "+liveLocalFile)
+	if starts < 3 || loads < starts-1 {
+		t.Errorf("w0's program started %d times and loaded its state %d times; want >= 3 starts, each restart loading", starts, loads)
+	}
+	for id, e := range stderr {
+		if s := e.String(); strings.Contains(s, "EdlError") || strings.Contains(s, "Traceback") {
+			t.Errorf("%s's program failed:\n%s", id, tail(s, 20))
+		}
+	}
+	wl := l.wlog.String()
+	t.Logf("w0: %d program starts, %d state loads; workers: %d restarts in place, %d on another store port, %d reports for a program in setup",
+		starts, loads, strings.Count(wl, "program restarted in place"), strings.Count(wl, "store on another port"),
+		strings.Count(wl, "reported the generation broken for the program in setup"))
+}
