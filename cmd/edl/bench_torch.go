@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -19,7 +20,7 @@ import (
 func init() {
 	registerBench(benchmark{
 		name:    "torch",
-		summary: "a torchrun DDP script under torchrun (c10d, tuned) and under edl restart mode: stall and steps redone on scale-out, scale-in, a killed worker",
+		summary: "a torchrun DDP script under torchrun (c10d, tuned), edl restart mode and edl live mode: stall and steps redone on scale-out, scale-in, a killed worker; steady: step time on a fixed world vs plain DDP",
 		run:     runBenchTorch,
 	})
 }
@@ -56,13 +57,22 @@ type torchBench struct {
 	pythonTeeNeeded bool
 }
 
-var torchScenarios = []string{"scale_out", "scale_in", "failure"}
+var torchScenarios = []string{"scale_out", "scale_in", "failure", "steady"}
+
+// torchSystems are the systems of --mode; ddp runs only the steady
+// scenario, torchrun and edl-restart every other.
+var torchSystems = []string{"torchrun", "edl-restart", "edl-live", "ddp"}
 
 func runBenchTorch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench torch", "Runs one torchrun DDP script (it must print one line per applied step with the step and\na timestamp, e.g. {\"step\": N, \"time\": UNIX_SECONDS}, and checkpoint to $EDL_CHECKPOINT_DIR)\nunder torchrun (c10d rendezvous, --nnodes=2:3, last_call_timeout=1, join_timeout=60,\n--monitor_interval 1) and under edl restart mode (edl dev in this process), through\nscale-out 2->3, scale-in 3->2 and a SIGKILL of one worker's program. Prints one JSON\nline per system and scenario (--json), then a table (on stderr with --json).", stderr)
-	modes := fs.String("mode", "torchrun,edl-restart,edl-live", "systems to run, comma-separated: torchrun, edl-restart, edl-live (examples/torch/train_live.py through the edl package, no restart)")
+	fs := newFlagSet("bench torch", "Runs one torchrun DDP script (it must print one line per applied step with the step and\na timestamp, e.g. {\"step\": N, \"time\": UNIX_SECONDS}, and checkpoint to $EDL_CHECKPOINT_DIR)\nunder torchrun (c10d rendezvous, --nnodes=2:3, last_call_timeout=1, join_timeout=60,\n--monitor_interval 1) and under edl restart mode (edl dev in this process), through\nscale-out 2->3, scale-in 3->2 and a SIGKILL of one worker's program, and live mode\n(--live-script, the edl package) through the same events. The steady scenario is the\nstep time on a fixed world of plain DDP (--ddp-script, no edl) and of live mode, side by\nside. Prints one JSON line per system and scenario (--json), then a table (on stderr with\n--json). --mode and --scenarios pick what runs.", stderr)
+	modes := fs.String("mode", strings.Join(torchSystems, ","), "systems to run, comma-separated: torchrun, edl-restart, edl-live (examples/torch/train_live.py through the edl package, no restart), ddp (plain torch DDP, no edl: the steady scenario's baseline)")
 	liveScript := fs.String("live-script", "examples/torch/train_live.py", "the live-mode script of --mode edl-live (the same model as --script, written with the edl package)")
-	scenarios := fs.String("scenarios", strings.Join(torchScenarios, ","), "scenarios, comma-separated: scale_out, scale_in, failure")
+	scenarios := fs.String("scenarios", strings.Join(torchScenarios, ","), "scenarios, comma-separated: scale_out, scale_in, failure, steady (step time on a fixed world: ddp and edl-live)")
+	ddpScript := fs.String("ddp-script", "examples/torch/steady_ddp.py", "the steady scenario's plain DDP script (--mode ddp: the live script's model and data, no edl)")
+	steadyWorld := fs.Int("steady-world", 2, "the steady scenario's fixed world")
+	steadySteps := fs.Int("steady-steps", 200, "step times the steady scenario measures per round and system")
+	steadyWarmup := fs.Int("steady-warmup", 20, "steps the steady scenario skips first (start-up, the first generation's hand-over)")
+	steadyRounds := fs.Int("steady-rounds", 2, "steady rounds; the systems alternate round by round and the step times of all rounds are pooled")
 	python := fs.String("python", "/usr/bin/python3", "Python with torch (torchrun is its -m torch.distributed.run)")
 	script := fs.String("script", "examples/torch/train.py", "the training script")
 	scriptArgs := fs.String("script-args", "", "extra arguments for the script (space-separated)")
@@ -75,7 +85,7 @@ func runBenchTorch(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	systems, err := pickList("mode", *modes, []string{"torchrun", "edl-restart", "edl-live"})
+	systems, err := pickList("mode", *modes, torchSystems)
 	if err != nil {
 		return err
 	}
@@ -85,6 +95,18 @@ func runBenchTorch(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	if *warmup < 2 || *after < 1 || *ckpt < 1 {
 		return usageErrorf("bench torch: need --warmup >= 2, --after >= 1, --ckpt-every >= 1")
+	}
+	if *steadyWorld < 1 || *steadySteps < 1 || *steadyWarmup < 1 || *steadyRounds < 1 {
+		return usageErrorf("bench torch: need --steady-world, --steady-steps, --steady-warmup and --steady-rounds >= 1")
+	}
+	steadySystems, eventSystems := splitSteady(systems)
+	wantSteady := slices.Contains(scen, "steady")
+	eventScen := slices.DeleteFunc(slices.Clone(scen), func(s string) bool { return s == "steady" })
+	switch {
+	case slices.Contains(systems, "ddp") && !wantSteady:
+		return usageErrorf("bench torch: --mode ddp runs only the steady scenario: add steady to --scenarios")
+	case wantSteady && len(steadySystems) == 0:
+		return usageErrorf("bench torch: the steady scenario runs ddp and edl-live: add one to --mode")
 	}
 	abs, err := filepath.Abs(*script)
 	if err != nil {
@@ -129,8 +151,27 @@ func runBenchTorch(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return nil
 	}
 	var errs []error // each failed run, reported at the end; the others go on
-	for _, sys := range systems {
-		for _, sc := range scen {
+	var steady []torchSteadyResult
+	if wantSteady {
+		abs, err := filepath.Abs(*ddpScript)
+		if err != nil {
+			return err
+		}
+		steady, err = b.runSteady(ctx, steadyConfig{ddpScript: abs, liveScript: *liveScript, world: *steadyWorld, batch: 48,
+			hidden: "1024,1024,256", warmup: *steadyWarmup, steps: *steadySteps, rounds: *steadyRounds}, steadySystems)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for _, r := range steady {
+			if *asJSON {
+				if err := json.NewEncoder(stdout).Encode(r); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for _, sys := range eventSystems {
+		for _, sc := range eventScen {
 			var r torchResult
 			var err error
 			switch sys {
@@ -157,7 +198,12 @@ func runBenchTorch(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if *asJSON {
 		table = stderr
 	}
-	printTorchTable(table, results)
+	if len(results) > 0 {
+		printTorchTable(table, results)
+	}
+	if len(steady) > 0 {
+		printSteadyTable(table, steady)
+	}
 	return errors.Join(errs...)
 }
 
