@@ -278,6 +278,7 @@ func benchTorchLiveCmd(ctx context.Context, args []string, stdout, stderr io.Wri
 	warmup := fs.Int64("warmup", 30, "applied steps before the event")
 	python := fs.String("python", "/usr/bin/python3", "Python with torch")
 	script := fs.String("script", "examples/torch/train_live.py", "the live script")
+	scriptArgs := fs.String("script-args", "", "more arguments for the script, space-separated (e.g. \"--device cuda --backend gloo\": scripts/gpu-check.sh)")
 	asJSON := fs.Bool("json", false, "print JSON lines")
 	var level logLevel
 	fs.Var(&level, "log-level", "debug, info, warn or error")
@@ -291,7 +292,7 @@ func benchTorchLiveCmd(ctx context.Context, args []string, stdout, stderr io.Wri
 	for _, sc := range strings.Split(*scenarios, ",") {
 		line, err := benchTorchLive(ctx, liveBenchConfig{Exe: exe, Python: *python, Script: *script, Scenario: strings.TrimSpace(sc),
 			Workers: *workers, Samples: *samples, Warmup: *warmup,
-			Args: []string{"--batch", strconv.Itoa(*batch), "--hidden", *hidden}, Log: newLogger(stderr, level.Level, false)})
+			Args: append([]string{"--batch", strconv.Itoa(*batch), "--hidden", *hidden}, strings.Fields(*scriptArgs)...), Log: newLogger(stderr, level.Level, false)})
 		if err != nil {
 			return fmt.Errorf("bench torch-live: %w", err)
 		}
