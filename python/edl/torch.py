@@ -155,6 +155,8 @@ class _Outcome:
         # completes while the program computes): its tensor and work, or the
         # error of its start.
         self.meta_t, self.meta_work, self.meta_err = None, None, None
+        self.total = 0  # the step's samples over all ranks
+        self.loss_reduced = False  # the loss rode in the all-reduce (recorded before step())
 
 
 class Context:
@@ -189,8 +191,13 @@ class Context:
 
     def record(self, loss):
         """Records this rank's loss of the current batch (a mean over it)
-        for the job's progress."""
+        for the job's progress. Before optimizer.step() it rides in the
+        gradient all-reduce (the progress shows the global batch's mean);
+        after it, this rank's own mean stands in for it."""
         self._loss = float(loss.detach().item() if torch.is_tensor(loss) else loss)
+        out = self._pending[2] if self._pending is not None else None
+        if out is not None and out.stepped and out.total > 0 and not out.loss_reduced:
+            out.loss = self._loss * out.total
 
     @property
     def finished(self):
@@ -372,7 +379,7 @@ class Context:
             elif mt is None:  # standalone
                 mt = torch.tensor(meta, dtype=torch.float64)
             total = int(round(mt[protocol.COUNT].item()))
-            out.meta, out.loss = mt.tolist(), 0.0
+            out.meta, out.loss, out.total = mt.tolist(), 0.0, total
             if total > 0:
                 # Each rank's gradients weighted by its share n/total, the
                 # loss times n in the last element: the sum is the global
@@ -391,6 +398,7 @@ class Context:
                 if not self.standalone:
                     dist.all_reduce(flat)
                 out.loss = flat[-1].item()
+                out.loss_reduced = out.loss != 0.0  # some rank recorded before step()
                 if grads is not None:
                     off = 0
                     for g in grads:

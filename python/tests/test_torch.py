@@ -334,3 +334,20 @@ def test_world_of_two_averages_by_sample_count(tmp_path):
     outs = [pr.communicate(timeout=60)[0].decode() for pr in procs]
     for r, (pr, o) in enumerate(zip(procs, outs)):
         assert pr.returncode == 0 and ("ok %d" % r) in o, o
+
+
+def test_loss_recorded_after_step_is_reported(worker):
+    """ctx.record(loss) after opt.step() (the documented order): the step
+    reports this rank's own mean times the step's samples, not 0."""
+    w = worker(samples=8, partitions=1)
+    ctx = et.init()
+    m, opt = model_opt()
+    losses = []
+    for x, y in ctx.steps(et.DataLoader(Data(8), batch_size=4), et.State(model=m, optimizer=opt)):
+        loss = torch.nn.functional.cross_entropy(m(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        ctx.record(loss)
+        losses.append(loss.item() * len(x))
+    assert w.losses[:2] == pytest.approx(losses, rel=1e-6) and all(v > 0 for v in losses)
