@@ -9,8 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -19,8 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/edl-nomad/edl/jobs"
-	"github.com/edl-nomad/edl/local/redisproc"
 	"github.com/edl-nomad/edl/worker"
 	"github.com/edl-nomad/edl/worker/coord"
 	"github.com/edl-nomad/edl/worker/datapipe"
@@ -118,88 +114,14 @@ func benchTorchLive(ctx context.Context, c liveBenchConfig) (liveBenchLine, erro
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
-	dir, err := os.MkdirTemp("", "edl-bench-live-")
+	lc, err := startLiveCluster(ctx, c, true)
 	if err != nil {
 		return line, err
 	}
-	defer os.RemoveAll(dir)
-	rp, err := redisproc.Start(ctx, filepath.Join(dir, "redis"), redisproc.Options{})
-	if err != nil {
-		return line, fmt.Errorf("live bench: %w", err)
-	}
-	defer rp.Stop()
-	grace, restarts := 10, 0
-	cmd := append([]string{c.Python, c.Script, "--samples", strconv.FormatInt(c.Samples, 10)}, c.Args...)
-	spec := jobs.Spec{Name: "bench-live", Workers: jobs.WorkerRange{Min: c.Workers, Max: c.Workers + 1}, Priority: jobs.Guaranteed,
-		Checkpoint: jobs.CheckpointPolicy{Keep: 1},
-		Trainer: jobs.Trainer{Kind: jobs.TrainerExec, Exec: &jobs.ExecTrainer{Mode: jobs.ExecLive, Command: cmd, Workdir: c.Workdir,
-			Env: map[string]string{"OMP_NUM_THREADS": "1"}, Dataset: &jobs.ExecDataset{Samples: c.Samples, Partitions: c.Parts},
-			GracePeriodS: &grace, MaxRestarts: &restarts}}}
-	if err := spec.Validate(); err != nil {
-		return line, fmt.Errorf("live bench: %w", err)
-	}
-	specFile := filepath.Join(dir, "spec.json")
-	b, _ := json.Marshal(spec)
-	if err := os.WriteFile(specFile, b, 0o644); err != nil {
-		return line, err
-	}
-	type proc struct {
-		cmd  *exec.Cmd
-		done chan struct{}
-	}
-	procs := map[string]*proc{}
-	start := func(id string) error {
-		out, err := os.Create(filepath.Join(dir, id+".out"))
-		if err != nil {
-			return err
-		}
-		errf, err := os.Create(filepath.Join(dir, id+".err"))
-		if err != nil {
-			return err
-		}
-		p := exec.Command(c.Exe, "worker", "--job", "bench", "--redis", rp.URL(), "--spec", specFile, "--worker-id", id,
-			"--exec-dir", filepath.Join(dir, id), "--debug-samples", "--min-start", strconv.Itoa(c.Workers), "--log-level", "info")
-		p.Stdout, p.Stderr = out, errf
-		p.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		if err := p.Start(); err != nil {
-			return fmt.Errorf("live bench: start worker %s: %w", id, err)
-		}
-		pr := &proc{cmd: p, done: make(chan struct{})}
-		procs[id] = pr
-		go func() { _ = p.Wait(); out.Close(); errf.Close(); close(pr.done) }()
-		return nil
-	}
-	defer func() {
-		for _, p := range procs {
-			select {
-			case <-p.done:
-			default:
-				_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-				<-p.done
-			}
-		}
-	}()
-	for i := range c.Workers {
-		if err := start(fmt.Sprintf("w%d", i)); err != nil {
-			return line, err
-		}
-	}
-	survivor := "w0"
-	read := func() []liveBenchStep { return readLiveBenchSteps(filepath.Join(dir, survivor+".out")) }
+	defer lc.stop()
+	procs, start := lc.procs, lc.start
 	wait := func(what string, ok func([]liveBenchStep) bool) ([]liveBenchStep, error) {
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for {
-			if s := read(); ok(s) {
-				return s, nil
-			}
-			select {
-			case <-ctx.Done():
-				tail, _ := os.ReadFile(filepath.Join(dir, survivor+".err"))
-				return nil, fmt.Errorf("live bench: %s: %w; %s's log ends:\n%s", what, ctx.Err(), survivor, lastBytes(tail, 1500))
-			case <-t.C:
-			}
-		}
+		return lc.wait(ctx, what, ok)
 	}
 	before, err := wait("warm-up steps", func(s []liveBenchStep) bool {
 		return len(s) > 0 && s[len(s)-1].applied >= c.Warmup && s[len(s)-1].world == c.Workers
@@ -242,7 +164,7 @@ func benchTorchLive(ctx context.Context, c liveBenchConfig) (liveBenchLine, erro
 			return line, fmt.Errorf("live bench: worker %s still running: %w", id, ctx.Err())
 		}
 	}
-	opt, err := redis.ParseURL(rp.URL())
+	opt, err := redis.ParseURL(lc.rp.URL())
 	if err != nil {
 		return line, err
 	}
@@ -356,6 +278,7 @@ func benchTorchLiveCmd(ctx context.Context, args []string, stdout, stderr io.Wri
 	warmup := fs.Int64("warmup", 30, "applied steps before the event")
 	python := fs.String("python", "/usr/bin/python3", "Python with torch")
 	script := fs.String("script", "examples/torch/train_live.py", "the live script")
+	scriptArgs := fs.String("script-args", "", "more arguments for the script, space-separated (e.g. \"--device cuda --backend gloo\": scripts/gpu-check.sh)")
 	asJSON := fs.Bool("json", false, "print JSON lines")
 	var level logLevel
 	fs.Var(&level, "log-level", "debug, info, warn or error")
@@ -369,7 +292,7 @@ func benchTorchLiveCmd(ctx context.Context, args []string, stdout, stderr io.Wri
 	for _, sc := range strings.Split(*scenarios, ",") {
 		line, err := benchTorchLive(ctx, liveBenchConfig{Exe: exe, Python: *python, Script: *script, Scenario: strings.TrimSpace(sc),
 			Workers: *workers, Samples: *samples, Warmup: *warmup,
-			Args: []string{"--batch", strconv.Itoa(*batch), "--hidden", *hidden}, Log: newLogger(stderr, level.Level, false)})
+			Args: append([]string{"--batch", strconv.Itoa(*batch), "--hidden", *hidden}, strings.Fields(*scriptArgs)...), Log: newLogger(stderr, level.Level, false)})
 		if err != nil {
 			return fmt.Errorf("bench torch-live: %w", err)
 		}

@@ -53,6 +53,8 @@ def parse_args():
     p.add_argument("--step-sleep", type=float, default=0.0, help="seconds to sleep after each step (tests)")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     p.add_argument("--log-samples", action="store_true", help="print the sample ids of every step")
+    p.add_argument("--device", type=str, default="cpu", help="cpu, or cuda: the model and batches on the GPU (scripts/gpu-check.sh)")
+    p.add_argument("--backend", type=str, default=None, help="gloo or nccl (default: nccl for a model on the GPU, else gloo)")
     return p.parse_args()
 
 
@@ -92,15 +94,17 @@ class Synthetic:
 def main():
     args = parse_args()
     torch.set_num_threads(args.threads)
-    ctx = et.init()
+    ctx = et.init(backend=args.backend)
     torch.manual_seed(args.seed)
-    model = make_model([int(h) for h in args.hidden.split(",") if h])
+    dev = torch.device(args.device)
+    model = make_model([int(h) for h in args.hidden.split(",") if h]).to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     state = et.State(model=model, optimizer=opt)
     loader = et.DataLoader(Synthetic(args.samples, args.seed), batch_size=args.batch)
     lossf = nn.CrossEntropyLoss()
     step, recent = 0, []
     for x, y in ctx.steps(loader, state, epochs=args.epochs):
+        x, y = x.to(dev), y.to(dev)
         loss = lossf(model(x), y)
         loss.backward()
         opt.step()
@@ -117,6 +121,7 @@ def main():
         data = Synthetic(args.samples + 1024, args.seed)
         with torch.no_grad():
             x, y = data.batch(range(args.samples, args.samples + 1024))
+            x, y = x.to(dev), y.to(dev)
             print("EVAL loss=%.6f" % lossf(model(x), y).item(), flush=True)
 
 

@@ -151,6 +151,12 @@ class _Outcome:
         self.failed = None  # the exception of a failed collective
         self.meta = None
         self.loss = 0.0
+        # The metadata all-reduce, started before the batch is yielded (it
+        # completes while the program computes): its tensor and work, or the
+        # error of its start.
+        self.meta_t, self.meta_work, self.meta_err = None, None, None
+        self.total = 0  # the step's samples over all ranks
+        self.loss_reduced = False  # the loss rode in the all-reduce (recorded before step())
 
 
 class Context:
@@ -168,6 +174,7 @@ class Context:
         self._clients = {}
         self._loss = 0.0
         self._pending = None
+        self._grad_buf = None  # (params, flat, views): the gradients as views of one flat buffer
         # ended says why steps() returned: "done" (the job's last epoch
         # ended), "leave" (this worker left) or "stop" (cancelled).
         self.ended = None
@@ -184,8 +191,13 @@ class Context:
 
     def record(self, loss):
         """Records this rank's loss of the current batch (a mean over it)
-        for the job's progress."""
+        for the job's progress. Before optimizer.step() it rides in the
+        gradient all-reduce (the progress shows the global batch's mean);
+        after it, this rank's own mean stands in for it."""
         self._loss = float(loss.detach().item() if torch.is_tensor(loss) else loss)
+        out = self._pending[2] if self._pending is not None else None
+        if out is not None and out.stepped and out.total > 0 and not out.loss_reduced:
+            out.loss = self._loss * out.total
 
     @property
     def finished(self):
@@ -267,6 +279,7 @@ class Context:
             out = _Outcome()
             self._pending = (meta, n, out)
             self._loss = 0.0
+            self._start_meta(meta, out, state)
             if n > 0:
                 yield loader.batch(protocol.sample_ids(share))
                 if not out.stepped and out.failed is None:
@@ -313,6 +326,53 @@ class Context:
 
             sched.step = no_user_step
 
+    def _start_meta(self, meta, out, state):
+        """Starts the step's metadata all-reduce (float64, exact) before the
+        batch is computed: it is known from "next" alone, so its round trip
+        overlaps the forward and backward passes; _collective waits for it."""
+        if self.standalone:
+            return
+        dev = next(state.model.parameters()).device if self.backend == "nccl" else torch.device("cpu")
+        out.meta_t = torch.tensor(meta, dtype=torch.float64, device=dev)
+        try:
+            out.meta_work = dist.all_reduce(out.meta_t, async_op=True)
+        except RuntimeError as e:  # the group is broken already: the step fails in _collective
+            out.meta_err = e
+
+    def _grads_flat(self, params, zero):
+        """The gradients as views of one flat buffer with one more element
+        (the loss) at its end, so the all-reduce needs no copy in or out;
+        None when the parameters differ in dtype or device, or a gradient
+        is sparse (then _collective concatenates). A gradient that is not
+        its view (the first step, zero_grad(set_to_none=True)) is copied
+        in once and replaced by the view; backward then accumulates into
+        the view in place."""
+        buf = self._grad_buf
+        if buf is None or len(buf[0]) != len(params) or any(a is not b for a, b in zip(buf[0], params)):
+            p0 = params[0]
+            if any(p.dtype != p0.dtype or p.device != p0.device or (p.grad is not None and p.grad.is_sparse) for p in params):
+                return None
+            flat = torch.zeros(sum(p.numel() for p in params) + 1, dtype=p0.dtype, device=p0.device)
+            views, off = [], 0
+            for p in params:
+                views.append(flat[off:off + p.numel()].view_as(p))
+                off += p.numel()
+            buf = self._grad_buf = (list(params), flat, views)
+        _, flat, views = buf
+        if zero:
+            flat.zero_()
+        for p, v in zip(params, views):
+            if p.grad is not v:
+                if p.grad is None or zero:
+                    v.zero_()
+                elif p.grad.is_sparse:
+                    self._grad_buf = None
+                    return None
+                else:
+                    v.copy_(p.grad)
+                p.grad = v
+        return flat
+
     def _collective(self, state, zero):
         """The step's all-reduces, then the update if both completed."""
         meta, n, out = self._pending
@@ -320,28 +380,40 @@ class Context:
             raise EdlError("optimizer.step() called twice for one batch")
         params = [p for g in state.optimizer.param_groups for p in g["params"]]
         try:
-            loss_n = self._loss * n
-            dev = params[0].device if self.backend == "nccl" else torch.device("cpu")
-            mt = torch.tensor(meta + [loss_n], dtype=torch.float64, device=dev)
-            if not self.standalone:
-                dist.all_reduce(mt)
+            if out.meta_err is not None:
+                raise out.meta_err
+            mt = out.meta_t
+            if out.meta_work is not None:
+                out.meta_work.wait()
+            elif mt is None:  # standalone
+                mt = torch.tensor(meta, dtype=torch.float64)
             total = int(round(mt[protocol.COUNT].item()))
-            out.meta, out.loss = mt[:-1].tolist(), mt[-1].item()
+            out.meta, out.loss, out.total = mt.tolist(), 0.0, total
             if total > 0:
-                grads = []
-                for p in params:
-                    if p.grad is None or zero:
-                        p.grad = torch.zeros_like(p)
-                    grads.append(p.grad)
-                flat = torch.cat([g.reshape(-1) for g in grads]).mul_(float(n))  # on the parameters' device
+                # Each rank's gradients weighted by its share n/total, the
+                # loss times n in the last element: the sum is the global
+                # batch's mean gradient and its summed loss.
+                flat = self._grads_flat(params, zero)
+                grads = None
+                if flat is None:
+                    grads = []
+                    for p in params:
+                        if p.grad is None or zero:
+                            p.grad = torch.zeros_like(p)
+                        grads.append(p.grad)
+                    flat = torch.cat([g.reshape(-1) for g in grads] + [grads[0].new_zeros(1)])
+                flat.mul_(n / total)
+                flat[-1] = self._loss * n
                 if not self.standalone:
                     dist.all_reduce(flat)
-                flat.div_(float(total))
-                off = 0
-                for g in grads:
-                    k = g.numel()
-                    g.copy_(flat[off:off + k].view_as(g))
-                    off += k
+                out.loss = flat[-1].item()
+                out.loss_reduced = out.loss != 0.0  # some rank recorded before step()
+                if grads is not None:
+                    off = 0
+                    for g in grads:
+                        k = g.numel()
+                        g.copy_(flat[off:off + k].view_as(g))
+                        off += k
         except RuntimeError as e:
             out.failed = e
             return None

@@ -27,6 +27,7 @@ class FakeWorker:
         self.todo = list(range(partitions))
         self.steps = []  # (epoch, [(part, start, end)])
         self.ops = []
+        self.losses = []  # the "loss" of every step request
         self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.srv.bind(path)
         self.srv.listen(1)
@@ -76,6 +77,7 @@ class FakeWorker:
             return {"part": p, "start": off, "end": end, "first": self.part(p)[0], "fin": end >= size}
         if op == "step":
             meta = req["meta"]
+            self.losses.append(req["loss"])
             assert len(meta) == protocol.meta_len(1)
             if meta[protocol.COUNT] > 0:
                 self.applied += 1
@@ -241,3 +243,111 @@ def test_batch_policies(worker, policy, batch, want_sizes, lr_factor):
 def test_unknown_policy():
     with pytest.raises(et.EdlError, match="policy"):
         et.DataLoader(Data(3), batch_size=1, policy="fixed")
+
+
+@pytest.mark.parametrize("set_to_none", [False, True])
+def test_update_is_plain_sgd_and_gradients_are_not_copied(worker, set_to_none):
+    """The live step is plain SGD with momentum on the batch (world 1: the
+    mean gradient is the rank's own); the gradients become views of one
+    flat buffer, the all-reduce's, so no step copies them in or out (with
+    set_to_none=True they are copied in once per step)."""
+    w = worker(samples=20, partitions=3)
+    ctx = et.init()
+    m, opt = model_opt()
+    ref, ref_opt = model_opt()
+    n, losses = 0, []
+    for x, y in ctx.steps(et.DataLoader(Data(20), batch_size=4), et.State(model=m, optimizer=opt)):
+        loss = torch.nn.functional.cross_entropy(m(x), y)
+        losses.append(loss.item() * len(x))
+        ctx.record(loss)  # before step(): this step's loss rides in the gradient all-reduce
+        loss.backward()
+        opt.step()
+        bases = {id(p.grad._base) for p in m.parameters()}
+        assert len(bases) == 1 and None not in {p.grad._base for p in m.parameters()}, "one flat buffer"
+        opt.zero_grad(set_to_none=set_to_none)
+        torch.nn.functional.cross_entropy(ref(x), y).backward()
+        ref_opt.step()
+        ref_opt.zero_grad()
+        for a, b in zip(m.parameters(), ref.parameters()):
+            assert torch.allclose(a, b, atol=1e-6), "step %d differs from plain SGD" % n
+        n += 1
+    assert n == 6
+    assert w.losses[:n] == pytest.approx(losses, rel=1e-5), "every step reports its summed loss"
+    assert w.losses[n:] == [0.0], "the epoch-end step without samples"
+
+
+WORLD2 = r"""
+import datetime, os, sys
+import torch, torch.distributed as dist
+import edl.torch as et
+from edl import protocol
+rank, port = int(sys.argv[1]), int(sys.argv[2])
+store = dist.TCPStore("127.0.0.1", port, 2, rank == 0, timeout=datetime.timedelta(seconds=20))
+dist.init_process_group("gloo", store=store, rank=rank, world_size=2, timeout=datetime.timedelta(seconds=20))
+torch.manual_seed(0)
+m = torch.nn.Linear(3, 2)
+opt = torch.optim.SGD(m.parameters(), lr=1.0)
+state = et.State(model=m, optimizer=opt)
+ctx = et.Context(None, 20, standalone=True)  # no worker: drive one step by hand
+ctx.standalone, ctx.rank, ctx.world = False, rank, 2
+ctx._wrap(state)
+x = torch.arange(12.0).reshape(4, 3) / 10
+y = torch.tensor([0, 1, 1, 0])
+mine = slice(0, 3) if rank == 0 else slice(3, 4)  # unequal shares: 3 and 1 samples
+share = {"part": rank, "start": 0, "end": 3 if rank == 0 else 1, "first": 0}
+meta = [0.0] * protocol.meta_len(2)
+n = protocol.fill_meta(meta, rank, share)
+out = et._Outcome()
+ctx._pending = (meta, n, out)
+ctx._start_meta(meta, out, state)
+loss = torch.nn.functional.cross_entropy(m(x[mine]), y[mine])
+ctx.record(loss)
+loss.backward()
+opt.step()
+assert out.failed is None, out.failed
+assert int(out.meta[protocol.COUNT]) == 4, out.meta
+torch.manual_seed(0)
+ref = torch.nn.Linear(3, 2)
+torch.nn.functional.cross_entropy(ref(x), y).backward()  # the global batch's mean gradient
+assert torch.allclose(m.weight.grad, ref.weight.grad, atol=1e-6), (m.weight.grad, ref.weight.grad)
+assert torch.allclose(m.bias.grad, ref.bias.grad, atol=1e-6)
+full = torch.nn.functional.cross_entropy(ref(x[0:3]), y[0:3]).item() * 3 + torch.nn.functional.cross_entropy(ref(x[3:4]), y[3:4]).item()
+assert abs(out.loss - full) < 1e-4, (out.loss, full)
+dist.destroy_process_group()
+print("ok", rank)
+"""
+
+
+def test_world_of_two_averages_by_sample_count(tmp_path):
+    """Two ranks with 3 and 1 samples: the gradient after step() is the
+    4-sample batch's mean gradient, the metadata and the summed loss come
+    back from the (asynchronous) metadata and gradient all-reduces."""
+    import subprocess
+    import sys as _sys
+    port = socket.socket()
+    port.bind(("127.0.0.1", 0))
+    p = port.getsockname()[1]
+    port.close()
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), ".."), OMP_NUM_THREADS="1")
+    procs = [subprocess.Popen([_sys.executable, "-c", WORLD2, str(r), str(p)], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT) for r in range(2)]
+    outs = [pr.communicate(timeout=60)[0].decode() for pr in procs]
+    for r, (pr, o) in enumerate(zip(procs, outs)):
+        assert pr.returncode == 0 and ("ok %d" % r) in o, o
+
+
+def test_loss_recorded_after_step_is_reported(worker):
+    """ctx.record(loss) after opt.step() (the documented order): the step
+    reports this rank's own mean times the step's samples, not 0."""
+    w = worker(samples=8, partitions=1)
+    ctx = et.init()
+    m, opt = model_opt()
+    losses = []
+    for x, y in ctx.steps(et.DataLoader(Data(8), batch_size=4), et.State(model=m, optimizer=opt)):
+        loss = torch.nn.functional.cross_entropy(m(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        ctx.record(loss)
+        losses.append(loss.item() * len(x))
+    assert w.losses[:2] == pytest.approx(losses, rel=1e-6) and all(v > 0 for v in losses)
