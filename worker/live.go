@@ -136,6 +136,7 @@ type liveWorker struct {
 
 	sock     string
 	ln       net.Listener
+	accepted chan net.Conn // the pending Accept's connection (nil: none pending)
 	prog     *program
 	restarts int
 	lastStep time.Time
@@ -249,6 +250,10 @@ func (w *liveWorker) programExited() bool {
 	}
 }
 
+// errExitedBeforeHello: the program ended before it connected to the
+// worker's socket.
+var errExitedBeforeHello = errors.New("program exited before its hello")
+
 // startProgram starts the program and waits for its hello.
 func (w *liveWorker) startProgram(ctx context.Context) (*liveConn, error) {
 	env := ProgramEnv{Base: w.ecfg.Env, Spec: w.ex.Env}.Environ()
@@ -262,25 +267,37 @@ func (w *liveWorker) startProgram(ctx context.Context) (*liveConn, error) {
 		"EDL_CHECKPOINT_DIR="+w.ckptDir, "EDL_LIVE_TIMEOUT_S="+strconv.FormatFloat(w.ecfg.LiveTimeout.Seconds(), 'f', -1, 64))
 	w.prog = startProgram(w.ex.Command, w.ex.Workdir, env, w.ecfg.Stdout, w.ecfg.Stderr, w.ecfg.TailLines)
 	w.log.Info("program started", "pid", w.prog.Pid(), "restarts", w.restarts)
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := w.ln.Accept()
-		if err == nil {
-			accepted <- c
-		}
-	}()
+	if w.accepted == nil {
+		// One Accept at a time: a program that died before it connected
+		// leaves its Accept waiting, and the next program's connection
+		// goes to it.
+		ch := make(chan net.Conn, 1)
+		w.accepted = ch
+		go func() {
+			c, err := w.ln.Accept()
+			if err == nil {
+				ch <- c
+			}
+		}()
+	}
 	var c net.Conn
 	select {
-	case c = <-accepted:
+	case c = <-w.accepted:
+		w.accepted = nil
 	case <-w.prog.done:
-		return nil, fmt.Errorf("worker: live mode: the program exited (%s) before it connected to %s (does it call edl.torch.init()?); last stderr lines:\n%s",
-			w.prog.res.describe(), w.sock, w.prog.res.Tail)
+		return nil, fmt.Errorf("worker: live mode: the program exited (%s) before it connected to %s (does it call edl.torch.init()?); last stderr lines:\n%s: %w",
+			w.prog.res.describe(), w.sock, w.prog.res.Tail, errExitedBeforeHello)
 	case <-ctx.Done():
 		w.prog.stop(w.grace())
 		return nil, ctx.Err()
 	}
 	lc := newLiveConn(c)
 	req, err := lc.read()
+	if err != nil && !errors.Is(err, errBadRequest) {
+		lc.close()
+		res := w.prog.stop(w.grace())
+		return nil, fmt.Errorf("worker: live mode: the program's connection ended before its hello (%v; program %s): %w", err, res.describe(), errExitedBeforeHello)
+	}
 	if err != nil || req.Op != "hello" {
 		w.prog.stop(w.grace())
 		return nil, fmt.Errorf("worker: live mode: the program's first request is not hello: %v %q", err, req.Op)
@@ -394,19 +411,32 @@ func (w *liveWorker) programGone(ctx context.Context) (*liveConn, error) {
 		w.rep.transition(ctx, jobs.Failed, reason)
 		return nil, w.exit(ctx, reason)
 	}
-	w.restarts++
-	if w.restarts > w.ex.Restarts() {
-		reason := fmt.Sprintf("live program of worker %s failed %d times (max_restarts %d); last: %s; last stderr lines:\n%s",
-			w.cfg.Worker, w.restarts, w.ex.Restarts(), res.describe(), res.Tail)
-		_ = retry(ctx, w.log, "mark done", func() error { return w.co.MarkDone(ctx, string(jobs.Failed)) })
-		w.rep.transition(ctx, jobs.Failed, reason)
-		return nil, w.exit(ctx, reason)
-	}
-	// No member record until the new program said hello: a record (even
-	// "preparing") would keep this worker in the next generation.
-	c, err := w.startProgram(ctx)
-	if err != nil {
-		return nil, err
+	var c *liveConn
+	for c == nil {
+		w.restarts++
+		if w.restarts > w.ex.Restarts() {
+			reason := fmt.Sprintf("live program of worker %s failed %d times (max_restarts %d); last: %s; last stderr lines:\n%s",
+				w.cfg.Worker, w.restarts, w.ex.Restarts(), res.describe(), res.Tail)
+			_ = retry(ctx, w.log, "mark done", func() error { return w.co.MarkDone(ctx, string(jobs.Failed)) })
+			w.rep.transition(ctx, jobs.Failed, reason)
+			return nil, w.exit(ctx, reason)
+		}
+		// No member record until the new program said hello: a record (even
+		// "preparing") would keep this worker in the next generation.
+		var err error
+		c, err = w.startProgram(ctx)
+		if errors.Is(err, errExitedBeforeHello) {
+			// The same program said hello before: it died while starting
+			// (killed, out of memory); that is one more failed restart.
+			res = w.prog.res
+			w.log.Warn("restarted program ended before its hello", "exit", res.describe(), "stderr_tail", res.Tail)
+			w.rep.event(jobs.EventError, fmt.Sprintf("program of worker %s failed while restarting: %s", w.cfg.Worker, res.describe()),
+				map[string]any{"worker": w.cfg.Worker, "generation": gen, "exit_code": res.Code})
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
 	_ = w.register(ctx, coord.Ready)
 	// Still named by the current generation (nobody's collective failed
@@ -735,6 +765,9 @@ func (w *liveWorker) awaitProgram() {
 	}
 }
 
+// errBadRequest: a line of the program's that is not a request.
+var errBadRequest = errors.New("not a JSON request")
+
 // liveConn is the program's connection: JSON lines.
 type liveConn struct {
 	c  net.Conn
@@ -751,7 +784,7 @@ func (l *liveConn) read() (liveRequest, error) {
 		return req, err
 	}
 	if err := json.Unmarshal(line, &req); err != nil {
-		return req, fmt.Errorf("request %q: %w", truncate(line, 200), err)
+		return req, fmt.Errorf("request %q: %w: %w", truncate(line, 200), errBadRequest, err)
 	}
 	return req, nil
 }

@@ -64,6 +64,9 @@ func startLive(t *testing.T, min, max int, samples int64, parts int, args ...str
 	run := &liveRun{t: t, r: r, jobs: &execJobs{job: jobs.Job{ID: "j1", State: jobs.Running, Spec: spec}}, spec: spec,
 		errs: make(chan error, 8), cancel: map[string]context.CancelFunc{}, logs: map[string]*lockedWriter{}, dirs: map[string]string{}, wlog: &lockedWriter{b: &strings.Builder{}}}
 	t.Cleanup(func() {
+		if f := os.Getenv("EDL_LIVE_WLOG"); f != "" {
+			_ = os.WriteFile(f, []byte(run.wlog.String()), 0o644)
+		}
 		if t.Failed() {
 			s := run.wlog.String()
 			if len(s) > 6000 {
@@ -269,6 +272,50 @@ func TestLiveProgramKilledIsRestarted(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no event for the killed program among %+v", l.jobs.events)
+	}
+}
+
+// A restarted program killed again before its hello (while it imports
+// torch): one more failed restart, not the worker's end; the third
+// program joins as a newcomer and the job finishes with every sample once.
+func TestLiveProgramKilledWhileRestarting(t *testing.T) {
+	l := startLive(t, 2, 2, 4000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03")
+	two := 2
+	l.spec.Trainer.Exec.MaxRestarts = &two
+	l.jobs.job.Spec = l.spec
+	l.add("w0")
+	l.add("w1")
+	l.waitProgress("steps at world 2", 2*time.Minute, func(p jobs.Progress) bool { return p.Step >= 10 && p.WorldSize == 2 })
+	pid := l.programPid("w1")
+	if pid == 0 {
+		t.Fatal("no program of w1")
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	next := 0
+	for next == 0 || next == pid {
+		if time.Now().After(deadline) {
+			t.Fatal("w1's program was not restarted")
+		}
+		time.Sleep(5 * time.Millisecond)
+		next = l.programPid("w1")
+	}
+	if err := syscall.Kill(next, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	p := l.waitProgress("world 2 after the kills", 2*time.Minute, func(p jobs.Progress) bool { return p.Generation > 2 && p.WorldSize == 2 })
+	l.waitProgress("steps after the kills", time.Minute, func(q jobs.Progress) bool { return q.Step >= p.Step+5 })
+	l.wait(3*time.Minute, 1)
+	l.jobs.mu.Lock()
+	defer l.jobs.mu.Unlock()
+	found := false
+	for _, e := range l.jobs.events {
+		found = found || strings.Contains(e.Message, "program of worker w1 failed while restarting")
+	}
+	if !found {
+		t.Errorf("no event for the program killed while restarting among %+v", l.jobs.events)
 	}
 }
 
