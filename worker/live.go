@@ -728,6 +728,10 @@ func (w *liveWorker) liveLeave(ctx context.Context) func() error {
 		if err := w.pipe.Release(fctx, w.st.Epoch, w.st.Epoch+1); err != nil {
 			w.log.Warn("release partitions", "err", err)
 		}
+		// The generation it leaves: a leader hands its lease to a member
+		// of it (leaveMembership), or the survivors would wait for the
+		// lease to lapse before the next generation forms.
+		w.last = w.g
 		err := w.ExecWorker.leave(ctx)
 		w.awaitProgram()
 		return err
