@@ -177,6 +177,16 @@ func (w *liveWorker) run(ctx context.Context) error {
 	// and data loader) while the members train: it is registered ready
 	// only once its program said hello.
 	conn, err := w.startProgram(ctx)
+	for errors.Is(err, errExitedBeforeHello) && w.restarts < w.ex.Restarts() && ctx.Err() == nil {
+		// Killed while it prepared (or it fails before edl.torch.init()):
+		// a failed start, counted against max_restarts as any later one.
+		w.restarts++
+		res := w.prog.res
+		w.log.Warn("program ended before its hello; starting it again", "exit", res.describe(), "restarts", w.restarts, "stderr_tail", res.Tail)
+		w.rep.event(jobs.EventError, fmt.Sprintf("program of worker %s failed before it connected: %s", w.cfg.Worker, res.describe()),
+			map[string]any{"worker": w.cfg.Worker, "exit_code": res.Code})
+		conn, err = w.startProgram(ctx)
+	}
 	if err != nil {
 		lctx, lcancel := context.WithTimeout(bg, 5*time.Second)
 		defer lcancel()
