@@ -41,8 +41,8 @@ import (
 //   - one-level rollback and the commit fence: Reconcile, commitScript;
 //   - asOf: liveClaim stamps claims with st.Applied.
 //
-// Requests (op): hello, gen, adopt, next, step, failed, fallback; see
-// liveRequest.
+// Requests (op): hello, gen, latest, adopt, next, step, failed, fallback;
+// see liveRequest.
 
 // LiveExitRestart is the exit status by which the edl package asks its
 // worker to restart it (the in-process re-initialisation failed): the
@@ -57,7 +57,7 @@ type liveRequest struct {
 	StorePort  int   `json:"store_port"`
 	Epochs     int   `json:"epochs"`
 	PID        int   `json:"pid"`
-	// gen, next, step, failed, fallback
+	// gen, latest, next, step, failed, fallback
 	Gen   int64 `json:"gen"`
 	After int64 `json:"after"`
 	// next
@@ -301,6 +301,7 @@ func (w *liveWorker) startProgram(ctx context.Context) (*liveConn, error) {
 		w.prog.stop(w.grace())
 		return nil, ctx.Err()
 	}
+	w.log.Info("program connected", "pid", w.prog.Pid())
 	lc := newLiveConn(c)
 	req, err := lc.read()
 	if err != nil && !errors.Is(err, errBadRequest) {
@@ -460,6 +461,11 @@ func (w *liveWorker) programGone(ctx context.Context) (*liveConn, error) {
 // handle answers one request; after, when set, ends the worker's life
 // once the reply is sent.
 func (w *liveWorker) handle(ctx context.Context, req liveRequest) (liveReply, func() error) {
+	if req.Op == "latest" {
+		// The program sets up generation req.Gen and asks whether a newer
+		// one replaced it (a member that skipped it would never come).
+		return liveReply{Gen: w.latestGen(ctx)}, nil
+	}
 	if req.Op != "hello" && req.Op != "gen" && req.Op != "adopt" && (w.g == nil || req.Gen != w.g.Number) {
 		return liveReply{Error: fmt.Sprintf("%s: generation %d is not the worker's current one", req.Op, req.Gen)}, nil
 	}
@@ -488,6 +494,15 @@ func (w *liveWorker) handle(ctx context.Context, req liveRequest) (liveReply, fu
 		return liveReply{Error: "hello: already said"}, nil
 	}
 	return liveReply{Error: fmt.Sprintf("unknown op %q", req.Op)}, nil
+}
+
+// latestGen is the newest generation number this worker knows of.
+func (w *liveWorker) latestGen(ctx context.Context) int64 {
+	n := w.watch.Latest()
+	if g, err := w.co.ReadGen(ctx); err == nil && g != nil {
+		n = max(n, g.Number)
+	}
+	return n
 }
 
 // liveGen waits for a generation after `after` that names this worker and

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -63,10 +64,16 @@ func startLive(t *testing.T, min, max int, samples int64, parts int, args ...str
 			GracePeriodS: &grace, MaxRestarts: &restarts}}}
 	run := &liveRun{t: t, r: r, jobs: &execJobs{job: jobs.Job{ID: "j1", State: jobs.Running, Spec: spec}}, spec: spec,
 		errs: make(chan error, 8), cancel: map[string]context.CancelFunc{}, logs: map[string]*lockedWriter{}, dirs: map[string]string{}, wlog: &lockedWriter{b: &strings.Builder{}}}
-	t.Cleanup(func() {
-		if f := os.Getenv("EDL_LIVE_WLOG"); f != "" {
-			_ = os.WriteFile(f, []byte(run.wlog.String()), 0o644)
+	if f := os.Getenv("EDL_LIVE_WLOG"); f != "" {
+		// The workers' log lines as they come, for a run that hangs.
+		out, err := os.Create(f)
+		if err != nil {
+			t.Fatal(err)
 		}
+		t.Cleanup(func() { out.Close() })
+		run.wlog.tee = out
+	}
+	t.Cleanup(func() {
 		if t.Failed() {
 			s := run.wlog.String()
 			if len(s) > 6000 {
@@ -217,13 +224,17 @@ func TestLiveLeaderLeaveHandsOverLease(t *testing.T) {
 }
 
 type lockedWriter struct {
-	mu sync.Mutex
-	b  *strings.Builder
+	mu  sync.Mutex
+	b   *strings.Builder
+	tee io.Writer // also gets every write, when set
 }
 
 func (w *lockedWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.tee != nil {
+		_, _ = w.tee.Write(p)
+	}
 	return w.b.Write(p)
 }
 
@@ -363,6 +374,48 @@ func TestLiveProgramKilledWhileRestarting(t *testing.T) {
 	}
 }
 
+// Rank 0's program killed the moment a generation forms: the others'
+// group setup cannot reach its store and times out (the live timeout)
+// while its worker restarts it. The restarted program must not make the
+// leader form the next generation before they report (it would drop the
+// members holding the state and name a root without any); the survivors
+// go on from their state, the restarted one rejoins, every sample once.
+func TestLiveRootKilledAsGenerationForms(t *testing.T) {
+	l := startLive(t, 2, 3, 6000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03")
+	three := 3
+	l.spec.Trainer.Exec.MaxRestarts = &three
+	l.jobs.job.Spec = l.spec
+	l.add("w0")
+	l.add("w1")
+	p := l.waitProgress("steps at world 2", 2*time.Minute, func(p jobs.Progress) bool { return p.Step >= 10 && p.WorldSize == 2 })
+	co, err := coord.New(l.r.Client, coord.Config{Prefix: l.r.Prefix, Job: "j1", Worker: "test", Lease: time.Second, Heartbeat: 100 * time.Millisecond}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	l.add("w2")
+	var g *coord.Generation
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(2 * time.Millisecond) {
+		if g, err = co.ReadGen(ctx); err == nil && g != nil && g.Number > p.Generation {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no generation admitting w2")
+		}
+	}
+	pid := l.programPid(g.Members[0])
+	if pid == 0 {
+		t.Fatalf("no program of %s", g.Members[0])
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("killed %s's program (rank 0 of generation %d %v)", g.Members[0], g.Number, g.Members)
+	q := l.waitProgress("a world of 3 after the kill", 2*time.Minute, func(q jobs.Progress) bool { return q.Generation > g.Number && q.WorldSize == 3 })
+	l.waitProgress("steps after the kill", time.Minute, func(x jobs.Progress) bool { return x.Step >= q.Step+5 })
+	l.wait(3*time.Minute, 1)
+}
+
 // A frozen program (SIGSTOP: its sockets stay open) fails the survivor's
 // collective within the live timeout; the survivor goes on alone, and the
 // thawed program rejoins as a newcomer; nothing missed or repeated.
@@ -413,6 +466,14 @@ func TestLiveRandomEvents(t *testing.T) {
 		return l.jobs.job.Progress, l.jobs.job.State
 	}
 	l.waitProgress("first steps", 2*time.Minute, func(p jobs.Progress) bool { return p.Step >= 5 })
+	co, err := coord.New(l.r.Client, coord.Config{Prefix: l.r.Prefix, Job: "j1", Worker: "test", Lease: time.Second, Heartbeat: 100 * time.Millisecond}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	member := func(id string) bool {
+		g, err := co.ReadGen(context.Background())
+		return err == nil && g.Rank(id) >= 0
+	}
 	var log []string
 	ended := false
 	for tries := 0; len(log) < 20 && tries < 2000; tries++ {
@@ -424,7 +485,11 @@ func TestLiveRandomEvents(t *testing.T) {
 		// A leave or a kill only while the generation has another member
 		// holding the state: the last holder's loss loses the model (live
 		// mode keeps no checkpoint of its own; docs/live.md, Limits).
-		shared := p.WorldSize >= 2
+		cur, _ := co.ReadGen(context.Background())
+		shared := p.WorldSize >= 2 && cur != nil && cur.Number == p.Generation // every member synced
+		// done: the job has taken the event in (a newer generation, or
+		// the joiner admitted) and applied 5 more steps.
+		var done func(q jobs.Progress) bool
 		switch ev := rng.IntN(3); {
 		case ev == 0 && len(running) < 3:
 			id := fmt.Sprintf("w%d", next)
@@ -432,11 +497,15 @@ func TestLiveRandomEvents(t *testing.T) {
 			running = append(running, id)
 			l.add(id)
 			log = append(log, "join "+id)
+			done = func(q jobs.Progress) bool { return q.Step >= p.Step+5 && q.Generation > p.Generation && member(id) }
 		case ev == 1 && len(running) > 1 && shared:
 			i := rng.IntN(len(running))
-			l.cancel[running[i]]()
-			log = append(log, "leave "+running[i])
+			id := running[i]
+			in := member(id) // else it is still preparing (or restarting)
+			l.cancel[id]()
+			log = append(log, "leave "+id)
 			running = append(running[:i], running[i+1:]...)
+			done = func(q jobs.Progress) bool { return q.Step >= p.Step+5 && (!in || q.Generation > p.Generation) }
 		case ev == 2 && len(running) > 1 && shared:
 			id := running[rng.IntN(len(running))]
 			pid := l.programPid(id)
@@ -444,21 +513,25 @@ func TestLiveRandomEvents(t *testing.T) {
 				time.Sleep(50 * time.Millisecond)
 				continue
 			}
+			in := member(id)
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 			log = append(log, "kill "+id+"'s program")
+			done = func(q jobs.Progress) bool { return q.Step >= p.Step+5 && (!in || q.Generation > p.Generation) }
 		default: // not possible now: draw again
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
-		// Go on once the job applied a few more steps in a newer
-		// generation (or ended).
+		// Go on once the job has taken the event in (or ended).
 		deadline := time.Now().Add(time.Minute)
 		for time.Now().Before(deadline) {
 			q, st := progress()
-			if st.Terminal() || q.Step >= p.Step+5 && q.Generation > p.Generation {
+			if st.Terminal() || done(q) {
 				break
 			}
 			time.Sleep(50 * time.Millisecond)
+		}
+		if time.Now().After(deadline) {
+			t.Logf("event %q not taken in within a minute", log[len(log)-1])
 		}
 	}
 	t.Logf("%d events: %s", len(log), strings.Join(log, ", "))
