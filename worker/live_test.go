@@ -318,6 +318,46 @@ func TestLiveProgramKilledIsRestarted(t *testing.T) {
 	}
 }
 
+// A program SIGKILLed in a world of 3: both survivors' collectives fail
+// at once. The one whose collective waits on the other survivor (not on
+// the dead one) fails only when that survivor closes its connections,
+// which it does as soon as its own collective failed, not at the next
+// setup; otherwise it waits out the live timeout.
+func TestLiveKillFailsEverySurvivorAtOnce(t *testing.T) {
+	l := startLive(t, 3, 3, 6000, 8, "--batch", "24", "--hidden", "512,512")
+	one := 1
+	l.spec.Trainer.Exec.MaxRestarts = &one
+	l.jobs.job.Spec = l.spec
+	for _, id := range []string{"w0", "w1", "w2"} {
+		l.add(id)
+	}
+	p := l.waitProgress("steps at world 3", 2*time.Minute, func(p jobs.Progress) bool { return p.Step >= 10 && p.WorldSize == 3 })
+	pid := l.programPid("w1")
+	if pid == 0 {
+		t.Fatal("no program of w1")
+	}
+	mark := len(l.wlog.String())
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	l.waitProgress("steps after the kill", 2*time.Minute, func(q jobs.Progress) bool { return q.Generation > p.Generation && q.Step >= p.Step+5 })
+	after := l.wlog.String()[mark:]
+	failed := 0
+	for _, line := range strings.Split(after, "\n") {
+		if !strings.Contains(line, "collective failed") || !strings.Contains(line, fmt.Sprintf("gen=%d ", p.Generation)) {
+			continue
+		}
+		failed++
+		if strings.Contains(line, "Timed out") || strings.Contains(line, "Socket Timeout") {
+			t.Errorf("a survivor's collective waited out the live timeout: %s", line)
+		}
+	}
+	if failed != 2 {
+		t.Errorf("%d survivors' collectives of generation %d failed, want 2", failed, p.Generation)
+	}
+	l.wait(3*time.Minute, 1)
+}
+
 // A newcomer's program killed before its hello (while it imports torch),
 // then a member's program killed and its restarted one killed again
 // before its hello: each one more failed restart, not the worker's end;

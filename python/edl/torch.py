@@ -247,6 +247,7 @@ class Context:
                         # Every member arrived, and still the group could not
                         # be built: what the fallback is for (NCCL).
                         init_failures += 1
+                    self._destroy()  # as after a failed step: peers blocked on this rank fail now
                     if init_failures >= MAX_INIT_FAILURES:
                         self.client.call("fallback", gen=after, error=repr(e))
                         _log("in-process re-initialisation failed %d times (%r); asking the worker to restart this program"
@@ -286,6 +287,10 @@ class Context:
             self._pending = None
             if out.failed is not None:
                 self.stats["failures"] += 1
+                # Close this rank's connections now, not at the next setup: a
+                # peer blocked on this rank in the same collective then fails
+                # at once instead of when its timeout ends.
+                self._destroy()
                 self.client.call("failed", gen=self.generation, error=repr(out.failed))
                 return "failed"
             rep = self.client.call("step", gen=self.generation, meta=[int(round(v)) for v in out.meta],
