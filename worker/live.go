@@ -496,6 +496,10 @@ func (w *liveWorker) handle(ctx context.Context, req liveRequest) (liveReply, fu
 	return liveReply{Error: fmt.Sprintf("unknown op %q", req.Op)}, nil
 }
 
+// errStateLost: this worker, without the training state, is the root of a
+// generation the leader formed because no live member holds it.
+var errStateLost = errors.New("named root of a restore generation without training state")
+
 // latestGen is the newest generation number this worker knows of.
 func (w *liveWorker) latestGen(ctx context.Context) int64 {
 	n := w.watch.Latest()
@@ -545,6 +549,15 @@ func (w *liveWorker) liveGen(ctx context.Context, after int64) (liveReply, func(
 			continue
 		}
 		rep, err := w.liveJoin(ctx, g, rank)
+		if errors.Is(err, errStateLost) {
+			// Before, this named root reported the generation broken, and
+			// the leader formed the same one again, thousands a second.
+			reason := fmt.Sprintf("live mode: generation %d has no member holding the training state (every holder died or left), and there is no checkpoint to restore: the model is lost", g.Number)
+			w.log.Error("training state lost", "gen", g.Number)
+			_ = retry(ctx, w.log, "mark done", func() error { return w.co.MarkDone(ctx, string(jobs.Failed)) })
+			w.rep.transition(ctx, jobs.Failed, reason)
+			return liveReply{Action: string(actStop)}, w.liveExit(ctx, reason)
+		}
 		if err != nil {
 			w.log.Warn("join failed", "gen", g.Number, "err", err)
 			w.reportLive(ctx, g)
@@ -575,6 +588,9 @@ func (w *liveWorker) liveJoin(ctx context.Context, g *coord.Generation, rank int
 			w.st, w.synced = progressState{Applied: -1}, true
 		}
 	case rank == root:
+		if !w.synced && g.Restore {
+			return liveReply{}, errStateLost
+		}
 		if !w.synced {
 			return liveReply{}, errors.New("named root without training state")
 		}

@@ -358,6 +358,67 @@ func TestLiveKillFailsEverySurvivorAtOnce(t *testing.T) {
 	l.wait(3*time.Minute, 1)
 }
 
+// The only member holding the state freezes before the newcomer received
+// it: the model is out of reach (no checkpoint). The job fails saying so, instead of
+// the stateless root reporting the leader's restore generation broken and
+// the leader forming it again, thousands of times a second.
+func TestLiveStateLostFailsTheJob(t *testing.T) {
+	l := startLive(t, 1, 2, 4000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.5")
+	three := 3
+	l.spec.Trainer.Exec.MaxRestarts = &three
+	l.jobs.job.Spec = l.spec
+	l.add("w0")
+	p := l.waitProgress("steps at world 1", 2*time.Minute, func(p jobs.Progress) bool { return p.Step >= 1 })
+	co, err := coord.New(l.r.Client, coord.Config{Prefix: l.r.Prefix, Job: "j1", Worker: "test", Lease: time.Second, Heartbeat: 100 * time.Millisecond}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.add("w1")
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(2 * time.Millisecond) {
+		if g, err := co.ReadGen(context.Background()); err == nil && g != nil && g.Number > p.Generation {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no generation admitting w1")
+		}
+	}
+	// w0's program sleeps after its step: it has not handed its state
+	// over. Frozen, it never will; w1's setup fails, and the leader finds
+	// no live member holding the state (w0 never reports).
+	pid := l.programPid("w0")
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	for end := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if st, _ := l.jobs.state(); st.Terminal() {
+			break
+		}
+		if time.Now().After(end) {
+			g, _ := co.ReadGen(context.Background())
+			t.Fatalf("job still running; generation %d", g.Number)
+		}
+	}
+	// Thawed, w0's program is told the job ended, and its worker returns.
+	_ = syscall.Kill(pid, syscall.SIGCONT)
+	deadline := time.After(2 * time.Minute)
+	for range l.n {
+		select {
+		case <-l.errs:
+		case <-deadline:
+			g, _ := co.ReadGen(context.Background())
+			t.Fatalf("workers still running; generation %d", g.Number)
+		}
+	}
+	st, reason := l.jobs.state()
+	if st != jobs.Failed || !strings.Contains(reason, "the model is lost") {
+		t.Fatalf("job %s (%s), want failed: the model is lost", st, reason)
+	}
+	if g, _ := co.ReadGen(context.Background()); g.Number > 20 {
+		t.Errorf("%d generations formed, want a few", g.Number)
+	}
+}
+
 // A newcomer's program killed before its hello (while it imports torch),
 // then a member's program killed and its restarted one killed again
 // before its hello: each one more failed restart, not the worker's end;

@@ -388,9 +388,14 @@ class Context:
                     self._clients = {key: base}
             store = dist.PrefixStore("edl/gen/%d" % g["gen"], base)
             self._arrive(store, g)
-        except (_Superseded, _PeersMissing, EdlError):
+        except (_Superseded, EdlError):
             raise
-        except (RuntimeError, OSError) as e:  # rank 0's store is gone (its program died)
+        except (RuntimeError, OSError) as e:  # rank 0's store is gone (its program died) or frozen
+            # A timed-out request's late answer would desynchronise the
+            # connection: a new one next time.
+            self._clients = {}
+            if isinstance(e, _PeersMissing):
+                raise
             raise _PeersMissing("generation %d: rank 0's store %s:%s: %r" % (g["gen"], g["master_addr"], g["master_port"], e)) from e
         dist.init_process_group(self.backend, store=store, rank=g["rank"], world_size=g["world"], timeout=t)
 
@@ -401,6 +406,13 @@ class Context:
         only time out, and the members would keep missing each other's
         setups), and after the timeout when a rank never came."""
         world, gen = g["world"], g["gen"]
+        # torch 1.13 sets a store connection's receive timeout only in a
+        # wait: before one, an add to a frozen store (SIGSTOP) would block
+        # forever. A wait on this rank's own key sets it (at once, or after
+        # the timeout when the store does not answer).
+        mine = "edl_rank/%d" % g["rank"]
+        store.set(mine, "1")
+        store.wait([mine], datetime.timedelta(seconds=self.timeout))
         store.add("edl_arrived", 1)
         deadline = time.monotonic() + self.timeout
         asked = 0.0
