@@ -475,12 +475,10 @@ func TestLiveProgramKilledWhileRestarting(t *testing.T) {
 	}
 }
 
-// Rank 0's program killed the moment a generation forms: the others'
-// group setup cannot reach its store and times out (the live timeout)
-// while its worker restarts it. The restarted program must not make the
-// leader form the next generation before they report (it would drop the
-// members holding the state and name a root without any); the survivors
-// go on from their state, the restarted one rejoins, every sample once.
+// Rank 0's program killed the moment a generation forms (a newcomer's
+// join): the others' setup cannot use its store; the survivors form the
+// next generation from their own state, the restarted program rejoins as
+// a newcomer, every sample once.
 func TestLiveRootKilledAsGenerationForms(t *testing.T) {
 	l := startLive(t, 2, 3, 6000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03")
 	three := 3
