@@ -41,8 +41,8 @@ import (
 //   - one-level rollback and the commit fence: Reconcile, commitScript;
 //   - asOf: liveClaim stamps claims with st.Applied.
 //
-// Requests (op): hello, gen, adopt, next, step, failed, fallback; see
-// liveRequest.
+// Requests (op): hello, gen, latest, adopt, next, step, failed, fallback;
+// see liveRequest.
 
 // LiveExitRestart is the exit status by which the edl package asks its
 // worker to restart it (the in-process re-initialisation failed): the
@@ -57,7 +57,7 @@ type liveRequest struct {
 	StorePort  int   `json:"store_port"`
 	Epochs     int   `json:"epochs"`
 	PID        int   `json:"pid"`
-	// gen, next, step, failed, fallback
+	// gen, latest, next, step, failed, fallback
 	Gen   int64 `json:"gen"`
 	After int64 `json:"after"`
 	// next
@@ -138,6 +138,7 @@ type liveWorker struct {
 
 	sock     string
 	ln       net.Listener
+	accepted chan net.Conn // the pending Accept's connection (nil: none pending)
 	prog     *program
 	restarts int
 	lastStep time.Time
@@ -187,6 +188,16 @@ func (w *liveWorker) run(ctx context.Context) error {
 	// and data loader) while the members train: it is registered ready
 	// only once its program said hello.
 	conn, err := w.startProgram(ctx)
+	for errors.Is(err, errExitedBeforeHello) && w.restarts < w.ex.Restarts() && ctx.Err() == nil {
+		// Killed while it prepared (or it fails before edl.torch.init()):
+		// a failed start, counted against max_restarts as any later one.
+		w.restarts++
+		res := w.prog.res
+		w.log.Warn("program ended before its hello; starting it again", "exit", res.describe(), "restarts", w.restarts, "stderr_tail", res.Tail)
+		w.rep.event(jobs.EventError, fmt.Sprintf("program of worker %s failed before it connected: %s", w.cfg.Worker, res.describe()),
+			map[string]any{"worker": w.cfg.Worker, "exit_code": res.Code})
+		conn, err = w.startProgram(ctx)
+	}
 	if err != nil {
 		lctx, lcancel := context.WithTimeout(bg, 5*time.Second)
 		defer lcancel()
@@ -260,6 +271,10 @@ func (w *liveWorker) programExited() bool {
 	}
 }
 
+// errExitedBeforeHello: the program ended before it connected to the
+// worker's socket.
+var errExitedBeforeHello = errors.New("program exited before its hello")
+
 // startProgram starts the program and waits for its hello.
 func (w *liveWorker) startProgram(ctx context.Context) (*liveConn, error) {
 	env := ProgramEnv{Base: w.ecfg.Env, Spec: w.ex.Env}.Environ()
@@ -274,25 +289,38 @@ func (w *liveWorker) startProgram(ctx context.Context) (*liveConn, error) {
 	env = append(env, w.programStarting()...)
 	w.prog = startProgram(w.ex.Command, w.ex.Workdir, env, w.ecfg.Stdout, w.ecfg.Stderr, w.ecfg.TailLines)
 	w.log.Info("program started", "pid", w.prog.Pid(), "restarts", w.restarts)
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := w.ln.Accept()
-		if err == nil {
-			accepted <- c
-		}
-	}()
+	if w.accepted == nil {
+		// One Accept at a time: a program that died before it connected
+		// leaves its Accept waiting, and the next program's connection
+		// goes to it.
+		ch := make(chan net.Conn, 1)
+		w.accepted = ch
+		go func() {
+			c, err := w.ln.Accept()
+			if err == nil {
+				ch <- c
+			}
+		}()
+	}
 	var c net.Conn
 	select {
-	case c = <-accepted:
+	case c = <-w.accepted:
+		w.accepted = nil
 	case <-w.prog.done:
-		return nil, fmt.Errorf("worker: live mode: the program exited (%s) before it connected to %s (does it call edl.torch.init()?); last stderr lines:\n%s",
-			w.prog.res.describe(), w.sock, w.prog.res.Tail)
+		return nil, fmt.Errorf("worker: live mode: the program exited (%s) before it connected to %s (does it call edl.torch.init()?); last stderr lines:\n%s: %w",
+			w.prog.res.describe(), w.sock, w.prog.res.Tail, errExitedBeforeHello)
 	case <-ctx.Done():
 		w.prog.stop(w.grace())
 		return nil, ctx.Err()
 	}
+	w.log.Info("program connected", "pid", w.prog.Pid())
 	lc := newLiveConn(c)
 	req, err := lc.read()
+	if err != nil && !errors.Is(err, errBadRequest) {
+		lc.close()
+		res := w.prog.stop(w.grace())
+		return nil, fmt.Errorf("worker: live mode: the program's connection ended before its hello (%v; program %s): %w", err, res.describe(), errExitedBeforeHello)
+	}
 	if err != nil || req.Op != "hello" {
 		w.prog.stop(w.grace())
 		return nil, fmt.Errorf("worker: live mode: the program's first request is not hello: %v %q", err, req.Op)
@@ -410,19 +438,32 @@ func (w *liveWorker) programGone(ctx context.Context) (*liveConn, error) {
 		w.rep.transition(ctx, jobs.Failed, reason)
 		return nil, w.exit(ctx, reason)
 	}
-	w.restarts++
-	if w.restarts > w.ex.Restarts() {
-		reason := fmt.Sprintf("live program of worker %s failed %d times (max_restarts %d); last: %s; last stderr lines:\n%s",
-			w.cfg.Worker, w.restarts, w.ex.Restarts(), res.describe(), res.Tail)
-		_ = retry(ctx, w.log, "mark done", func() error { return w.co.MarkDone(ctx, string(jobs.Failed)) })
-		w.rep.transition(ctx, jobs.Failed, reason)
-		return nil, w.exit(ctx, reason)
-	}
-	// No member record until the new program said hello: a record (even
-	// "preparing") would keep this worker in the next generation.
-	c, err := w.startProgram(ctx)
-	if err != nil {
-		return nil, err
+	var c *liveConn
+	for c == nil {
+		w.restarts++
+		if w.restarts > w.ex.Restarts() {
+			reason := fmt.Sprintf("live program of worker %s failed %d times (max_restarts %d); last: %s; last stderr lines:\n%s",
+				w.cfg.Worker, w.restarts, w.ex.Restarts(), res.describe(), res.Tail)
+			_ = retry(ctx, w.log, "mark done", func() error { return w.co.MarkDone(ctx, string(jobs.Failed)) })
+			w.rep.transition(ctx, jobs.Failed, reason)
+			return nil, w.exit(ctx, reason)
+		}
+		// No member record until the new program said hello: a record (even
+		// "preparing") would keep this worker in the next generation.
+		var err error
+		c, err = w.startProgram(ctx)
+		if errors.Is(err, errExitedBeforeHello) {
+			// The same program said hello before: it died while starting
+			// (killed, out of memory); that is one more failed restart.
+			res = w.prog.res
+			w.log.Warn("restarted program ended before its hello", "exit", res.describe(), "stderr_tail", res.Tail)
+			w.rep.event(jobs.EventError, fmt.Sprintf("program of worker %s failed while restarting: %s", w.cfg.Worker, res.describe()),
+				map[string]any{"worker": w.cfg.Worker, "generation": gen, "exit_code": res.Code})
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
 	_ = w.register(ctx, coord.Ready)
 	// Still named by the current generation (nobody's collective failed
@@ -437,6 +478,11 @@ func (w *liveWorker) programGone(ctx context.Context) (*liveConn, error) {
 // once the reply is sent.
 func (w *liveWorker) handle(ctx context.Context, req liveRequest) (liveReply, func() error) {
 	w.liveOp(req.Op)
+	if req.Op == "latest" {
+		// The program sets up generation req.Gen and asks whether a newer
+		// one replaced it (a member that skipped it would never come).
+		return liveReply{Gen: w.latestGen(ctx)}, nil
+	}
 	if req.Op != "hello" && req.Op != "gen" && req.Op != "adopt" && (w.g == nil || req.Gen != w.g.Number) {
 		return liveReply{Error: fmt.Sprintf("%s: generation %d is not the worker's current one", req.Op, req.Gen)}, nil
 	}
@@ -465,6 +511,19 @@ func (w *liveWorker) handle(ctx context.Context, req liveRequest) (liveReply, fu
 		return liveReply{Error: "hello: already said"}, nil
 	}
 	return liveReply{Error: fmt.Sprintf("unknown op %q", req.Op)}, nil
+}
+
+// errStateLost: this worker, without the training state, is the root of a
+// generation the leader formed because no live member holds it.
+var errStateLost = errors.New("named root of a restore generation without training state")
+
+// latestGen is the newest generation number this worker knows of.
+func (w *liveWorker) latestGen(ctx context.Context) int64 {
+	n := w.watch.Latest()
+	if g, err := w.co.ReadGen(ctx); err == nil && g != nil {
+		n = max(n, g.Number)
+	}
+	return n
 }
 
 // liveGen waits for a generation after `after` that names this worker and
@@ -510,6 +569,15 @@ func (w *liveWorker) liveGen(ctx context.Context, after int64) (liveReply, func(
 			continue
 		}
 		rep, err := w.liveJoin(ctx, g, rank)
+		if errors.Is(err, errStateLost) {
+			// Before, this named root reported the generation broken, and
+			// the leader formed the same one again, thousands a second.
+			reason := fmt.Sprintf("live mode: generation %d has no member holding the training state (every holder died or left), and there is no checkpoint to restore: the model is lost", g.Number)
+			w.log.Error("training state lost", "gen", g.Number)
+			_ = retry(ctx, w.log, "mark done", func() error { return w.co.MarkDone(ctx, string(jobs.Failed)) })
+			w.rep.transition(ctx, jobs.Failed, reason)
+			return liveReply{Action: string(actStop)}, w.liveExit(ctx, reason)
+		}
 		if err != nil {
 			w.log.Warn("join failed", "gen", g.Number, "err", err)
 			w.reportLive(ctx, g)
@@ -550,6 +618,9 @@ func (w *liveWorker) liveJoin(ctx context.Context, g *coord.Generation, rank int
 			w.st, w.synced = progressState{Applied: -1}, true
 		}
 	case rank == root:
+		if !w.synced && g.Restore {
+			return liveReply{}, errStateLost
+		}
 		if !w.synced {
 			return liveReply{}, errors.New("named root without training state")
 		}
@@ -731,6 +802,10 @@ func (w *liveWorker) liveLeave(ctx context.Context) func() error {
 			w.log.Warn("release partitions", "err", err)
 		}
 		w.lck.wait(ctx)
+		// The generation it leaves: a leader hands its lease to a member
+		// of it (leaveMembership), or the survivors would wait for the
+		// lease to lapse before the next generation forms.
+		w.last = w.g
 		err := w.ExecWorker.leave(ctx)
 		w.awaitProgram()
 		return err
@@ -769,6 +844,9 @@ func (w *liveWorker) awaitProgram() {
 	}
 }
 
+// errBadRequest: a line of the program's that is not a request.
+var errBadRequest = errors.New("not a JSON request")
+
 // liveConn is the program's connection: JSON lines.
 type liveConn struct {
 	c  net.Conn
@@ -785,7 +863,7 @@ func (l *liveConn) read() (liveRequest, error) {
 		return req, err
 	}
 	if err := json.Unmarshal(line, &req); err != nil {
-		return req, fmt.Errorf("request %q: %w", truncate(line, 200), err)
+		return req, fmt.Errorf("request %q: %w: %w", truncate(line, 200), errBadRequest, err)
 	}
 	return req, nil
 }

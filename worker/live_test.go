@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -63,6 +64,15 @@ func startLive(t *testing.T, min, max int, samples int64, parts int, args ...str
 			GracePeriodS: &grace, MaxRestarts: &restarts}}}
 	run := &liveRun{t: t, r: r, jobs: &execJobs{job: jobs.Job{ID: "j1", State: jobs.Running, Spec: spec}}, spec: spec,
 		errs: make(chan error, 8), cancel: map[string]context.CancelFunc{}, logs: map[string]*lockedWriter{}, dirs: map[string]string{}, wlog: &lockedWriter{b: &strings.Builder{}}}
+	if f := os.Getenv("EDL_LIVE_WLOG"); f != "" {
+		// The workers' log lines as they come, for a run that hangs.
+		out, err := os.Create(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { out.Close() })
+		run.wlog.tee = out
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			s := run.wlog.String()
@@ -181,14 +191,50 @@ func TestLiveScaleOutAndIn(t *testing.T) {
 	}
 }
 
+// The leader leaves: it hands its lease to a survivor as it goes, so the
+// next generation forms at once rather than when its lease lapses.
+func TestLiveLeaderLeaveHandsOverLease(t *testing.T) {
+	l := startLive(t, 1, 2, 4000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03")
+	l.add("w0")
+	l.add("w1")
+	l.waitProgress("steps at world 2", 2*time.Minute, func(p jobs.Progress) bool { return p.Step >= 10 && p.WorldSize == 2 })
+	key := coord.NewKeys(l.r.Prefix, "j1").Leader()
+	leader, err := l.r.Client.Get(context.Background(), key).Result()
+	if err != nil {
+		t.Fatalf("leader key: %v", err)
+	}
+	survivor := map[string]string{"w0": "w1", "w1": "w0"}[leader]
+	l.cancel[leader]()
+	select {
+	case err := <-l.errs: // the leaver's: the survivor trains to the end
+		if err != nil {
+			t.Fatalf("leaver %s returned %v", leader, err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("leader %s did not leave", leader)
+	}
+	l.n--
+	// Its lease (2 s, renewed every 400 ms) has not lapsed yet: only a
+	// hand-over puts the survivor's name there now.
+	if now, _ := l.r.Client.Get(context.Background(), key).Result(); now != survivor {
+		t.Errorf("leader key %q right after the leader %s left, want %q (handed over)", now, leader, survivor)
+	}
+	l.waitProgress("world 1", time.Minute, func(p jobs.Progress) bool { return p.WorldSize == 1 })
+	l.wait(3*time.Minute, 1)
+}
+
 type lockedWriter struct {
-	mu sync.Mutex
-	b  *strings.Builder
+	mu  sync.Mutex
+	b   *strings.Builder
+	tee io.Writer // also gets every write, when set
 }
 
 func (w *lockedWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.tee != nil {
+		_, _ = w.tee.Write(p)
+	}
 	return w.b.Write(p)
 }
 
@@ -272,6 +318,203 @@ func TestLiveProgramKilledIsRestarted(t *testing.T) {
 	}
 }
 
+// A program SIGKILLed in a world of 3: both survivors' collectives fail
+// at once. The one whose collective waits on the other survivor (not on
+// the dead one) fails only when that survivor closes its connections,
+// which it does as soon as its own collective failed, not at the next
+// setup; otherwise it waits out the live timeout.
+func TestLiveKillFailsEverySurvivorAtOnce(t *testing.T) {
+	l := startLive(t, 3, 3, 6000, 8, "--batch", "24", "--hidden", "512,512")
+	one := 1
+	l.spec.Trainer.Exec.MaxRestarts = &one
+	l.jobs.job.Spec = l.spec
+	for _, id := range []string{"w0", "w1", "w2"} {
+		l.add(id)
+	}
+	p := l.waitProgress("steps at world 3", 2*time.Minute, func(p jobs.Progress) bool { return p.Step >= 10 && p.WorldSize == 3 })
+	pid := l.programPid("w1")
+	if pid == 0 {
+		t.Fatal("no program of w1")
+	}
+	mark := len(l.wlog.String())
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	l.waitProgress("steps after the kill", 2*time.Minute, func(q jobs.Progress) bool { return q.Generation > p.Generation && q.Step >= p.Step+5 })
+	after := l.wlog.String()[mark:]
+	failed := 0
+	for _, line := range strings.Split(after, "\n") {
+		if !strings.Contains(line, "collective failed") || !strings.Contains(line, fmt.Sprintf("gen=%d ", p.Generation)) {
+			continue
+		}
+		failed++
+		if strings.Contains(line, "Timed out") || strings.Contains(line, "Socket Timeout") {
+			t.Errorf("a survivor's collective waited out the live timeout: %s", line)
+		}
+	}
+	if failed != 2 {
+		t.Errorf("%d survivors' collectives of generation %d failed, want 2", failed, p.Generation)
+	}
+	l.wait(3*time.Minute, 1)
+}
+
+// The only member holding the state freezes before the newcomer received
+// it: the model is out of reach (no checkpoint). The job fails saying so, instead of
+// the stateless root reporting the leader's restore generation broken and
+// the leader forming it again, thousands of times a second.
+func TestLiveStateLostFailsTheJob(t *testing.T) {
+	l := startLive(t, 1, 2, 4000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.5")
+	three := 3
+	l.spec.Trainer.Exec.MaxRestarts = &three
+	l.jobs.job.Spec = l.spec
+	l.add("w0")
+	p := l.waitProgress("steps at world 1", 2*time.Minute, func(p jobs.Progress) bool { return p.Step >= 1 })
+	co, err := coord.New(l.r.Client, coord.Config{Prefix: l.r.Prefix, Job: "j1", Worker: "test", Lease: time.Second, Heartbeat: 100 * time.Millisecond}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.add("w1")
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(2 * time.Millisecond) {
+		if g, err := co.ReadGen(context.Background()); err == nil && g != nil && g.Number > p.Generation {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no generation admitting w1")
+		}
+	}
+	// w0's program sleeps after its step: it has not handed its state
+	// over. Frozen, it never will; w1's setup fails, and the leader finds
+	// no live member holding the state (w0 never reports).
+	pid := l.programPid("w0")
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	for end := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if st, _ := l.jobs.state(); st.Terminal() {
+			break
+		}
+		if time.Now().After(end) {
+			g, _ := co.ReadGen(context.Background())
+			t.Fatalf("job still running; generation %d", g.Number)
+		}
+	}
+	// Thawed, w0's program is told the job ended, and its worker returns.
+	_ = syscall.Kill(pid, syscall.SIGCONT)
+	deadline := time.After(2 * time.Minute)
+	for range l.n {
+		select {
+		case <-l.errs:
+		case <-deadline:
+			g, _ := co.ReadGen(context.Background())
+			t.Fatalf("workers still running; generation %d", g.Number)
+		}
+	}
+	st, reason := l.jobs.state()
+	if st != jobs.Failed || !strings.Contains(reason, "the model is lost") {
+		t.Fatalf("job %s (%s), want failed: the model is lost", st, reason)
+	}
+	if g, _ := co.ReadGen(context.Background()); g.Number > 20 {
+		t.Errorf("%d generations formed, want a few", g.Number)
+	}
+}
+
+// A newcomer's program killed before its hello (while it imports torch),
+// then a member's program killed and its restarted one killed again
+// before its hello: each one more failed restart, not the worker's end;
+// the next program joins as a newcomer and the job finishes with every
+// sample once.
+func TestLiveProgramKilledWhileRestarting(t *testing.T) {
+	l := startLive(t, 1, 2, 4000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03")
+	three := 3
+	l.spec.Trainer.Exec.MaxRestarts = &three
+	l.jobs.job.Spec = l.spec
+	// killNext kills w1's next program (a pid other than prev) as soon as
+	// it exists, long before it has imported torch.
+	killNext := func(prev int) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		next := 0
+		for next == 0 || next == prev {
+			if time.Now().After(deadline) {
+				t.Fatal("w1's program was not started")
+			}
+			time.Sleep(5 * time.Millisecond)
+			next = l.programPid("w1")
+		}
+		if err := syscall.Kill(next, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.add("w0")
+	l.waitProgress("steps at world 1", 2*time.Minute, func(p jobs.Progress) bool { return p.Step >= 2 })
+	l.add("w1")
+	killNext(0)
+	l.waitProgress("steps at world 2", 2*time.Minute, func(p jobs.Progress) bool { return p.WorldSize == 2 })
+	pid := l.programPid("w1")
+	if pid == 0 {
+		t.Fatal("no program of w1")
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killNext(pid)
+	p := l.waitProgress("world 2 after the kills", 2*time.Minute, func(p jobs.Progress) bool { return p.Generation > 2 && p.WorldSize == 2 })
+	l.waitProgress("steps after the kills", time.Minute, func(q jobs.Progress) bool { return q.Step >= p.Step+5 })
+	l.wait(3*time.Minute, 1)
+	l.jobs.mu.Lock()
+	defer l.jobs.mu.Unlock()
+	for _, want := range []string{"program of worker w1 failed before it connected", "program of worker w1 failed while restarting"} {
+		found := false
+		for _, e := range l.jobs.events {
+			found = found || strings.Contains(e.Message, want)
+		}
+		if !found {
+			t.Errorf("no event %q among %+v", want, l.jobs.events)
+		}
+	}
+}
+
+// Rank 0's program killed the moment a generation forms (a newcomer's
+// join): the others' setup cannot use its store; the survivors form the
+// next generation from their own state, the restarted program rejoins as
+// a newcomer, every sample once.
+func TestLiveRootKilledAsGenerationForms(t *testing.T) {
+	l := startLive(t, 2, 3, 6000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03")
+	three := 3
+	l.spec.Trainer.Exec.MaxRestarts = &three
+	l.jobs.job.Spec = l.spec
+	l.add("w0")
+	l.add("w1")
+	p := l.waitProgress("steps at world 2", 2*time.Minute, func(p jobs.Progress) bool { return p.Step >= 10 && p.WorldSize == 2 })
+	co, err := coord.New(l.r.Client, coord.Config{Prefix: l.r.Prefix, Job: "j1", Worker: "test", Lease: time.Second, Heartbeat: 100 * time.Millisecond}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	l.add("w2")
+	var g *coord.Generation
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(2 * time.Millisecond) {
+		if g, err = co.ReadGen(ctx); err == nil && g != nil && g.Number > p.Generation {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no generation admitting w2")
+		}
+	}
+	pid := l.programPid(g.Members[0])
+	if pid == 0 {
+		t.Fatalf("no program of %s", g.Members[0])
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("killed %s's program (rank 0 of generation %d %v)", g.Members[0], g.Number, g.Members)
+	q := l.waitProgress("a world of 3 after the kill", 2*time.Minute, func(q jobs.Progress) bool { return q.Generation > g.Number && q.WorldSize == 3 })
+	l.waitProgress("steps after the kill", time.Minute, func(x jobs.Progress) bool { return x.Step >= q.Step+5 })
+	l.wait(3*time.Minute, 1)
+}
+
 // A frozen program (SIGSTOP: its sockets stay open) fails the survivor's
 // collective within the live timeout; the survivor goes on alone, and the
 // thawed program rejoins as a newcomer; nothing missed or repeated.
@@ -299,23 +542,19 @@ func TestLiveFrozenProgramIsDroppedThenRejoins(t *testing.T) {
 	l.wait(3*time.Minute, 1)
 }
 
-// Random joins, leaves and program kills (seeded; the seed is logged)
-// while a live job trains; every sample of both epochs exactly once.
+// 20 random joins, leaves and program kills (seeded: the seed is logged,
+// EDL_TEST_SEED replays it) while a live job trains; every sample of both
+// epochs exactly once.
 func TestLiveRandomEvents(t *testing.T) {
-	if os.Getenv("EDL_LIVE_RANDOM") != "1" {
-		// Known failure, not yet fixed: after several program kills the
-		// members' in-process group setup keeps timing out (a generation
-		// naming a program that is gone), the fallback restarts cascade,
-		// and the job does not finish. Run with EDL_LIVE_RANDOM=1.
-		t.Skip("disabled: known failure under repeated program kills (see the comment); EDL_LIVE_RANDOM=1 runs it")
+	if testing.Short() {
+		t.Skip("long multi-process test")
 	}
-	l := startLive(t, 2, 3, 20000, 16, "--batch", "24", "--hidden", "32", "--step-sleep", "0.02", "--epochs", "2")
+	seed := testSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	l := startLive(t, 2, 3, 20000, 16, "--batch", "24", "--hidden", "32", "--step-sleep", "0.05", "--epochs", "2")
 	many := 100
 	l.spec.Trainer.Exec.MaxRestarts = &many
 	l.jobs.job.Spec = l.spec
-	seed := time.Now().UnixNano()
-	rng := rand.New(rand.NewPCG(uint64(seed), 1))
-	t.Logf("seed %d", seed)
 	running := []string{"w0", "w1"}
 	l.add("w0")
 	l.add("w1")
@@ -326,12 +565,30 @@ func TestLiveRandomEvents(t *testing.T) {
 		return l.jobs.job.Progress, l.jobs.job.State
 	}
 	l.waitProgress("first steps", 2*time.Minute, func(p jobs.Progress) bool { return p.Step >= 5 })
+	co, err := coord.New(l.r.Client, coord.Config{Prefix: l.r.Prefix, Job: "j1", Worker: "test", Lease: time.Second, Heartbeat: 100 * time.Millisecond}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	member := func(id string) bool {
+		g, err := co.ReadGen(context.Background())
+		return err == nil && g.Rank(id) >= 0
+	}
 	var log []string
-	for range 10 {
+	ended := false
+	for tries := 0; len(log) < 20 && tries < 2000; tries++ {
 		p, st := progress()
 		if st.Terminal() {
+			ended = true
 			break
 		}
+		// A leave or a kill only while the generation has another member
+		// holding the state: the last holder's loss loses the model (live
+		// mode keeps no checkpoint of its own; docs/live.md, Limits).
+		cur, _ := co.ReadGen(context.Background())
+		shared := p.WorldSize >= 2 && cur != nil && cur.Number == p.Generation // every member synced
+		// done: the job has taken the event in (a newer generation, or
+		// the joiner admitted) and applied 5 more steps.
+		var done func(q jobs.Progress) bool
 		switch ev := rng.IntN(3); {
 		case ev == 0 && len(running) < 3:
 			id := fmt.Sprintf("w%d", next)
@@ -339,28 +596,46 @@ func TestLiveRandomEvents(t *testing.T) {
 			running = append(running, id)
 			l.add(id)
 			log = append(log, "join "+id)
-		case ev == 1 && len(running) > 1:
+			done = func(q jobs.Progress) bool { return q.Step >= p.Step+5 && q.Generation > p.Generation && member(id) }
+		case ev == 1 && len(running) > 1 && shared:
 			i := rng.IntN(len(running))
-			l.cancel[running[i]]()
-			log = append(log, "leave "+running[i])
+			id := running[i]
+			in := member(id) // else it is still preparing (or restarting)
+			l.cancel[id]()
+			log = append(log, "leave "+id)
 			running = append(running[:i], running[i+1:]...)
-		case len(running) > 1: // a kill in a world of one loses the state (the job fails)
+			done = func(q jobs.Progress) bool { return q.Step >= p.Step+5 && (!in || q.Generation > p.Generation) }
+		case ev == 2 && len(running) > 1 && shared:
 			id := running[rng.IntN(len(running))]
-			if pid := l.programPid(id); pid > 0 {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-				log = append(log, "kill "+id+"'s program")
+			pid := l.programPid(id)
+			if pid == 0 {
+				time.Sleep(50 * time.Millisecond)
+				continue
 			}
+			in := member(id)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			log = append(log, "kill "+id+"'s program")
+			done = func(q jobs.Progress) bool { return q.Step >= p.Step+5 && (!in || q.Generation > p.Generation) }
+		default: // not possible now: draw again
+			time.Sleep(50 * time.Millisecond)
+			continue
 		}
-		// Go on once the job applied a few more steps (or ended).
+		// Go on once the job has taken the event in (or ended).
 		deadline := time.Now().Add(time.Minute)
 		for time.Now().Before(deadline) {
 			q, st := progress()
-			if st.Terminal() || q.Step >= p.Step+5 && q.Generation > p.Generation {
+			if st.Terminal() || done(q) {
 				break
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
+		if time.Now().After(deadline) {
+			t.Logf("event %q not taken in within a minute", log[len(log)-1])
+		}
 	}
-	t.Logf("events: %s", strings.Join(log, ", "))
+	t.Logf("%d events: %s", len(log), strings.Join(log, ", "))
+	if len(log) < 20 {
+		t.Errorf("%d events before the job ended (ended early: %v), want 20", len(log), ended)
+	}
 	l.wait(4*time.Minute, 2)
 }

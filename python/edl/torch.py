@@ -46,8 +46,9 @@ from .protocol import EdlError
 
 __all__ = ["init", "State", "DataLoader", "Context", "EdlError"]
 
-# Consecutive failures to build a group in process after which the program
-# asks its worker to restart it (the fallback to restart mode).
+# Consecutive failures to build a group in process with every member
+# present, after which the program asks its worker to restart it (the
+# fallback to restart mode); a setup that lacked a peer does not count.
 MAX_INIT_FAILURES = 3
 
 HOW_TO_RUN = (
@@ -143,6 +144,15 @@ class DataLoader:
         if hasattr(self.dataset, "batch"):
             return self.dataset.batch(ids)  # a data set may fetch a range at once
         return self.collate_fn([self.dataset[i] for i in ids])
+
+
+class _Superseded(Exception):
+    """A newer generation replaced the one being set up."""
+
+
+class _PeersMissing(RuntimeError):
+    """A generation's setup failed for want of a peer (dead, or elsewhere):
+    not a failure of the in-process re-initialisation itself."""
 
 
 class _Outcome:
@@ -243,11 +253,17 @@ class Context:
                     self._build_group(g)
                     self._sync_state(g, state)
                     init_failures = 0
+                except _Superseded:
+                    continue  # a newer generation replaced this one during its setup: join that one
                 except EdlError:
                     raise
                 except (RuntimeError, OSError) as e:  # a peer died or froze during the switch
-                    init_failures += 1
                     self.stats["failures"] += 1
+                    if not isinstance(e, _PeersMissing):
+                        # Every member arrived, and still the group could not
+                        # be built: what the fallback is for (NCCL).
+                        init_failures += 1
+                    self._destroy()  # as after a failed step: peers blocked on this rank fail now
                     if init_failures >= MAX_INIT_FAILURES:
                         rep = self.client.call("fallback", gen=after, error=repr(e))
                         if rep.get("save"):  # the job switched to restart mode: keep this state
@@ -291,6 +307,10 @@ class Context:
             self._pending = None
             if out.failed is not None:
                 self.stats["failures"] += 1
+                # Close this rank's connections now, not at the next setup: a
+                # peer blocked on this rank in the same collective then fails
+                # at once instead of when its timeout ends.
+                self._destroy()
                 self.client.call("failed", gen=self.generation, error=repr(out.failed))
                 return "failed"
             rep = self.client.call("step", gen=self.generation, meta=[int(round(v)) for v in out.meta],
@@ -439,16 +459,55 @@ class Context:
         ckpt.test_fail_reinit(self)
         self._destroy()
         t = datetime.timedelta(seconds=self.timeout)
-        if g["rank"] == 0:
-            base = self._store
-        else:
-            key = (g["master_addr"], g["master_port"])
-            base = self._clients.get(key)
-            if base is None:
-                base = dist.TCPStore(g["master_addr"], g["master_port"], is_master=False, timeout=t)
-                self._clients = {key: base}
-        store = dist.PrefixStore("edl/gen/%d" % g["gen"], base)
+        try:
+            if g["rank"] == 0:
+                base = self._store
+            else:
+                key = (g["master_addr"], g["master_port"])
+                base = self._clients.get(key)
+                if base is None:
+                    base = dist.TCPStore(g["master_addr"], g["master_port"], is_master=False, timeout=t)
+                    self._clients = {key: base}
+            store = dist.PrefixStore("edl/gen/%d" % g["gen"], base)
+            self._arrive(store, g)
+        except (_Superseded, EdlError):
+            raise
+        except (RuntimeError, OSError) as e:  # rank 0's store is gone (its program died) or frozen
+            # A timed-out request's late answer would desynchronise the
+            # connection: a new one next time.
+            self._clients = {}
+            if isinstance(e, _PeersMissing):
+                raise
+            raise _PeersMissing("generation %d: rank 0's store %s:%s: %r" % (g["gen"], g["master_addr"], g["master_port"], e)) from e
         dist.init_process_group(self.backend, store=store, rank=g["rank"], world_size=g["world"], timeout=t)
+
+    def _arrive(self, store, g):
+        """Waits until every rank of generation g has reached its setup, so
+        init_process_group starts together; gives up at once when a newer
+        generation replaced g (a member skipped it: waiting for it would
+        only time out, and the members would keep missing each other's
+        setups), and after the timeout when a rank never came."""
+        world, gen = g["world"], g["gen"]
+        # torch 1.13 sets a store connection's receive timeout only in a
+        # wait: before one, an add to a frozen store (SIGSTOP) would block
+        # forever. A wait on this rank's own key sets it (at once, or after
+        # the timeout when the store does not answer).
+        mine = "edl_rank/%d" % g["rank"]
+        store.set(mine, "1")
+        store.wait([mine], datetime.timedelta(seconds=self.timeout))
+        store.add("edl_arrived", 1)
+        deadline = time.monotonic() + self.timeout
+        asked = 0.0
+        while store.add("edl_arrived", 0) < world:
+            now = time.monotonic()
+            if now >= deadline:
+                raise _PeersMissing("generation %d: %d of %d ranks reached the setup within %.0f s"
+                                    % (gen, store.add("edl_arrived", 0), world, self.timeout))
+            if now - asked >= 0.05:
+                asked = now
+                if self.client.call("latest", gen=gen).get("gen", 0) > gen:
+                    raise _Superseded()
+            time.sleep(0.005)
 
     def _destroy(self):
         if dist.is_initialized():

@@ -351,3 +351,71 @@ def test_loss_recorded_after_step_is_reported(worker):
         ctx.record(loss)
         losses.append(loss.item() * len(x))
     assert w.losses[:2] == pytest.approx(losses, rel=1e-6) and all(v > 0 for v in losses)
+
+
+class ScriptedGens(FakeWorker):
+    """A FakeWorker whose generations before the last are of world 2 with a
+    peer that never comes (rank 0: this program's own store); latest says
+    whether a newer one replaced the one being set up."""
+
+    def __init__(self, path, lonely, superseded, timeout_s):
+        super().__init__(path, 12, 2)
+        self.lonely, self.superseded, self.timeout_s = lonely, superseded, timeout_s
+
+    def handle(self, req):
+        op = req["op"]
+        if op == "hello":
+            rep = super().handle(req)
+            rep["timeout_s"] = self.timeout_s
+            return rep
+        if op == "latest":
+            return {"gen": req["gen"] + 1 if self.superseded else req["gen"]}
+        if op in ("failed", "fallback"):
+            return {}
+        if op == "gen":
+            gen = req["after"] + 1
+            if gen > self.lonely + 1:
+                return {"action": "done"}
+            world = 2 if gen <= self.lonely else 1
+            return {"action": "run", "gen": gen, "rank": 0, "world": world, "root": 0, "master_addr": "127.0.0.1",
+                    "master_port": self.port, "have": True, "applied": self.applied, "epoch": 0,
+                    "progress": {"applied": -1, "epoch": 0}}
+        return super().handle(req)
+
+
+def train(ctx):
+    m, opt = model_opt()
+    seen = []
+    for x, y in ctx.steps(et.DataLoader(Data(12), batch_size=4), et.State(model=m, optimizer=opt)):
+        seen += [int(v) for v in x[:, 0]]
+        torch.nn.functional.cross_entropy(m(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+    return seen
+
+
+def test_setup_gives_up_at_once_on_a_newer_generation(tmp_path, monkeypatch):
+    # A member that skipped generation 1 never comes: the program must not
+    # wait out the timeout (the members would keep missing each other's
+    # setups) nor report the generation broken, but join the newer one.
+    path = str(tmp_path / "edl.sock")
+    w = ScriptedGens(path, lonely=1, superseded=True, timeout_s=30)
+    monkeypatch.setenv("EDL_SOCKET", path)
+    ctx = et.init()
+    seen = train(ctx)
+    assert sorted(seen) == list(range(12))
+    assert "latest" in w.ops and "failed" not in w.ops and "fallback" not in w.ops, w.ops
+    assert ctx.stats["failures"] == 0
+
+
+def test_setups_missing_a_peer_do_not_ask_for_the_fallback(tmp_path, monkeypatch):
+    # A peer that never arrives fails the setup after the timeout, reported
+    # as broken; it is not the in-process re-initialisation failing, so as
+    # many such setups as MAX_INIT_FAILURES do not restart the program.
+    path = str(tmp_path / "edl.sock")
+    w = ScriptedGens(path, lonely=et.MAX_INIT_FAILURES, superseded=False, timeout_s=1)
+    monkeypatch.setenv("EDL_SOCKET", path)
+    ctx = et.init()
+    seen = train(ctx)
+    assert sorted(seen) == list(range(12))
+    assert w.ops.count("failed") == et.MAX_INIT_FAILURES and "fallback" not in w.ops, w.ops
