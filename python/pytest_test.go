@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"testing"
+
+	"github.com/edl-nomad/edl/internal/testenv"
 )
 
 const python = "/usr/bin/python3" // Debian's, with python3-torch and python3-pytest
@@ -18,6 +20,7 @@ func TestPythonPackage(t *testing.T) {
 		}
 		t.Skipf("no %s with torch and pytest: %v", python, err)
 	}
+	testenv.TrackSources(t, "python/edl", "python/tests") // the result cache must see them
 	cmd := exec.Command(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests")
 	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1", "OMP_NUM_THREADS=1")
 	out, err := cmd.CombinedOutput()

@@ -29,6 +29,8 @@ func needTorch(t *testing.T) {
 	if err := exec.Command(torchPython, "-c", "import torch.distributed.run").Run(); err != nil {
 		testenv.Unavailable(t, "%s with torch: %v", torchPython, err)
 	}
+	// The programs these tests run read these; the result cache must see them.
+	testenv.TrackSources(t, "python/edl", "examples/torch")
 }
 
 // torchJob is an exec job running the example script.

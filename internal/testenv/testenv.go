@@ -119,3 +119,33 @@ func Main(m interface{ Run() int }) {
 	shared.mu.Unlock()
 	os.Exit(code)
 }
+
+// TrackSources reads every file under dirs (paths from the module's root),
+// so that go test's result cache depends on their contents: a test that
+// runs a Python program (python/edl, examples/torch) would otherwise be
+// answered from the cache after the program changed, since the files the
+// child process reads are not part of the test's inputs.
+func TrackSources(t testing.TB, dirs ...string) {
+	t.Helper()
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatalf("track sources: %v", err)
+	}
+	for _, d := range dirs {
+		err := filepath.WalkDir(filepath.Join(root, d), func(p string, e os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if e.IsDir() && e.Name() == "__pycache__" {
+				return filepath.SkipDir
+			}
+			if e.Type().IsRegular() {
+				_, err = os.ReadFile(p)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatalf("track sources %s: %v", d, err)
+		}
+	}
+}
