@@ -427,7 +427,10 @@ func TestLiveStateLostFailsTheJob(t *testing.T) {
 // the next program joins as a newcomer and the job finishes with every
 // sample once.
 func TestLiveProgramKilledWhileRestarting(t *testing.T) {
-	l := startLive(t, 1, 2, 4000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03")
+	// Long enough (667 steps of at least 30 ms) that the job is still
+	// running when w1's last program has imported torch on a loaded
+	// machine (8 s and more under -race in CI; 4,000 samples finished first).
+	l := startLive(t, 1, 2, 16000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03")
 	three := 3
 	l.spec.Trainer.Exec.MaxRestarts = &three
 	l.jobs.job.Spec = l.spec

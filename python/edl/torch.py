@@ -51,6 +51,26 @@ __all__ = ["init", "State", "DataLoader", "Context", "EdlError"]
 # fallback to restart mode); a setup that lacked a peer does not count.
 MAX_INIT_FAILURES = 3
 
+# Consecutive failures that a peer explains (on gloo: a store or socket
+# timeout, a connection reset, refused or closed: a peer died or froze
+# between the barrier and the end of the setup, or the machine is
+# overloaded) count toward this larger bound only: they are not the
+# backend failing to re-initialise, and under load or repeated kills three
+# of them in a row switched whole jobs to restart mode.
+MAX_PEER_FAILURES = 10
+
+_PEER_ERRORS = ("timeout", "timed out", "connection reset", "connection refused", "connection closed",
+                "broken pipe", "end of file")
+
+
+def _peer_failure(backend, e):
+    """Whether a failed setup is explained by a peer (gloo only: with NCCL
+    every failure counts, since its re-initialisation is what is fragile)."""
+    if backend == "nccl":
+        return False
+    s = repr(e).lower()
+    return any(k in s for k in _PEER_ERRORS)
+
 HOW_TO_RUN = (
     "edl.torch.init(): EDL_SOCKET is not set: this program is not running under an edl worker. "
     "Run it as an edl job with trainer.kind \"exec\" and trainer.exec.mode \"live\" "
@@ -236,7 +256,7 @@ class Context:
         self.timeout = hello.get("timeout_s") or self.timeout
         self.initial_world = hello.get("initial_world") or 1
         self._policy = loader.policy
-        after, init_failures = 0, 0
+        after, init_failures, peer_failures = 0, 0, 0
         try:
             while True:
                 g = self.client.call("gen", after=after)
@@ -252,7 +272,7 @@ class Context:
                 try:
                     self._build_group(g)
                     self._sync_state(g, state)
-                    init_failures = 0
+                    init_failures, peer_failures = 0, 0
                 except _Superseded:
                     continue  # a newer generation replaced this one during its setup: join that one
                 except EdlError:
@@ -261,15 +281,19 @@ class Context:
                     self.stats["failures"] += 1
                     if not isinstance(e, _PeersMissing):
                         # Every member arrived, and still the group could not
-                        # be built: what the fallback is for (NCCL).
-                        init_failures += 1
+                        # be built: what the fallback is for (NCCL), unless a
+                        # peer explains it.
+                        if _peer_failure(self.backend, e):
+                            peer_failures += 1
+                        else:
+                            init_failures += 1
                     self._destroy()  # as after a failed step: peers blocked on this rank fail now
-                    if init_failures >= MAX_INIT_FAILURES:
+                    if init_failures >= MAX_INIT_FAILURES or peer_failures >= MAX_PEER_FAILURES:
                         rep = self.client.call("fallback", gen=after, error=repr(e))
                         if rep.get("save"):  # the job switched to restart mode: keep this state
                             self._exit_for_restart(rep["save"], g["applied"], state, "the fallback")
                         _log("in-process re-initialisation failed %d times (%r); asking the worker to restart this program"
-                             % (init_failures, e))
+                             % (init_failures + peer_failures, e))
                         os._exit(75)  # LiveExitRestart in worker/live.go
                     self.client.call("failed", gen=after, error=repr(e))
                     continue

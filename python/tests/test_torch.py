@@ -419,3 +419,21 @@ def test_setups_missing_a_peer_do_not_ask_for_the_fallback(tmp_path, monkeypatch
     seen = train(ctx)
     assert sorted(seen) == list(range(12))
     assert w.ops.count("failed") == et.MAX_INIT_FAILURES and "fallback" not in w.ops, w.ops
+
+
+@pytest.mark.parametrize("backend,err,peer", [
+    ("gloo", RuntimeError("Socket Timeout"), True),
+    ("gloo", RuntimeError("[./gloo/transport/tcp/pair.cc:589] Read error [127.0.0.1]:14726: Connection reset by peer"), True),
+    ("gloo", RuntimeError("Connection refused"), True),
+    ("gloo", RuntimeError("Timed out waiting 5000ms for send operation to complete"), True),
+    ("gloo", RuntimeError("EDL_TEST_FAIL_REINIT: re-initialisation in process disabled (setup 2 of this process)"), False),
+    ("gloo", RuntimeError("unexpected backend error"), False),
+    ("nccl", RuntimeError("Socket Timeout"), False),
+    ("nccl", RuntimeError("NCCL error in: ProcessGroupNCCL.cpp:1191, unhandled system error"), False),
+])
+def test_peer_failures_count_toward_the_larger_bound(backend, err, peer):
+    # Under load or repeated kills, three gloo setups in a row failing on
+    # a store timeout switched whole jobs to restart mode: a failure a
+    # peer explains counts toward MAX_PEER_FAILURES, not MAX_INIT_FAILURES.
+    assert et._peer_failure(backend, err) is peer
+    assert et.MAX_PEER_FAILURES > et.MAX_INIT_FAILURES
