@@ -159,6 +159,7 @@ func (w *liveWorker) run(ctx context.Context) error {
 	bg, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w.log = w.log.With("mode", "live")
+	w.membership.log = w.log
 	w.rep = newReporter(w.deps.Jobs, w.cfg.Job, w.cfg.ProgressEvery, w.log)
 	w.dc = newDataCursor(datapipe.New(w.deps.Redis, w.co.Keys(), w.cfg.Worker), w.log)
 	w.dc.parts, w.dc.seed = w.ds.Partitions, 0
@@ -765,7 +766,7 @@ func (w *liveWorker) liveLeave(ctx context.Context) func() error {
 		w.dc.handBack(fctx, w.st.Epoch)
 		w.lck.wait(ctx)
 		// The generation it leaves: a leader hands its lease to a member
-		// of it (leaveMembership), or the survivors would wait for the
+		// of it (membership.leave), or the survivors would wait for the
 		// lease to lapse before the next generation forms.
 		w.last = w.g
 		err := w.ExecWorker.leave(ctx)
