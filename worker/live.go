@@ -669,9 +669,9 @@ func (w *liveWorker) liveNext(ctx context.Context, batch int) liveReply {
 	rep.Blocked = blocked
 	rep.Switch = stale || max(w.dc.seenGen(), w.watch.Latest()) > w.g.Number
 	if cur := w.dc.cur; cur.part >= 0 {
-		first, _ := livePartition(w.ds.Samples, w.ds.Partitions, cur.part)
-		end := min(cur.off+int64(batch), cur.size)
-		rep.Part, rep.Start, rep.End, rep.First, rep.Fin = cur.part, cur.off, end, first, end >= cur.size
+		my := w.dc.take(int(min(int64(batch), cur.size-cur.off)), rep.Leaving)
+		first, _ := livePartition(w.ds.Samples, w.ds.Partitions, my.Part)
+		rep.Part, rep.Start, rep.End, rep.First, rep.Fin = my.Part, my.Start, my.End, first, my.Fin
 	}
 	return rep
 }
