@@ -23,10 +23,14 @@
 // is decideStep (livedecide.go), shared with live mode.
 //
 // For a job with trainer.kind "exec", ExecWorker (exec*.go) takes the
-// worker's place: the same membership, leader and generations, but instead
-// of training in process it runs the user's program with torchrun's
-// environment and restarts it at every generation change, moving the
-// program's checkpoint folder through the store (docs/exec.md).
+// worker's place: the same membership (it embeds membership: leader,
+// generations, leave and stop requests), but instead of training in
+// process it runs the user's program with torchrun's environment and
+// restarts it at every generation change, moving the program's checkpoint
+// folder through the store (docs/exec.md). In live mode (live*.go) it
+// keeps the program running through generations and serves it the
+// protocol with the built-in trainer's code: membership, a dataCursor and
+// a progressState (advance).
 //
 // It does not schedule (the planner does), does not decide generations
 // (coord.Decide does, run by the leader) and does not do the math (trainer,

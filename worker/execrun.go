@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/edl-nomad/edl/checkpoint"
@@ -76,19 +75,17 @@ type ExecWorker struct {
 	spec jobs.Spec
 	ex   jobs.ExecTrainer
 
-	co     *coord.Client
-	keys   execKeys
-	leader *coord.Leader
-	watch  *coord.Watcher
-	rep    *reporter
-	sync   *dirSync // nil without a store
+	// membership is the built-in worker's (membership.go): the member
+	// record, the leader, the generations watched, the leave and stop
+	// requests. trainedIn is not used (last is the exec worker's); addr is
+	// set by register (the address changes in live mode).
+	membership
+	keys execKeys
+	rep  *reporter
+	sync *dirSync // nil without a store
 
-	ckptDir  string
-	leaveReq atomic.Bool
-	stopReq  atomic.Bool
-	wake     chan struct{}
-	stopLead context.CancelFunc
-	state    coord.MemberState
+	ckptDir string
+	wake    chan struct{}
 
 	// last is the generation this worker's program last ran in (nil: none yet).
 	last      *coord.Generation
@@ -149,8 +146,9 @@ func NewExec(cfg Config, ecfg ExecConfig, deps Deps) (*ExecWorker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &ExecWorker{cfg: cfg, ecfg: ecfg, deps: deps, log: log, co: co, keys: newExecKeys(co.Keys()),
-		ckptDir: filepath.Join(ecfg.Dir, "checkpoint"), wake: make(chan struct{}, 1)}, nil
+	return &ExecWorker{cfg: cfg, ecfg: ecfg, deps: deps, log: log, keys: newExecKeys(co.Keys()),
+		membership: membership{self: cfg.Worker, log: log, now: deps.Now, co: co},
+		ckptDir:    filepath.Join(ecfg.Dir, "checkpoint"), wake: make(chan struct{}, 1)}, nil
 }
 
 // Run prepares (restores the newest checkpoint into the folder), joins the
@@ -280,12 +278,8 @@ func (w *ExecWorker) register(ctx context.Context, s coord.MemberState) error {
 	case w.cfg.Advertise != "":
 		addr = w.cfg.Advertise
 	}
-	m := coord.Member{Addr: addr, State: s, Since: w.deps.Now()}
-	err := retry(ctx, w.log, "register", func() error { return w.co.SetMember(ctx, m) })
-	if err == nil {
-		w.state = s
-	}
-	return err
+	w.addr = addr
+	return w.membership.register(ctx, s)
 }
 
 func (w *ExecWorker) poke() {
@@ -427,8 +421,7 @@ func (w *ExecWorker) leave(ctx context.Context) error {
 	defer cancel()
 	w.log.Info("leaving")
 	_ = w.register(ctx, coord.Leaving)
-	w.stopLead()
-	leaveMembership(ctx, w.log, w.cfg.Worker, w.last, w.leader, w.co, w.rep)
+	w.membership.leave(ctx, w.last, w.rep)
 	return nil
 }
 
@@ -450,10 +443,7 @@ func (w *ExecWorker) finish(ctx context.Context, g *coord.Generation, to jobs.St
 }
 
 func (w *ExecWorker) exit(ctx context.Context, reason string) error {
-	w.stopLead()
-	if err := w.co.Leave(ctx); err != nil {
-		w.log.Warn("leave", "err", err)
-	}
+	w.membership.exit(ctx)
 	w.rep.flush(ctx)
 	w.log.Info("exiting", "reason", reason)
 	return nil

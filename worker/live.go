@@ -37,9 +37,10 @@ import (
 //   - consumption at step L: every rank's slot rides in the step's metadata
 //     all-reduce; liveApply keeps it in st.Meta; the root's goes into
 //     Reconcile (liveJoin);
-//   - flush before claim: liveClaim flushes the committer before it claims;
-//   - one-level rollback and the commit fence: Reconcile, commitScript;
-//   - asOf: liveClaim stamps claims with st.Applied.
+//   - flush before claim and asOf: liveClaim is the built-in trainer's
+//     dataCursor.claim (datacursor.go): it flushes the committer before it
+//     claims and stamps claims with st.Applied;
+//   - one-level rollback and the commit fence: Reconcile, commitScript.
 //
 // Requests (op): hello, gen, latest, adopt, next, step, failed, fallback;
 // see liveRequest.
@@ -115,8 +116,6 @@ type liveReply struct {
 // liveWorker is an exec worker in live mode.
 type liveWorker struct {
 	*ExecWorker
-	pipe   *datapipe.Pipe
-	com    *committer
 	ds     jobs.ExecDataset
 	epochs int
 
@@ -126,11 +125,14 @@ type liveWorker struct {
 	// and after its program restarted).
 	st     progressState
 	synced bool
-	// cur is this worker's partition: claimed at off (its last applied
-	// end); reset at every generation start (the claim returns the
-	// worker's own unfinished partition at its committed offset).
-	cur cursor
-	g   *coord.Generation // the generation the program runs in (nil: none)
+	// dc is this worker's side of the data pipeline, the built-in
+	// trainer's (datacursor.go): the partition held, claimed at its last
+	// applied end and dropped at every generation start (the claim returns
+	// the worker's own unfinished partition at its committed offset), and
+	// the commits of its applied steps. The partition order is not
+	// shuffled (seed 0), partitions as livePartition cuts them.
+	dc dataCursor
+	g  *coord.Generation // the generation the program runs in (nil: none)
 
 	// minGen: a restarted program joins no generation up to this one (they
 	// may carry its old program's address).
@@ -149,7 +151,7 @@ type liveWorker struct {
 
 // runLive runs the worker in live mode; the spec has been read.
 func (w *ExecWorker) runLive(ctx context.Context) error {
-	lw := &liveWorker{ExecWorker: w, ds: *w.ex.Dataset, st: progressState{Applied: -1}, cur: cursor{part: -1}}
+	lw := &liveWorker{ExecWorker: w, ds: *w.ex.Dataset, st: progressState{Applied: -1}}
 	return lw.run(ctx)
 }
 
@@ -157,9 +159,11 @@ func (w *liveWorker) run(ctx context.Context) error {
 	bg, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w.log = w.log.With("mode", "live")
+	w.membership.log = w.log
 	w.rep = newReporter(w.deps.Jobs, w.cfg.Job, w.cfg.ProgressEvery, w.log)
-	w.pipe = datapipe.New(w.deps.Redis, w.co.Keys(), w.cfg.Worker)
-	w.com = newCommitter(w.pipe, w.log)
+	w.dc = newDataCursor(datapipe.New(w.deps.Redis, w.co.Keys(), w.cfg.Worker), w.log)
+	w.dc.parts, w.dc.seed = w.ds.Partitions, 0
+	w.dc.size = func(p int) int64 { _, size := livePartition(w.ds.Samples, w.ds.Partitions, p); return size }
 	lck, err := newLiveCkpt(w)
 	if err != nil {
 		return err
@@ -183,7 +187,7 @@ func (w *liveWorker) run(ctx context.Context) error {
 	defer ln.Close()
 	go func() { _ = w.co.RunHeartbeat(bg) }()
 	go w.rep.run(bg)
-	go w.com.run(bg)
+	go w.dc.com.run(bg)
 	// The newcomer prepares (its program imports torch, builds its model
 	// and data loader) while the members train: it is registered ready
 	// only once its program said hello.
@@ -493,7 +497,8 @@ func (w *liveWorker) handle(ctx context.Context, req liveRequest) (liveReply, fu
 		if req.Progress == nil {
 			return liveReply{Error: "adopt: progress missing"}, nil
 		}
-		w.st, w.synced, w.cur = *req.Progress, true, cursor{part: -1}
+		w.st, w.synced = *req.Progress, true
+		w.dc.restart()
 		return liveReply{Applied: w.st.Applied, Epoch: w.st.Epoch}, nil
 	case "next":
 		return w.liveNext(ctx, req.Batch), nil
@@ -595,7 +600,7 @@ func (w *liveWorker) liveJoin(ctx context.Context, g *coord.Generation, rank int
 		w.synced = false // whatever it held from an earlier membership is stale
 	}
 	fctx, cancel := context.WithTimeout(ctx, w.ecfg.LiveTimeout)
-	err := w.com.flush(fctx)
+	err := w.dc.com.flush(fctx)
 	cancel()
 	if err != nil {
 		return liveReply{}, fmt.Errorf("flush commits: %w", err)
@@ -624,18 +629,13 @@ func (w *liveWorker) liveJoin(ctx context.Context, g *coord.Generation, rank int
 		if !w.synced {
 			return liveReply{}, errors.New("named root without training state")
 		}
-		rec := datapipe.Reconciliation{Gen: g.Number, Applied: w.st.Applied, Epoch: w.st.Epoch,
-			MetaEpoch: w.st.MetaEpoch, Members: g.Members, Meta: w.st.Meta, Debug: w.st.Debug}
-		var returned int
-		if err := retry(ctx, w.log, "reconcile", func() (err error) {
-			returned, err = w.pipe.Reconcile(ctx, rec)
-			return err
-		}); err != nil {
+		returned, err := w.dc.reconcile(ctx, g, w.st)
+		if err != nil {
 			return liveReply{}, err
 		}
 		w.log.Info("reconciled", "gen", g.Number, "step", w.st.Applied, "returned_partitions", returned)
 	}
-	w.cur = cursor{part: -1}
+	w.dc.restart()
 	host, port, err := net.SplitHostPort(g.Addrs[0])
 	if err != nil {
 		return liveReply{}, fmt.Errorf("rank 0's address %q: %w", g.Addrs[0], err)
@@ -667,46 +667,21 @@ func (w *liveWorker) liveNext(ctx context.Context, batch int) liveReply {
 	}
 	blocked, stale := w.liveClaim(ctx)
 	rep.Blocked = blocked
-	rep.Switch = stale || max(w.com.seenGen.Load(), w.watch.Latest()) > w.g.Number
-	if w.cur.part >= 0 {
-		first, _ := livePartition(w.ds.Samples, w.ds.Partitions, w.cur.part)
-		end := min(w.cur.off+int64(batch), w.cur.size)
-		rep.Part, rep.Start, rep.End, rep.First, rep.Fin = w.cur.part, w.cur.off, end, first, end >= w.cur.size
+	rep.Switch = stale || max(w.dc.seenGen(), w.watch.Latest()) > w.g.Number
+	if cur := w.dc.cur; cur.part >= 0 {
+		my := w.dc.take(int(min(int64(batch), cur.size-cur.off)), rep.Leaving)
+		first, _ := livePartition(w.ds.Samples, w.ds.Partitions, my.Part)
+		rep.Part, rep.Start, rep.End, rep.First, rep.Fin = my.Part, my.Start, my.End, first, my.Fin
 	}
 	return rep
 }
 
-// liveClaim is the built-in trainer's ensurePartition (step.go) for the
-// live data plane: flush before claim, asOf = the last applied step.
+// liveClaim is the built-in trainer's claim (datacursor.go:
+// (*dataCursor).claim, called by step.go: (*Worker).train) for the live
+// data plane: flush before claim, asOf = the last applied step, within
+// half the live timeout (the program's collectives wait that long).
 func (w *liveWorker) liveClaim(ctx context.Context) (blocked, stale bool) {
-	if w.cur.part >= 0 && w.cur.off < w.cur.size || w.cur.noMore {
-		return false, false
-	}
-	fctx, cancel := context.WithTimeout(ctx, w.ecfg.LiveTimeout/2)
-	defer cancel()
-	if err := w.com.flush(fctx); err != nil {
-		return true, false
-	}
-	order := datapipe.Order(w.ds.Partitions, 0, w.st.Epoch)
-	part, off, err := w.pipe.Claim(fctx, w.g.Number, w.st.Epoch, w.st.Applied, order)
-	switch {
-	case errors.Is(err, datapipe.ErrStaleGeneration):
-		return false, true
-	case err != nil:
-		w.log.Warn("claim failed", "err", err)
-		return true, false
-	case part < 0:
-		w.cur = cursor{part: -1, noMore: true}
-	default:
-		_, size := livePartition(w.ds.Samples, w.ds.Partitions, part)
-		w.cur = cursor{part: part, off: off, size: size}
-		if off >= size {
-			w.com.add(&datapipe.Commit{Gen: w.g.Number, Step: w.st.Applied + 1, Epoch: w.st.Epoch, Part: part, Offset: off, Fin: true})
-			w.cur = cursor{part: -1}
-			return true, false
-		}
-	}
-	return false, false
+	return w.dc.claim(ctx, w.ecfg.LiveTimeout/2, w.g.Number, w.st.Epoch, w.st.Applied)
 }
 
 // liveStep takes a step whose all-reduce completed on every member.
@@ -723,7 +698,7 @@ func (w *liveWorker) liveStep(ctx context.Context, req liveRequest) (liveReply, 
 	if v.EpochDone {
 		w.log.Info("epoch done", "epoch", w.st.Epoch, "step", w.st.Applied)
 		w.st.Epoch++
-		w.cur = cursor{part: -1}
+		w.dc.restart()
 	}
 	if v.Wait {
 		time.Sleep(20 * time.Millisecond) // someone cannot reach Redis; do not spin
@@ -742,24 +717,17 @@ func (w *liveWorker) liveStep(ctx context.Context, req liveRequest) (liveReply, 
 }
 
 // liveApply is the built-in trainer's apply (step.go) without the model:
-// the counters, every rank's consumption, this rank's commit.
+// the counters and every rank's consumption (progressState.advance), this
+// rank's commit (dataCursor.applied).
 func (w *liveWorker) liveApply(g *coord.Generation, rank int, meta []int64, loss float64) {
 	total := meta[liveCount]
-	w.st.Applied++
-	w.st.MetaEpoch = w.st.Epoch
-	w.st.Samples += total
-	w.st.Loss = loss / float64(total)
-	w.st.Meta, w.st.Debug = liveConsumption(meta, g.Members, w.st.Epoch, w.cfg.DebugSamples)
+	cons, dbg := liveConsumption(meta, g.Members, w.st.Epoch, w.cfg.DebugSamples)
+	w.st.advance(total, loss, cons, dbg)
 	var debug []datapipe.DebugRecord
 	if w.cfg.DebugSamples {
 		debug = append(debug, datapipe.DebugRecord{Step: w.st.Applied, Payload: w.st.Debug})
 	}
-	var cm *datapipe.Commit
-	if my := liveSlot(meta, rank); my.Part >= 0 {
-		w.cur.off = my.End
-		cm = &datapipe.Commit{Gen: g.Number, Step: w.st.Applied, Epoch: w.st.Epoch, Part: my.Part, Offset: my.End, Fin: my.Fin}
-	}
-	w.com.add(cm, debug...)
+	w.dc.applied(g.Number, w.st.Applied, w.st.Epoch, liveSlot(meta, rank), debug...)
 	if rank == 0 {
 		now := w.deps.Now()
 		var rate float64
@@ -795,15 +763,10 @@ func (w *liveWorker) liveLeave(ctx context.Context) func() error {
 	return func() error {
 		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		if err := w.com.flush(fctx); err != nil {
-			w.log.Warn("flush commits before leaving", "err", err)
-		}
-		if err := w.pipe.Release(fctx, w.st.Epoch, w.st.Epoch+1); err != nil {
-			w.log.Warn("release partitions", "err", err)
-		}
+		w.dc.handBack(fctx, w.st.Epoch)
 		w.lck.wait(ctx)
 		// The generation it leaves: a leader hands its lease to a member
-		// of it (leaveMembership), or the survivors would wait for the
+		// of it (membership.leave), or the survivors would wait for the
 		// lease to lapse before the next generation forms.
 		w.last = w.g
 		err := w.ExecWorker.leave(ctx)
@@ -816,7 +779,7 @@ func (w *liveWorker) liveFinish(ctx context.Context, g *coord.Generation, to job
 	return func() error {
 		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		if err := w.com.flush(fctx); err != nil {
+		if err := w.dc.com.flush(fctx); err != nil {
 			w.log.Warn("flush commits at the end", "err", err)
 		}
 		w.lck.wait(ctx)

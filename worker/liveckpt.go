@@ -187,7 +187,7 @@ func (c *liveCkpt) take(ctx context.Context, g *coord.Generation, reason string,
 		epochs = append(epochs, w.st.Epoch)
 	}
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	pipe, err := w.pipe.Snapshot(pctx, epochs...)
+	pipe, err := w.dc.pipe.Snapshot(pctx, epochs...)
 	cancel()
 	if err != nil {
 		w.log.Warn("checkpoint skipped", "step", w.st.Applied, "err", err)
@@ -305,16 +305,16 @@ func (c *liveCkpt) restore(ctx context.Context, g *coord.Generation) (string, er
 	// from now on, so it cannot land between the pipeline's restore and
 	// the reconcile after it. What this reconcile does to the old records
 	// the restore then replaces.
-	if err := retry(ctx, w.log, "fence", func() error { _, err := w.pipe.Reconcile(ctx, rec); return err }); err != nil {
+	if err := retry(ctx, w.log, "fence", func() error { _, err := w.dc.pipe.Reconcile(ctx, rec); return err }); err != nil {
 		return "", err
 	}
 	if err := retry(ctx, w.log, "restore data pipeline", func() error {
-		return w.pipe.Restore(ctx, g.Number, w.epochs, d.Pipeline, d.State.Applied)
+		return w.dc.pipe.Restore(ctx, g.Number, w.epochs, d.Pipeline, d.State.Applied)
 	}); err != nil {
 		return "", fmt.Errorf("restore data pipeline: %w", err)
 	}
 	w.st, w.synced = d.State, true
-	if err := retry(ctx, w.log, "reconcile", func() error { _, err := w.pipe.Reconcile(ctx, rec); return err }); err != nil {
+	if _, err := w.dc.reconcile(ctx, g, d.State); err != nil {
 		return "", err
 	}
 	switch {

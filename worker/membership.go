@@ -15,7 +15,9 @@ import (
 // membership is a worker's place in its job: its member record, its bid
 // for leadership, the generations it watches, and the requests to leave
 // or stop that reach it off the step loop. It knows nothing of data or
-// training state.
+// training state. The built-in Worker holds one (mem); ExecWorker, and so
+// live mode, embeds one (its register sets addr first: live mode's
+// address is its program's store).
 //
 // Invariants:
 //   - state is the member state this worker last wrote to its record
@@ -133,11 +135,26 @@ func (m *membership) report(ctx context.Context, gen, applied int64) {
 	_ = retry(ctx, m.log, "report", func() error { return m.co.Report(ctx, gen, applied) })
 }
 
-// leave is the graceful exit from the job: the lease handed to the next
-// member of g (nil: none known), the record removed, a "left" event sent.
+// leave is the graceful exit from the job (the built-in and the exec
+// worker alike): the lease handed to the next member of g (nil: none
+// known), the record removed, a "left" event flushed.
 func (m *membership) leave(ctx context.Context, g *coord.Generation, rep *reporter) {
 	m.stopLead()
-	leaveMembership(ctx, m.log, m.self, g, m.leader, m.co, rep)
+	if g != nil {
+		for _, id := range g.Members {
+			if id != m.self {
+				if err := m.leader.Handover(ctx, id); err != nil {
+					m.log.Warn("hand over leadership", "err", err)
+				}
+				break
+			}
+		}
+	}
+	if err := m.co.Leave(ctx); err != nil {
+		m.log.Warn("leave", "err", err)
+	}
+	rep.event(jobs.EventWorker, fmt.Sprintf("worker %s left", m.self), map[string]any{"worker": m.self})
+	rep.flush(ctx)
 }
 
 // exit removes the record without handing the lease over (it lapses).
@@ -146,25 +163,4 @@ func (m *membership) exit(ctx context.Context) {
 	if err := m.co.Leave(ctx); err != nil {
 		m.log.Warn("leave", "err", err)
 	}
-}
-
-// leaveMembership is a worker's graceful exit from its job (the built-in
-// and the exec worker alike): leadership handed to the next member of g
-// (nil: none known), the member record removed, a "left" event flushed.
-func leaveMembership(ctx context.Context, log *slog.Logger, self string, g *coord.Generation, leader *coord.Leader, co *coord.Client, rep *reporter) {
-	if g != nil {
-		for _, id := range g.Members {
-			if id != self {
-				if err := leader.Handover(ctx, id); err != nil {
-					log.Warn("hand over leadership", "err", err)
-				}
-				break
-			}
-		}
-	}
-	if err := co.Leave(ctx); err != nil {
-		log.Warn("leave", "err", err)
-	}
-	rep.event(jobs.EventWorker, fmt.Sprintf("worker %s left", self), map[string]any{"worker": self})
-	rep.flush(ctx)
 }

@@ -104,9 +104,16 @@
 //
 // The second data plane is live mode (a user's PyTorch program with the
 // edl Python package, worker/live.go): the program's metadata all-reduce
-// carries the same slots (float64), and the worker keeps every mechanism
-// at its own sites: 1 in (*liveWorker).liveApply and liveJoin, 2 and 4 in
-// (*liveWorker).liveClaim, 3 and 5 by the same Reconcile and commitScript.
+// carries the same slots (float64), and its worker keeps every mechanism
+// with the same code as the built-in trainer, its own dataCursor and
+// progressState: 1 in worker/live.go: (*liveWorker).liveApply
+// ((*progressState).advance, (*dataCursor).applied) and liveJoin
+// ((*dataCursor).reconcile; worker/liveckpt.go: (*liveCkpt).restore for a
+// checkpoint's state); 2 and 4 in (*liveWorker).liveClaim, which is
+// (*dataCursor).claim (asOf: its st.Applied); 3 and 5 by the same
+// Reconcile and commitScript. Only the partition order differs: not
+// shuffled (seed 0), partitions as worker/livedecide.go: livePartition
+// cuts them.
 //
 // The proof that all of this holds is the per-sample accounting of the
 // worker's multi-process tests: in debug mode every applied step records
