@@ -42,6 +42,7 @@ import torch
 import torch.distributed as dist
 
 from . import ckpt, protocol
+from . import store as store_mod
 from .protocol import EdlError
 
 __all__ = ["init", "State", "DataLoader", "Context", "EdlError"]
@@ -181,6 +182,7 @@ class Context:
         self.applied = -1  # the job's last applied step (counted from 0), as the worker says
         self.backend = backend  # None: nccl when the model is on a GPU, else gloo (set in steps)
         self._store = None
+        self._wstore = None  # the current generation's edl.store.WorkerStore
         self._clients = {}
         self._loss = 0.0
         self._pending = None
@@ -459,8 +461,15 @@ class Context:
         ckpt.test_fail_reinit(self)
         self._destroy()
         t = datetime.timedelta(seconds=self.timeout)
+        wstore = None
         try:
-            if g["rank"] == 0:
+            if self.client is not None:
+                # The generation's store behind this program's own worker
+                # (edl/store.py): no connection to rank 0's program, whose
+                # death torch 1.13 could turn into an abort of this one.
+                base = wstore = store_mod.WorkerStore(self.client, g["gen"], self.timeout)
+                self._wstore = wstore  # referenced while its group lives (edl/store.py)
+            elif g["rank"] == 0:  # no worker (scripts/gpu-check.sh): this program's TCPStore
                 base = self._store
             else:
                 key = (g["master_addr"], g["master_port"])
@@ -472,14 +481,21 @@ class Context:
             self._arrive(store, g)
         except (_Superseded, EdlError):
             raise
-        except (RuntimeError, OSError) as e:  # rank 0's store is gone (its program died) or frozen
+        except store_mod.StoreSuperseded:
+            raise _Superseded()
+        except (RuntimeError, OSError) as e:  # the store failed, or (TCPStore) rank 0's is gone or frozen
             # A timed-out request's late answer would desynchronise the
             # connection: a new one next time.
             self._clients = {}
             if isinstance(e, _PeersMissing):
                 raise
             raise _PeersMissing("generation %d: rank 0's store %s:%s: %r" % (g["gen"], g["master_addr"], g["master_port"], e)) from e
-        dist.init_process_group(self.backend, store=store, rank=g["rank"], world_size=g["world"], timeout=t)
+        try:
+            dist.init_process_group(self.backend, store=store, rank=g["rank"], world_size=g["world"], timeout=t)
+        except RuntimeError:
+            if wstore is not None and wstore.superseded:
+                raise _Superseded()
+            raise
 
     def _arrive(self, store, g):
         """Waits until every rank of generation g has reached its setup, so
