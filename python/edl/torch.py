@@ -459,7 +459,9 @@ class Context:
 
     def _build_group(self, g):
         ckpt.test_fail_reinit(self)
+        t0 = time.perf_counter()
         self._destroy()
+        t1 = time.perf_counter()
         t = datetime.timedelta(seconds=self.timeout)
         wstore = None
         try:
@@ -479,6 +481,7 @@ class Context:
                     self._clients = {key: base}
             store = dist.PrefixStore("edl/gen/%d" % g["gen"], base)
             self._arrive(store, g)
+            t2 = time.perf_counter()
         except (_Superseded, EdlError):
             raise
         except store_mod.StoreSuperseded:
@@ -496,6 +499,11 @@ class Context:
             if wstore is not None and wstore.superseded:
                 raise _Superseded()
             raise
+        if os.environ.get("EDL_LOG_SETUP") == "1":  # the setup's cost, for measurements (docs/live.md)
+            t3 = time.perf_counter()
+            _log("setup of generation %d rank %d/%d: destroy %.1f ms, barrier %.1f ms, init %.1f ms (%s store)"
+                 % (g["gen"], g["rank"], g["world"], 1000 * (t1 - t0), 1000 * (t2 - t1), 1000 * (t3 - t2),
+                    "worker" if wstore is not None else "tcp"))
 
     def _arrive(self, store, g):
         """Waits until every rank of generation g has reached its setup, so

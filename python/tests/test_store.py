@@ -1,8 +1,7 @@
 """edl.store.WorkerStore against a fake worker speaking the store ops of
-worker/livestore.go (same semantics: one namespace per generation, a get
-waits for its key, a wait is bounded and ends early when superseded)."""
+worker/livestore.go (tests/fakestore.py: the same semantics; the Go side's
+own test is worker/livestore_test.go's TestLiveStoreOps)."""
 
-import base64
 import datetime
 import json
 import os
@@ -19,20 +18,30 @@ import torch.distributed as dist
 from edl import protocol
 from edl.store import StoreSuperseded, WorkerStore
 
+from fakestore import StoreOps
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 class FakeWorker:
-    """A Unix socket server answering store_* ops from a dict per generation;
-    latest: generations above it make a wait end as superseded."""
+    """A Unix socket server answering store_* ops (tests/fakestore.py) on
+    every connection; latest: generations above it make a wait end as
+    superseded."""
 
     def __init__(self, path):
-        self.path, self.data, self.latest, self.ops = path, {}, 0, []
-        self.cv = threading.Condition()
+        self.path, self.store, self.ops = path, StoreOps(), []
         self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.srv.bind(path)
         self.srv.listen(8)
         threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def latest(self):
+        return self.store.latest
+
+    @latest.setter
+    def latest(self, v):
+        self.store.latest = v
 
     def _accept(self):
         while True:
@@ -46,55 +55,8 @@ class FakeWorker:
         f = c.makefile("rb")
         for line in f:
             req = json.loads(line)
-            rep = self._do(req)
-            c.sendall(json.dumps(rep).encode() + b"\n")
-
-    def _do(self, req):
-        op, gen = req["op"], req.get("gen", 0)
-        self.ops.append(op)
-        if gen < 1:
-            return {"error": "%s: gen %d: want the generation being set up (>= 1)" % (op, gen)}
-        with self.cv:
-            d = self.data.setdefault(gen, {})
-            k = req.get("key")
-            if op == "store_set":
-                d[k] = base64.b64decode(req["value"])
-                self.cv.notify_all()
-                return {}
-            if op == "store_add":
-                v = int(d.get(k, b"0")) + req["amount"]
-                d[k] = str(v).encode()
-                self.cv.notify_all()
-                return {"num": v}
-            if op == "store_cas":
-                exp, new = base64.b64decode(req["expected"]), base64.b64decode(req["value"])
-                cur = d.get(k)
-                if (cur is None and exp == b"") or cur == exp:
-                    d[k] = new
-                    cur = new
-                elif cur is None:
-                    cur = exp
-                return {"value": base64.b64encode(cur).decode()}
-            if op in ("store_wait", "store_get"):
-                keys = req["keys"] if op == "store_wait" else [k]
-                end = time.monotonic() + req["timeout_ms"] / 1000
-                while not all(x in d for x in keys):
-                    if self.latest > gen:
-                        return {"error": "%s: generation %d: a newer generation replaced it" % (op, gen), "superseded": True}
-                    left = end - time.monotonic()
-                    if left <= 0:
-                        return {"error": "%s: generation %d: keys %r not set: Timeout" % (op, gen, keys)}
-                    self.cv.wait(min(left, 0.005))
-                if op == "store_get":
-                    return {"value": base64.b64encode(d[k]).decode()}
-                return {}
-            if op == "store_check":
-                return {"exists": all(x in d for x in req["keys"])}
-            if op == "store_num_keys":
-                return {"num": len(d)}
-            if op == "store_delete":
-                return {"exists": d.pop(k, None) is not None}
-        return {"error": "unknown op %r" % op}
+            self.ops.append(req["op"])
+            c.sendall(json.dumps(self.store.do(req)).encode() + b"\n")
 
     def close(self):
         self.srv.close()
