@@ -42,8 +42,8 @@ import (
 //     claims and stamps claims with st.Applied;
 //   - one-level rollback and the commit fence: Reconcile, commitScript.
 //
-// Requests (op): hello, gen, latest, adopt, next, step, failed, fallback;
-// see liveRequest.
+// Requests (op): hello, gen, latest, adopt, next, step, failed, fallback,
+// and the store's store_* (livestore.go); see liveRequest.
 
 // LiveExitRestart is the exit status by which the edl package asks its
 // worker to restart it (the in-process re-initialisation failed): the
@@ -70,6 +70,8 @@ type liveRequest struct {
 	Progress *progressState `json:"progress"`
 	// failed, fallback
 	Error string `json:"error"`
+
+	liveStoreRequest // store_*: livestore.go
 }
 
 // liveReply is the worker's answer; Error set means the request was wrong.
@@ -110,7 +112,8 @@ type liveReply struct {
 	Stop    bool  `json:"stop"`
 	Blocked bool  `json:"blocked"`
 
-	liveCkptReply // checkpoint, restore, save: liveckpt.go
+	liveCkptReply  // checkpoint, restore, save: liveckpt.go
+	liveStoreReply // store_*: livestore.go
 }
 
 // liveWorker is an exec worker in live mode.
@@ -482,6 +485,9 @@ func (w *liveWorker) programGone(ctx context.Context) (*liveConn, error) {
 // once the reply is sent.
 func (w *liveWorker) handle(ctx context.Context, req liveRequest) (liveReply, func() error) {
 	w.liveOp(req.Op)
+	if rep, ok := w.liveStoreOp(ctx, req); ok {
+		return rep, nil // the generation's rendezvous store (livestore.go)
+	}
 	if req.Op == "latest" {
 		// The program sets up generation req.Gen and asks whether a newer
 		// one replaced it (a member that skipped it would never come).

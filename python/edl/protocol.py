@@ -78,15 +78,20 @@ class Client:
         self.rfile = s.makefile("rb")
 
     def call(self, op, **fields):
+        rep = self.raw_call(op, **fields)
+        if rep.get("error"):
+            raise EdlError("edl worker: %s" % rep["error"])
+        return rep
+
+    def raw_call(self, op, **fields):
+        """The reply as it is, an "error" in it included (edl.store raises
+        its own errors, which a failed setup catches)."""
         fields["op"] = op
         self.sock.sendall(json.dumps(fields).encode() + b"\n")
         line = self.rfile.readline()
         if not line:
             raise EdlError("the edl worker closed the connection during %r" % op)
-        rep = json.loads(line)
-        if rep.get("error"):
-            raise EdlError("edl worker: %s" % rep["error"])
-        return rep
+        return json.loads(line)
 
     def close(self):
         try:

@@ -42,6 +42,7 @@ import torch
 import torch.distributed as dist
 
 from . import ckpt, protocol
+from . import store as store_mod
 from .protocol import EdlError
 
 __all__ = ["init", "State", "DataLoader", "Context", "EdlError"]
@@ -201,6 +202,7 @@ class Context:
         self.applied = -1  # the job's last applied step (counted from 0), as the worker says
         self.backend = backend  # None: nccl when the model is on a GPU, else gloo (set in steps)
         self._store = None
+        self._wstore = None  # the current generation's edl.store.WorkerStore
         self._clients = {}
         self._loss = 0.0
         self._pending = None
@@ -481,10 +483,19 @@ class Context:
 
     def _build_group(self, g):
         ckpt.test_fail_reinit(self)
+        t0 = time.perf_counter()
         self._destroy()
+        t1 = time.perf_counter()
         t = datetime.timedelta(seconds=self.timeout)
+        wstore = None
         try:
-            if g["rank"] == 0:
+            if self.client is not None:
+                # The generation's store behind this program's own worker
+                # (edl/store.py): no connection to rank 0's program, whose
+                # death torch 1.13 could turn into an abort of this one.
+                base = wstore = store_mod.WorkerStore(self.client, g["gen"], self.timeout)
+                self._wstore = wstore  # referenced while its group lives (edl/store.py)
+            elif g["rank"] == 0:  # no worker (scripts/gpu-check.sh): this program's TCPStore
                 base = self._store
             else:
                 key = (g["master_addr"], g["master_port"])
@@ -494,16 +505,29 @@ class Context:
                     self._clients = {key: base}
             store = dist.PrefixStore("edl/gen/%d" % g["gen"], base)
             self._arrive(store, g)
+            t2 = time.perf_counter()
         except (_Superseded, EdlError):
             raise
-        except (RuntimeError, OSError) as e:  # rank 0's store is gone (its program died) or frozen
+        except store_mod.StoreSuperseded:
+            raise _Superseded()
+        except (RuntimeError, OSError) as e:  # the store failed, or (TCPStore) rank 0's is gone or frozen
             # A timed-out request's late answer would desynchronise the
             # connection: a new one next time.
             self._clients = {}
             if isinstance(e, _PeersMissing):
                 raise
             raise _PeersMissing("generation %d: rank 0's store %s:%s: %r" % (g["gen"], g["master_addr"], g["master_port"], e)) from e
-        dist.init_process_group(self.backend, store=store, rank=g["rank"], world_size=g["world"], timeout=t)
+        try:
+            dist.init_process_group(self.backend, store=store, rank=g["rank"], world_size=g["world"], timeout=t)
+        except RuntimeError:
+            if wstore is not None and wstore.superseded:
+                raise _Superseded()
+            raise
+        if os.environ.get("EDL_LOG_SETUP") == "1":  # the setup's cost, for measurements (docs/live.md)
+            t3 = time.perf_counter()
+            _log("setup of generation %d rank %d/%d: destroy %.1f ms, barrier %.1f ms, init %.1f ms (%s store)"
+                 % (g["gen"], g["rank"], g["world"], 1000 * (t1 - t0), 1000 * (t2 - t1), 1000 * (t3 - t2),
+                    "worker" if wstore is not None else "tcp"))
 
     def _arrive(self, store, g):
         """Waits until every rank of generation g has reached its setup, so

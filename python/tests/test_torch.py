@@ -13,6 +13,8 @@ import torch
 import edl.torch as et
 from edl import protocol
 
+from fakestore import StoreOps
+
 
 class FakeWorker:
     """Hands out partitions in order, applies steps like worker/live.go's
@@ -27,6 +29,7 @@ class FakeWorker:
         self.todo = list(range(partitions))
         self.steps = []  # (epoch, [(part, start, end)])
         self.ops = []
+        self.store = StoreOps()  # the generations' rendezvous store (store_* ops)
         self.losses = []  # the "loss" of every step request
         self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.srv.bind(path)
@@ -49,6 +52,8 @@ class FakeWorker:
 
     def handle(self, req):
         op = req["op"]
+        if op.startswith("store_"):
+            return self.store.do(req)
         if op == "hello":
             if self.fail_hello:
                 return {"error": self.fail_hello(req)}
