@@ -26,7 +26,7 @@ run: setup build
 
 ## test: all tests with the race detector, against real servers
 test: setup
-	$(GO) test -race -timeout 15m ./...
+	$(GO) test -race -timeout 30m ./...
 
 ## chaos: edl dev under faults (worker kills, SIGSTOP, Redis restart, planner restarts, a submit burst)
 chaos: setup build
