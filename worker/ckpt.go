@@ -66,26 +66,29 @@ func catalogConfig(job string, spec jobs.Spec, log *slog.Logger) checkpoint.Conf
 	return checkpoint.Config{Job: CheckpointJob(job), Keep: spec.Checkpoint.Keep, Log: log}
 }
 
-func (c *checkpointer) onEvent(e checkpoint.Event) {
-	w := c.w
+func (c *checkpointer) onEvent(e checkpoint.Event) { reportCheckpointEvent(c.w.log, c.w.rep, c.cat, e) }
+
+// reportCheckpointEvent logs an uploader's event and makes the job's
+// record and events say it; the built-in trainer and live mode share it.
+func reportCheckpointEvent(log *slog.Logger, rep *reporter, cat *checkpoint.Catalog, e checkpoint.Event) {
 	switch e.Kind {
 	case checkpoint.EventCommitted:
-		w.log.Info("checkpoint committed", "step", e.Step, "bytes", e.Manifest.Size(), "took", e.Took.Round(time.Millisecond))
-		w.rep.checkpoint(jobs.CheckpointRef{Step: e.Step, Epoch: e.Manifest.Epoch, URL: c.cat.Store().String(),
+		log.Info("checkpoint committed", "step", e.Step, "bytes", e.Manifest.Size(), "took", e.Took.Round(time.Millisecond))
+		rep.checkpoint(jobs.CheckpointRef{Step: e.Step, Epoch: e.Manifest.Epoch, URL: cat.Store().String(),
 			SizeBytes: e.Manifest.Size(), CreatedAt: e.Manifest.CreatedAt})
 	case checkpoint.EventSkipped:
-		w.rep.event(jobs.EventCheckpoint, fmt.Sprintf("checkpoint at step %d skipped: the previous one is still uploading", e.Step),
+		rep.event(jobs.EventCheckpoint, fmt.Sprintf("checkpoint at step %d skipped: the previous one is still uploading", e.Step),
 			map[string]any{"step": e.Step, "skipped": true})
 	case checkpoint.EventRetry:
-		w.log.Warn("checkpoint upload failed, retrying", "step", e.Step, "attempt", e.Attempt, "err", e.Err)
-		w.rep.event(jobs.EventCheckpoint, fmt.Sprintf("checkpoint at step %d: attempt %d failed, retrying: %v", e.Step, e.Attempt, e.Err),
+		log.Warn("checkpoint upload failed, retrying", "step", e.Step, "attempt", e.Attempt, "err", e.Err)
+		rep.event(jobs.EventCheckpoint, fmt.Sprintf("checkpoint at step %d: attempt %d failed, retrying: %v", e.Step, e.Attempt, e.Err),
 			map[string]any{"step": e.Step, "attempt": e.Attempt})
 	case checkpoint.EventFailed:
-		w.log.Warn("checkpoint given up", "step", e.Step, "err", e.Err)
-		w.rep.event(jobs.EventError, fmt.Sprintf("checkpoint at step %d failed: %v; training goes on", e.Step, e.Err),
+		log.Warn("checkpoint given up", "step", e.Step, "err", e.Err)
+		rep.event(jobs.EventError, fmt.Sprintf("checkpoint at step %d failed: %v; training goes on", e.Step, e.Err),
 			map[string]any{"step": e.Step})
 	case checkpoint.EventPruneErr:
-		w.log.Warn("checkpoint retention failed", "err", e.Err)
+		log.Warn("checkpoint retention failed", "err", e.Err)
 	}
 }
 

@@ -90,6 +90,17 @@ func startLive(t *testing.T, min, max int, samples int64, parts int, args ...str
 // add starts worker id.
 func (l *liveRun) add(id string) {
 	l.t.Helper()
+	l.addTee(id, nil)
+}
+
+// addTee starts worker id with its program's stderr also written to
+// stderr (when not nil).
+func (l *liveRun) addTee(id string, stderr io.Writer) {
+	l.t.Helper()
+	progErr := io.Writer(os.Stderr)
+	if stderr != nil {
+		progErr = io.MultiWriter(os.Stderr, stderr)
+	}
 	cfg := DefaultConfig("j1", id)
 	cfg.Prefix = l.r.Prefix
 	cfg.DebugSamples = true
@@ -99,7 +110,7 @@ func (l *liveRun) add(id string) {
 	l.logs[id] = out
 	l.dirs[id] = filepath.Join(l.t.TempDir(), id)
 	w, err := NewExec(cfg, ExecConfig{Dir: l.dirs[id], Env: []string{"PATH=" + os.Getenv("PATH")},
-		Stdout: out, Stderr: os.Stderr, Poll: 50 * time.Millisecond, LiveTimeout: 5 * time.Second},
+		Stdout: out, Stderr: progErr, Poll: 50 * time.Millisecond, LiveTimeout: 5 * time.Second},
 		Deps{Redis: l.r.Client, Jobs: l.jobs, Log: slog.New(slog.NewTextHandler(l.wlog, nil))})
 	if err != nil {
 		l.t.Fatal(err)
@@ -270,6 +281,22 @@ func TestLiveDatasetLengthMismatch(t *testing.T) {
 
 // programPid is the pid of worker id's program (its environment names the
 // worker's socket).
+// setMaxRestarts sets the job's trainer.exec.max_restarts.
+func (l *liveRun) setMaxRestarts(n int) {
+	l.spec.Trainer.Exec.MaxRestarts = &n
+	l.jobs.job.Spec = l.spec
+}
+
+// mustProgramPid is programPid failing the test when id has no program.
+func (l *liveRun) mustProgramPid(id string) int {
+	l.t.Helper()
+	pid := l.programPid(id)
+	if pid == 0 {
+		l.t.Fatalf("no program of %s", id)
+	}
+	return pid
+}
+
 func (l *liveRun) programPid(id string) int {
 	want := []byte("EDL_SOCKET=" + filepath.Join(l.dirs[id], "edl.sock") + "\x00")
 	procs, _ := filepath.Glob("/proc/[0-9]*/environ")
@@ -290,16 +317,11 @@ func (l *liveRun) programPid(id string) int {
 // survivor's; nothing missed or repeated.
 func TestLiveProgramKilledIsRestarted(t *testing.T) {
 	l := startLive(t, 2, 2, 4000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03")
-	one := 1
-	l.spec.Trainer.Exec.MaxRestarts = &one
-	l.jobs.job.Spec = l.spec
+	l.setMaxRestarts(1)
 	l.add("w0")
 	l.add("w1")
 	l.waitProgress("steps at world 2", 2*time.Minute, func(p jobs.Progress) bool { return p.Step >= 10 && p.WorldSize == 2 })
-	pid := l.programPid("w1")
-	if pid == 0 {
-		t.Fatal("no program of w1")
-	}
+	pid := l.mustProgramPid("w1")
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -327,17 +349,12 @@ func TestLiveProgramKilledIsRestarted(t *testing.T) {
 // setup; otherwise it waits out the live timeout.
 func TestLiveKillFailsEverySurvivorAtOnce(t *testing.T) {
 	l := startLive(t, 3, 3, 6000, 8, "--batch", "24", "--hidden", "512,512")
-	one := 1
-	l.spec.Trainer.Exec.MaxRestarts = &one
-	l.jobs.job.Spec = l.spec
+	l.setMaxRestarts(1)
 	for _, id := range []string{"w0", "w1", "w2"} {
 		l.add(id)
 	}
 	p := l.waitProgress("steps at world 3", 2*time.Minute, func(p jobs.Progress) bool { return p.Step >= 10 && p.WorldSize == 3 })
-	pid := l.programPid("w1")
-	if pid == 0 {
-		t.Fatal("no program of w1")
-	}
+	pid := l.mustProgramPid("w1")
 	mark := len(l.wlog.String())
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -366,9 +383,7 @@ func TestLiveKillFailsEverySurvivorAtOnce(t *testing.T) {
 // the leader forming it again, thousands of times a second.
 func TestLiveStateLostFailsTheJob(t *testing.T) {
 	l := startLive(t, 1, 2, 4000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.5")
-	three := 3
-	l.spec.Trainer.Exec.MaxRestarts = &three
-	l.jobs.job.Spec = l.spec
+	l.setMaxRestarts(3)
 	l.add("w0")
 	p := l.waitProgress("steps at world 1", 2*time.Minute, func(p jobs.Progress) bool { return p.Step >= 1 })
 	co, err := coord.New(l.r.Client, coord.Config{Prefix: l.r.Prefix, Job: "j1", Worker: "test", Lease: time.Second, Heartbeat: 100 * time.Millisecond}, slog.New(slog.DiscardHandler))
@@ -431,9 +446,7 @@ func TestLiveProgramKilledWhileRestarting(t *testing.T) {
 	// running when w1's last program has imported torch on a loaded
 	// machine (8 s and more under -race in CI; 4,000 samples finished first).
 	l := startLive(t, 1, 2, 16000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03")
-	three := 3
-	l.spec.Trainer.Exec.MaxRestarts = &three
-	l.jobs.job.Spec = l.spec
+	l.setMaxRestarts(3)
 	// killNext kills w1's next program (a pid other than prev) as soon as
 	// it exists, long before it has imported torch.
 	killNext := func(prev int) {
@@ -456,10 +469,7 @@ func TestLiveProgramKilledWhileRestarting(t *testing.T) {
 	l.add("w1")
 	killNext(0)
 	l.waitProgress("steps at world 2", 2*time.Minute, func(p jobs.Progress) bool { return p.WorldSize == 2 })
-	pid := l.programPid("w1")
-	if pid == 0 {
-		t.Fatal("no program of w1")
-	}
+	pid := l.mustProgramPid("w1")
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -486,9 +496,7 @@ func TestLiveProgramKilledWhileRestarting(t *testing.T) {
 // a newcomer, every sample once.
 func TestLiveRootKilledAsGenerationForms(t *testing.T) {
 	l := startLive(t, 2, 3, 6000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03")
-	three := 3
-	l.spec.Trainer.Exec.MaxRestarts = &three
-	l.jobs.job.Spec = l.spec
+	l.setMaxRestarts(3)
 	l.add("w0")
 	l.add("w1")
 	p := l.waitProgress("steps at world 2", 2*time.Minute, func(p jobs.Progress) bool { return p.Step >= 10 && p.WorldSize == 2 })
@@ -507,10 +515,7 @@ func TestLiveRootKilledAsGenerationForms(t *testing.T) {
 			t.Fatal("no generation admitting w2")
 		}
 	}
-	pid := l.programPid(g.Members[0])
-	if pid == 0 {
-		t.Fatalf("no program of %s", g.Members[0])
-	}
+	pid := l.mustProgramPid(g.Members[0])
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -530,10 +535,7 @@ func TestLiveFrozenProgramIsDroppedThenRejoins(t *testing.T) {
 	l.add("w0")
 	l.add("w1")
 	l.waitProgress("steps at world 2", 2*time.Minute, func(p jobs.Progress) bool { return p.Step >= 10 && p.WorldSize == 2 })
-	pid := l.programPid("w1")
-	if pid == 0 {
-		t.Fatal("no program of w1")
-	}
+	pid := l.mustProgramPid("w1")
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -557,9 +559,7 @@ func TestLiveRandomEvents(t *testing.T) {
 	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	l := startLive(t, 2, 3, 20000, 16, "--batch", "24", "--hidden", "32", "--step-sleep", "0.05", "--epochs", "2")
-	many := 100
-	l.spec.Trainer.Exec.MaxRestarts = &many
-	l.jobs.job.Spec = l.spec
+	l.setMaxRestarts(100)
 	running := []string{"w0", "w1"}
 	l.add("w0")
 	l.add("w1")

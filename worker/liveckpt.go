@@ -109,26 +109,7 @@ func (c *liveCkpt) run(ctx context.Context) {
 	}
 }
 
-func (c *liveCkpt) onEvent(e checkpoint.Event) {
-	w := c.w
-	switch e.Kind {
-	case checkpoint.EventCommitted:
-		w.log.Info("checkpoint committed", "step", e.Step, "bytes", e.Manifest.Size(), "took", e.Took.Round(time.Millisecond))
-		w.rep.checkpoint(jobs.CheckpointRef{Step: e.Step, Epoch: e.Manifest.Epoch, URL: c.cat.Store().String(),
-			SizeBytes: e.Manifest.Size(), CreatedAt: e.Manifest.CreatedAt})
-	case checkpoint.EventSkipped:
-		w.rep.event(jobs.EventCheckpoint, fmt.Sprintf("checkpoint at step %d skipped: the previous one is still uploading", e.Step),
-			map[string]any{"step": e.Step, "skipped": true})
-	case checkpoint.EventRetry:
-		w.log.Warn("checkpoint upload failed, retrying", "step", e.Step, "attempt", e.Attempt, "err", e.Err)
-	case checkpoint.EventFailed:
-		w.log.Warn("checkpoint given up", "step", e.Step, "err", e.Err)
-		w.rep.event(jobs.EventError, fmt.Sprintf("checkpoint at step %d failed: %v; training goes on", e.Step, e.Err),
-			map[string]any{"step": e.Step})
-	case checkpoint.EventPruneErr:
-		w.log.Warn("checkpoint retention failed", "err", e.Err)
-	}
-}
+func (c *liveCkpt) onEvent(e checkpoint.Event) { reportCheckpointEvent(c.w.log, c.w.rep, c.cat, e) }
 
 // liveCkptReason says whether the step just decided calls for a
 // checkpoint on rank 0, and why ("" for none).

@@ -1,41 +1,12 @@
 package worker
 
 import (
-	"context"
-	"io"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/edl-nomad/edl/jobs"
 )
-
-// addLive is liveRun.add with the program's stderr kept in stderr.
-func addLive(l *liveRun, id string, stderr io.Writer) {
-	l.t.Helper()
-	cfg := DefaultConfig("j1", id)
-	cfg.Prefix = l.r.Prefix
-	cfg.DebugSamples = true
-	cfg.MinStart = l.spec.Workers.Min
-	cfg.Heartbeat, cfg.Lease = 200*time.Millisecond, 2*time.Second
-	out := &lockedWriter{b: &strings.Builder{}}
-	l.logs[id] = out
-	l.dirs[id] = filepath.Join(l.t.TempDir(), id)
-	w, err := NewExec(cfg, ExecConfig{Dir: l.dirs[id], Env: []string{"PATH=" + os.Getenv("PATH")},
-		Stdout: out, Stderr: io.MultiWriter(os.Stderr, stderr), Poll: 50 * time.Millisecond, LiveTimeout: 5 * time.Second},
-		Deps{Redis: l.r.Client, Jobs: l.jobs, Log: slog.New(slog.NewTextHandler(l.wlog, nil))})
-	if err != nil {
-		l.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	l.t.Cleanup(cancel)
-	l.cancel[id] = cancel
-	l.n++
-	go func() { l.errs <- w.Run(ctx) }()
-}
 
 // Re-initialising in process fails (EDL_TEST_FAIL_REINIT: every group
 // setup after a process's first fails, as NCCL may): at the first switch
@@ -52,7 +23,7 @@ func TestLiveFallbackToRestartMode(t *testing.T) {
 	stderr := map[string]*lockedWriter{}
 	add := func(id string) {
 		stderr[id] = &lockedWriter{b: &strings.Builder{}}
-		addLive(l, id, stderr[id])
+		l.addTee(id, stderr[id])
 	}
 	add("w0")
 	add("w1")

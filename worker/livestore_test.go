@@ -26,9 +26,7 @@ import (
 // program runs from start to end in one process.
 func TestLiveRootKilledSurvivorsKeepRunning(t *testing.T) {
 	l := startLive(t, 2, 3, 9000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03")
-	three := 3
-	l.spec.Trainer.Exec.MaxRestarts = &three
-	l.jobs.job.Spec = l.spec
+	l.setMaxRestarts(3)
 	l.add("w0")
 	l.add("w1")
 	p := l.waitProgress("steps at world 2", 2*time.Minute, func(p jobs.Progress) bool { return p.Step >= 10 && p.WorldSize == 2 })
@@ -40,10 +38,7 @@ func TestLiveRootKilledSurvivorsKeepRunning(t *testing.T) {
 	killed := map[string]bool{}
 	kill := func(id string, why string) {
 		t.Helper()
-		pid := l.programPid(id)
-		if pid == 0 {
-			t.Fatalf("no program of %s", id)
-		}
+		pid := l.mustProgramPid(id)
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
