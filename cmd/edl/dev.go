@@ -131,8 +131,11 @@ func startDev(parent context.Context, c devConfig, log *slog.Logger) (_ *devEnv,
 	}()
 	// Supervised: a dead child is started again on the same port and data
 	// (AOF), and if it cannot be, wait ends edl dev: it never serves on
-	// without its store.
-	if d.redis, err = redisproc.StartSupervised(ctx, filepath.Join(dataDir, "redis"), redisproc.Options{}, c.redisSupervise, log); err != nil {
+	// without its store. appendfsync always: with everysec Redis postpones
+	// the AOF write (up to 2 s) while a background fsync is slow and still
+	// answers, so a killed child lost a job the API had acknowledged
+	// (TestDevRestartsItsRedis, once in CI on a busy disk).
+	if d.redis, err = redisproc.StartSupervised(ctx, filepath.Join(dataDir, "redis"), redisproc.Options{AppendFsync: "always"}, c.redisSupervise, log); err != nil {
 		return d, fmt.Errorf("dev: %w", err)
 	}
 	log.Info("redis-server started", "addr", d.redis.Addr(), "pid", d.redis.Pid())

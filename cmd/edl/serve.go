@@ -158,8 +158,10 @@ func serveAPI(ctx context.Context, s apiSetup, withPlanner plannerHook) error {
 }
 
 // checkRedisPersistence warns when Redis could lose jobs it acknowledged:
-// appendonly must be yes; appendfsync always loses nothing, everysec up to a
-// second on a power failure, no whatever the OS had not written.
+// appendonly must be yes; appendfsync always loses nothing, everysec up to
+// about 2 s of acknowledged writes when Redis dies while an fsync is slow
+// (it postpones the AOF write and still answers) or the machine fails, no
+// whatever the OS had not written.
 func checkRedisPersistence(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger) {
 	cfg, err := rdb.ConfigGet(ctx, "append*").Result()
 	if err != nil {
@@ -173,7 +175,7 @@ func checkRedisPersistence(ctx context.Context, rdb redis.UniversalClient, log *
 	case fsync == "no":
 		log.Warn("Redis appendfsync is no: acknowledged jobs can be lost on a crash of the machine; use everysec or always", "appendfsync", fsync)
 	case fsync == "everysec":
-		log.Info("Redis persistence: appendonly yes, appendfsync everysec (up to 1 s of writes at risk on power loss)")
+		log.Info("Redis persistence: appendonly yes, appendfsync everysec (up to about 2 s of acknowledged writes at risk if Redis or the machine dies; always loses none)")
 	default:
 		log.Info("Redis persistence", "appendonly", aof, "appendfsync", fsync)
 	}
