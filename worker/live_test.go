@@ -529,7 +529,9 @@ func TestLiveRootKilledAsGenerationForms(t *testing.T) {
 // collective within the live timeout; the survivor goes on alone, and the
 // thawed program rejoins as a newcomer; nothing missed or repeated.
 func TestLiveFrozenProgramIsDroppedThenRejoins(t *testing.T) {
-	l := startLive(t, 1, 2, 4000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03")
+	// 16,000 samples: with 4,000 the job once finished (in CI, under
+	// -race) before the thawed program was back.
+	l := startLive(t, 1, 2, 16000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03")
 	l.spec.Workers.Min = 2
 	l.jobs.job.Spec = l.spec
 	l.add("w0")
