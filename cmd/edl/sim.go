@@ -55,6 +55,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	markdown := fs.Bool("markdown", false, "print the table in Markdown")
 	plotTo := fs.String("plot", "", "write a PNG to this file: the JCT CDF of the policies run, or with several loads average JCT against load")
 	compare := fs.Bool("compare", false, "run all policies (fifo, tiresias, elastic-restart, elastic)")
+	sw := sweepFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -71,6 +72,23 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if factors, err = parseLoads(*loads); err != nil {
 			return usageErrorf("sim: --loads: %v", err)
 		}
+	}
+	if sw.on {
+		o := d
+		o.GPUsPerNode = *perNode
+		o.ResizeCost = time.Duration(*resize * float64(time.Second))
+		if *resize < 0 {
+			o.ResizeCost = -1
+		}
+		o.CheckpointPeriod = time.Duration(*ckpt * float64(time.Second))
+		o.FailuresPerGPUDay = *failures
+		o.RestartCost = time.Duration(*restart * float64(time.Second))
+		o.MinFactor, o.MaxFactor, o.QueueThreshold = *minF, *maxF, *queue
+		o.TiresiasQueues = *tq
+		if *loads == "" {
+			factors = []float64{0.5, 1, 2, 4}
+		}
+		return runSweep(ctx, sw, o, factors, *asJSON, *markdown, *plotTo, stdout)
 	}
 	f, err := os.Open(*trace)
 	if err != nil {
