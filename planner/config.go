@@ -36,6 +36,15 @@ type Config struct {
 	// queue. Negative disables least-attained-service ordering (plain
 	// first come, first served).
 	QueueThreshold float64
+	// QueueThresholdPerGPU, when positive, replaces QueueThreshold by this
+	// many GPU seconds per GPU of the cluster (every node's GPUs in the
+	// snapshot): the queues then hold the same share of the cluster's time
+	// whatever its size. On a small cluster a job that has held a fixed
+	// number of GPU-hours has held it for longer, and a backlog of such
+	// jobs ranked by fine least-attained-service queues shares the GPUs
+	// among them (processor sharing) instead of finishing them one after
+	// another.
+	QueueThresholdPerGPU float64
 	// QueueLevels is the number of least-attained-service queues: a job
 	// with less than QueueThreshold is in queue 0, then each queue holds
 	// QueueFactor times more attained service than the one before, the
@@ -67,6 +76,8 @@ func DefaultConfig() Config {
 		Hysteresis:       0.05,
 		CompactThreshold: 0,
 		QueueThreshold:   3600,
+		// 1 GPU-hour on 128 GPUs: 28 s of GPU time per GPU.
+		QueueThresholdPerGPU: 3600.0 / 128,
 		QueueLevels:      8,
 		QueueFactor:      2,
 		HarvestFirst:     true,
@@ -98,11 +109,24 @@ func (c Config) Validate() error {
 	if c.QueueFactor != 0 && !(c.QueueFactor > 1) {
 		errs = append(errs, fmt.Errorf("planner config: queue_factor %g: must be above 1 (or 0 for the default 4)", c.QueueFactor))
 	}
+	if c.QueueThresholdPerGPU < 0 {
+		errs = append(errs, fmt.Errorf("planner config: queue_threshold_per_gpu %g: must not be negative", c.QueueThresholdPerGPU))
+	}
 	if c.CommRatio < 0 || c.CommRatio >= 1 {
 		errs = append(errs, fmt.Errorf("planner config: comm_ratio %g: must be in [0, 1)", c.CommRatio))
 	}
 	errs = append(errs, c.Straggler.Validate())
 	return errors.Join(errs...)
+}
+
+// ForCluster is the configuration Decide uses on a cluster of that many
+// GPUs: with QueueThresholdPerGPU (and least-attained-service ordering on)
+// QueueThreshold is that many GPU seconds per GPU.
+func (c Config) ForCluster(gpus int) Config {
+	if c.QueueThresholdPerGPU > 0 && c.QueueThreshold >= 0 && gpus > 0 {
+		c.QueueThreshold = c.QueueThresholdPerGPU * float64(gpus)
+	}
+	return c
 }
 
 // queueOf is the least-attained-service queue of a job with that service.

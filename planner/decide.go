@@ -86,10 +86,14 @@ type decider struct {
 }
 
 func newDecider(s Snapshot, cfg Config, now time.Time) *decider {
-	d := &decider{cfg: cfg, now: now, cl: newCluster(s.Capacity, s.Jobs)}
+	d := &decider{now: now, cl: newCluster(s.Capacity, s.Jobs)}
+	gpus := 0
 	for _, n := range d.cl.nodes {
 		d.total += n.cap[resGPU] + n.cap[resCPU]
+		gpus += n.cap[resGPU]
 	}
+	cfg = cfg.ForCluster(gpus)
+	d.cfg = cfg
 	d.costFrac = cfg.Hysteresis + cfg.ResizeCost.Seconds()/cfg.Horizon.Seconds()
 	tenants := map[string]*tenant{}
 	for _, t := range s.Tenants {

@@ -91,6 +91,7 @@ func randomSnapshot(r *rand.Rand, nJobs int) Snapshot {
 		s.Config.QueueThreshold = []float64{-1, 3600}[r.IntN(2)]
 		s.Config.QueueLevels = []int{0, 2, 8}[r.IntN(3)]
 		s.Config.HarvestFirst = r.IntN(2) == 0
+		s.Config.QueueThresholdPerGPU = []float64{0, 3600.0 / 128, 600}[r.IntN(3)]
 	}
 	return s
 }

@@ -236,12 +236,15 @@ func (o Options) config() planner.Config {
 	}
 	if !o.elastic() {
 		c.QueueThreshold, c.QueueLevels = o.QueueThreshold, o.TiresiasQueues
+		c.QueueThresholdPerGPU = 0 // Tiresias' thresholds are absolute
 	}
 	if o.OracleOrder && o.elastic() {
 		c.QueueThreshold, c.QueueLevels, c.QueueFactor = oracleQueueThreshold, 64, 1.3
+		c.QueueThresholdPerGPU = 0
 	}
 	if o.LegacyPolicy && o.elastic() {
 		c.QueueThreshold, c.QueueLevels, c.QueueFactor, c.HarvestFirst = o.QueueThreshold, 2, 4, false
+		c.QueueThresholdPerGPU = 0
 	}
-	return c
+	return c.ForCluster(o.GPUs)
 }
