@@ -78,10 +78,10 @@ func DefaultConfig() Config {
 		QueueThreshold:   3600,
 		// 1 GPU-hour on 128 GPUs: 28 s of GPU time per GPU.
 		QueueThresholdPerGPU: 3600.0 / 128,
-		QueueLevels:      8,
-		QueueFactor:      2,
-		HarvestFirst:     true,
-		CommRatio:        0.05,
+		QueueLevels:          8,
+		QueueFactor:          2,
+		HarvestFirst:         true,
+		CommRatio:            0.05,
 	}
 }
 
