@@ -39,11 +39,9 @@ type Config struct {
 	// QueueThresholdPerGPU, when positive, replaces QueueThreshold by this
 	// many GPU seconds per GPU of the cluster (every node's GPUs in the
 	// snapshot): the queues then hold the same share of the cluster's time
-	// whatever its size. On a small cluster a job that has held a fixed
-	// number of GPU-hours has held it for longer, and a backlog of such
-	// jobs ranked by fine least-attained-service queues shares the GPUs
-	// among them (processor sharing) instead of finishing them one after
-	// another.
+	// whatever its size. Off by default: on the trace simulator's sweep of
+	// Philly's virtual clusters (docs/planner.md) it helps where every job
+	// asks for one GPU and loses where jobs are wide.
 	QueueThresholdPerGPU float64
 	// QueueLevels is the number of least-attained-service queues: a job
 	// with less than QueueThreshold is in queue 0, then each queue holds
@@ -76,12 +74,10 @@ func DefaultConfig() Config {
 		Hysteresis:       0.05,
 		CompactThreshold: 0,
 		QueueThreshold:   3600,
-		// 1 GPU-hour on 128 GPUs: 28 s of GPU time per GPU.
-		QueueThresholdPerGPU: 3600.0 / 128,
-		QueueLevels:          8,
-		QueueFactor:          2,
-		HarvestFirst:         true,
-		CommRatio:            0.05,
+		QueueLevels:      8,
+		QueueFactor:      2,
+		HarvestFirst:     true,
+		CommRatio:        0.05,
 	}
 }
 

@@ -8,18 +8,20 @@ import (
 
 func TestConfigForCluster(t *testing.T) {
 	d := DefaultConfig()
+	d.QueueThresholdPerGPU = 3600.0 / 128
 	tests := []struct {
 		name string
 		c    Config
 		gpus int
 		want float64
 	}{
-		{"default: 1 GPU-hour on 128 GPUs", d, 128, 3600},
-		{"default on 16 GPUs: 450 s", d, 16, 450},
-		{"default on 1,024 GPUs: 8 GPU-hours", d, 1024, 8 * 3600},
+		{"default: absolute", DefaultConfig(), 16, 3600},
+		{"1 GPU-hour on 128 GPUs", d, 128, 3600},
+		{"on 16 GPUs: 450 s", d, 16, 450},
+		{"on 1,024 GPUs: 8 GPU-hours", d, 1024, 8 * 3600},
 		{"no per-GPU threshold: absolute", Config{QueueThreshold: 4 * 3600}, 16, 4 * 3600},
 		{"ordering off stays off", Config{QueueThreshold: -1, QueueThresholdPerGPU: 10}, 16, -1},
-		{"no GPUs: absolute", d, 0, 3600},
+		{"no GPUs: as set", d, 0, 3600},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -38,7 +40,8 @@ func TestDecideQueuesScaleWithCluster(t *testing.T) {
 		nodes int
 		first string
 	}{{1, "b"}, {16, "a"}} {
-		s := Snapshot{Capacity: jobs.Capacity{Nodes: nodes("n", tc.nodes, 8, v100)}}
+		s := Snapshot{Capacity: jobs.Capacity{Nodes: nodes("n", tc.nodes, 8, v100)}, Config: DefaultConfig()}
+		s.Config.QueueThresholdPerGPU = 3600.0 / 128
 		// Each job needs the whole cluster, so only one runs.
 		all := tc.nodes * 8
 		s.Jobs = []JobState{

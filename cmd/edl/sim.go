@@ -49,6 +49,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	queue := fs.Float64("queue-threshold", d.QueueThreshold, "the tiresias baseline's (and --legacy-policy's) first queue bound, GPU seconds of attained service; elastic uses the planner's default queues")
 	legacy := fs.Bool("legacy-policy", false, "elastic policies plan as before issue 11 (two attained-service queues, guaranteed growth before opportunistic minimums)")
 	oracle := fs.Bool("oracle-order", false, "elastic policies rank jobs by the remaining work the trace records instead of attained service (shortest remaining first): not realisable, it shows what a perfect size estimate would buy")
+	qpg := fs.Float64("queue-per-gpu", -1, "elastic policies' first queue bound in GPU seconds per GPU of the cluster (28.125: 1 GPU-hour on 128 GPUs, proportionally elsewhere; -1: the planner's default, an absolute 1 GPU-hour at any size)")
 	tq := fs.Int("tiresias-queues", d.TiresiasQueues, "least-attained-service queues of the tiresias baseline (2: two-level Tiresias; 8: the queues elastic uses)")
 	backfill := fs.Bool("backfill", false, "fifo starts a later job that fits while an earlier one waits (default: strict first come, first served)")
 	asJSON := fs.Bool("json", false, "print one JSON line per run instead of a table")
@@ -84,7 +85,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		o.FailuresPerGPUDay = *failures
 		o.RestartCost = time.Duration(*restart * float64(time.Second))
 		o.MinFactor, o.MaxFactor, o.QueueThreshold = *minF, *maxF, *queue
-		o.TiresiasQueues = *tq
+		o.TiresiasQueues, o.QueuePerGPU = *tq, *qpg
 		if *loads == "" {
 			factors = []float64{0.5, 1, 2, 4}
 		}
@@ -116,7 +117,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			o.RestartCost = time.Duration(*restart * float64(time.Second))
 			o.MinFactor, o.MaxFactor, o.QueueThreshold = *minF, *maxF, *queue
 			o.Backfill, o.LegacyPolicy, o.TiresiasQueues = *backfill, *legacy, *tq
-			o.OracleOrder = *oracle
+			o.OracleOrder, o.QueuePerGPU = *oracle, *qpg
 			if err := o.Validate(); err != nil {
 				return usageErrorf("sim: %v", err)
 			}

@@ -93,6 +93,11 @@ type Options struct {
 	// the tiresias policy (2: the two-level Tiresias of the paper's
 	// evaluation); the elastic policies use planner.DefaultConfig's.
 	TiresiasQueues int
+	// QueuePerGPU, when not negative, replaces the elastic policies'
+	// planner.Config.QueueThresholdPerGPU (0, the default: absolute queue
+	// bounds, from 1 GPU-hour at any cluster size; 28.125: 1 GPU-hour on
+	// 128 GPUs, proportionally elsewhere).
+	QueuePerGPU float64
 	// LegacyPolicy runs the elastic policies as the planner did before
 	// issue 11 (two queues, guaranteed growth before opportunistic
 	// minimums), to show what the change bought.
@@ -113,7 +118,7 @@ func DefaultOptions(p Policy) Options {
 		ResizeCost: -1, RestartCost: 30 * time.Second,
 		CheckpointPeriod: 10 * time.Minute,
 		MinFactor:        0, MaxFactor: 2,
-		QueueThreshold: 4 * 3600, TiresiasQueues: 2,
+		QueueThreshold: 4 * 3600, TiresiasQueues: 2, QueuePerGPU: -1,
 	}
 }
 
@@ -233,6 +238,9 @@ func (o Options) config() planner.Config {
 		c.StrictOrder = !o.Backfill
 	case Tiresias:
 		c.CompactThreshold = 0 // preempt as soon as a job waits
+	}
+	if o.elastic() && o.QueuePerGPU >= 0 {
+		c.QueueThresholdPerGPU = o.QueuePerGPU
 	}
 	if !o.elastic() {
 		c.QueueThreshold, c.QueueLevels = o.QueueThreshold, o.TiresiasQueues
