@@ -24,6 +24,7 @@ type sweepOpts struct {
 	vcs      *string
 	parallel *int
 	reuse    *string
+	from     *string
 }
 
 func sweepFlags(fs *flag.FlagSet) *sweepOpts {
@@ -35,6 +36,7 @@ func sweepFlags(fs *flag.FlagSet) *sweepOpts {
 	o.vcs = fs.String("vcs", "", "--sweep: only these comma-separated workloads (vc column)")
 	o.parallel = fs.Int("parallel", 1, "--sweep: simulations run at once")
 	o.reuse = fs.String("reuse", "", "--sweep: a file of an earlier --sweep --json; its fifo and tiresias figures are reused where workload, size and load match (the baselines do not depend on the elastic policy)")
+	o.from = fs.String("from", "", "--sweep: print (and --plot) the points of an earlier --sweep --json instead of running anything")
 	return o
 }
 
@@ -45,6 +47,13 @@ func runSweep(ctx context.Context, sw *sweepOpts, base sim.Options, loads []floa
 	}
 	if *sw.parallel < 1 {
 		return usageErrorf("sim: --parallel %d: must be positive", *sw.parallel)
+	}
+	if *sw.from != "" {
+		points, err := readSweepPoints(*sw.from)
+		if err != nil {
+			return fmt.Errorf("sim: --from: %w", err)
+		}
+		return writeSweep(points, asJSON, markdown, plotTo, stdout)
 	}
 	mf, err := os.Open(*sw.manifest)
 	if err != nil {
@@ -88,6 +97,12 @@ func runSweep(ctx context.Context, sw *sweepOpts, base sim.Options, loads []floa
 	if err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}
+	return writeSweep(points, asJSON, markdown, plotTo, stdout)
+}
+
+// writeSweep prints the points (a table or JSON lines, then the
+// summaries) and draws the plot.
+func writeSweep(points []sim.SweepPoint, asJSON, markdown bool, plotTo string, stdout io.Writer) error {
 	if asJSON {
 		enc := json.NewEncoder(stdout)
 		for _, p := range points {
