@@ -48,10 +48,21 @@ func runSweep(ctx context.Context, sw *sweepOpts, base sim.Options, loads []floa
 	if *sw.parallel < 1 {
 		return usageErrorf("sim: --parallel %d: must be positive", *sw.parallel)
 	}
+	var only []string
+	if *sw.vcs != "" {
+		only = strings.Split(*sw.vcs, ",")
+	}
+	skip := func(vc, set string) bool {
+		return (*sw.set != "" && set != *sw.set) || (only != nil && !slices.Contains(only, vc))
+	}
 	if *sw.from != "" {
 		points, err := readSweepPoints(*sw.from)
 		if err != nil {
 			return fmt.Errorf("sim: --from: %w", err)
+		}
+		points = slices.DeleteFunc(points, func(p sim.SweepPoint) bool { return skip(p.VC, p.Set) })
+		if len(points) == 0 {
+			return usageErrorf("sim: --from %s: no point matches --set %q --vcs %q", *sw.from, *sw.set, *sw.vcs)
 		}
 		return writeSweep(points, asJSON, markdown, plotTo, stdout)
 	}
@@ -64,13 +75,7 @@ func runSweep(ctx context.Context, sw *sweepOpts, base sim.Options, loads []floa
 	if err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}
-	var only []string
-	if *sw.vcs != "" {
-		only = strings.Split(*sw.vcs, ",")
-	}
-	cases = slices.DeleteFunc(cases, func(c sim.SweepCase) bool {
-		return (*sw.set != "" && c.Set() != *sw.set) || (only != nil && !slices.Contains(only, c.VC))
-	})
+	cases = slices.DeleteFunc(cases, func(c sim.SweepCase) bool { return skip(c.VC, c.Set()) })
 	if len(cases) == 0 {
 		return usageErrorf("sim: --sweep: no workload of %s matches --set %q --vcs %q", *sw.manifest, *sw.set, *sw.vcs)
 	}

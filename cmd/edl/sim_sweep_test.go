@@ -65,6 +65,13 @@ func TestSimSweep(t *testing.T) {
 	if st, err := os.Stat(plot); err != nil || st.Size() < 1000 {
 		t.Errorf("plot: %v", err)
 	}
+	out.Reset()
+	if code := runMain([]string{"sim", "--sweep", "--from", saved, "--set", "heldout", "--json"}, &out, &errb); code != 0 {
+		t.Fatalf("sim --sweep --from --set: exit %d: %s", code, errb.String())
+	}
+	if n := strings.Count(out.String(), `"vc":"b"`); n != 2 || strings.Contains(out.String(), `"vc":"a"`) {
+		t.Errorf("--set heldout kept %d of b's points:\n%s", n, out.String())
+	}
 	for _, bad := range [][]string{
 		{"sim", "--sweep", "--manifest", manifest, "--set", "nope"},
 		{"sim", "--sweep", "--manifest", manifest, "--sizes", "0"},

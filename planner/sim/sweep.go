@@ -344,10 +344,11 @@ func writeGrid(w io.Writer, head []string, rows [][]string, markdown bool) error
 	}
 	var b strings.Builder
 	for _, r := range append([][]string{head}, rows...) {
+		var line strings.Builder
 		for i, c := range r {
-			fmt.Fprintf(&b, "%*s  ", width[i], c)
+			fmt.Fprintf(&line, "%*s  ", width[i], c)
 		}
-		b.WriteString("\n")
+		b.WriteString(strings.TrimRight(line.String(), " ") + "\n")
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
