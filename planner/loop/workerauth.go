@@ -63,7 +63,11 @@ func NewWorkerACL(ctx context.Context, rdb redis.UniversalClient, prefix string)
 	}
 	a := &WorkerACL{rdb: rdb, prefix: prefix, secret: []byte(secret)}
 	probe := "edl-probe-" + hex.EncodeToString(b[:4])
-	if err := rdb.Do(ctx, "ACL", "SETUSER", probe, "reset", "off").Err(); err != nil {
+	args := []any{"ACL", "SETUSER", probe, "reset", "off"}
+	for _, r := range workerRules {
+		args = append(args, r)
+	}
+	if err := rdb.Do(ctx, args...).Err(); err != nil {
 		return nil, fmt.Errorf("%w: ACL SETUSER: %v (Redis 6 or newer, and a user allowed +acl|setuser +acl|deluser, are needed)", ErrNoACL, err)
 	}
 	if err := rdb.Do(ctx, "ACL", "DELUSER", probe).Err(); err != nil {
@@ -90,7 +94,7 @@ var workerRules = []string{
 	"+eval", "+evalsha", "+eval_ro", "+evalsha_ro", "+script|load", "+script|exists",
 	"-@dangerous", "-@admin",
 	"-scan", "-keys", "-randomkey", "-dbsize", "-pubsub", "-swapdb", "-move", "-migrate",
-	"-client", "+client|setinfo", "+client|setname", "+client|getname", "+client|id",
+	"-client", "+client|setname", "+client|getname", "+client|id", // CLIENT SETINFO (7.2) refused: go-redis ignores that
 }
 
 // Ensure creates (or re-creates, unchanged) the job's user.
