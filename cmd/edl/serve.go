@@ -81,6 +81,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if acl, err = loop.NewWorkerACL(ctx, rdb, *prefix); err != nil {
 			return fmt.Errorf("serve: %w; --worker-redis-acl=false lets workers use --worker-redis's login instead, which every job's program can read", err)
 		}
+		if anonymousRedis(ctx, opts) {
+			log.Warn("Redis answers clients that give no password (its default user has nopass): a job's program can reach every job anyway; set requirepass or 'ACL SETUSER default off' and give --redis a login")
+		}
 	} else {
 		log.Warn("--worker-redis-acl=false: workers use --worker-redis's login; a job's program that reads it can reach every job in Redis")
 	}
@@ -189,4 +192,14 @@ func checkRedisPersistence(ctx context.Context, rdb redis.UniversalClient, log *
 	default:
 		log.Info("Redis persistence", "appendonly", aof, "appendfsync", fsync)
 	}
+}
+
+// anonymousRedis reports whether the Redis at opts answers a client that
+// logs in with nothing.
+func anonymousRedis(ctx context.Context, opts *redis.Options) bool {
+	o := *opts
+	o.Username, o.Password, o.MaxRetries = "", "", -1
+	c := redis.NewClient(&o)
+	defer c.Close()
+	return c.Ping(ctx).Err() == nil
 }

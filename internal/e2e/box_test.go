@@ -69,29 +69,50 @@ func TestExecDaemonsDieWithTheJob(t *testing.T) {
 	d := startDev(t, map[string]string{"alice": "tok-alice"}, "--slots", "2")
 	dir := t.TempDir()
 	j := d.submit("alice", execJob("daemons", 1, 2, torchPython, "internal/e2e/testdata/daemons.py", dir))
-	waitPids := func(what string, n int) map[string]int {
+	// complete is the newest generation whose every rank wrote its three
+	// pids (file names are generation-rank-world-tag), and its world.
+	complete := func(after int) (gen, world int) {
 		deadline := time.Now().Add(120 * time.Second)
 		for {
-			if p := pidFiles(t, dir); len(p) >= n {
-				return p
+			count, worlds := map[int]int{}, map[int]int{}
+			for name := range pidFiles(t, dir) {
+				f := strings.Split(name, "-")
+				g, w := atoi(f[0]), atoi(f[2])
+				count[g]++
+				worlds[g] = w
+			}
+			for g, n := range count {
+				if g > after && g > gen && n == 3*worlds[g] {
+					gen, world = g, worlds[g]
+				}
+			}
+			if gen > 0 {
+				return gen, world
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: pid files %v, want %d", what, pidFiles(t, dir), n)
+				t.Fatalf("no complete generation after %d: pid files %v", after, pidFiles(t, dir))
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	first := waitPids("first generation", 3)
-	if code := d.do("alice", "POST", "/v1/jobs/"+j.ID+"/scale", map[string]int{"workers": 2}, nil); code >= 300 {
+	gen, world := complete(0)
+	if code := d.do("alice", "POST", "/v1/jobs/"+j.ID+"/scale", map[string]int{"workers": 3 - world}, nil); code >= 300 {
 		t.Fatalf("scale: status %d", code)
 	}
-	all := waitPids("after the resize", 3+6) // the old generation's three, then two ranks' three each
+	complete(gen) // a restart at the new size
+	all := pidFiles(t, dir)
+	old := map[string]int{}
+	for name, pid := range all {
+		if atoi(strings.Split(name, "-")[0]) <= gen {
+			old[name] = pid
+		}
+	}
 	deadline := time.Now().Add(10 * time.Second)
-	for len(aliveOf(first)) > 0 && time.Now().Before(deadline) {
+	for len(aliveOf(old)) > 0 && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
 	}
-	if left := aliveOf(first); len(left) > 0 {
-		t.Errorf("after the resize restart, processes of the first program still run: %v", left)
+	if left := aliveOf(old); len(left) > 0 {
+		t.Errorf("after the resize restart, processes of generation %d's programs still run: %v", gen, left)
 	}
 	start := time.Now()
 	if code := d.do("alice", "DELETE", "/v1/jobs/"+j.ID, nil, nil); code != 202 {

@@ -1,11 +1,11 @@
 """An exec program that leaves processes outside its own group: a setsid()
 daemon (double fork) and a child with a process group of its own, both
 ignoring SIGTERM and holding stdout/stderr. Each process writes its pid to
-argv[1]/<generation>-<rank>-<tag>; the program then waits for ever."""
+argv[1]/<generation>-<rank>-<world>-<tag>; the program then waits for ever."""
 import os, signal, sys, time
 
 out = sys.argv[1]
-pre = "%s-%s-" % (os.environ["EDL_GENERATION"], os.environ["RANK"])
+pre = "%s-%s-%s-" % (os.environ["EDL_GENERATION"], os.environ["RANK"], os.environ["WORLD_SIZE"])
 
 
 def note(tag):
