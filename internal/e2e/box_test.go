@@ -124,8 +124,13 @@ func TestExecDaemonsDieWithTheJob(t *testing.T) {
 	if left := aliveOf(all); len(left) > 0 {
 		t.Errorf("after cancel, processes of the program still run: %v", left)
 	}
-	// Not a benchmark: before, the cancel waited for the edl dev grace
-	// (10 s here, 30 s by default) and the daemons survived it.
+	// Not a benchmark, a correctness bound: the workers stop on their own
+	// (program grace 2 s), not when edl dev's grace (10 s here) runs out
+	// and it SIGKILLs them, as when daemons held the pipes or the workers
+	// lost their Redis login before they were done.
+	if took >= 10*time.Second {
+		t.Errorf("cancel took %s: the workers were killed at edl dev's grace instead of stopping", took)
+	}
 	t.Logf("cancel to cancelled: %s (grace_period_s 2)", took.Round(10*time.Millisecond))
 }
 

@@ -179,7 +179,7 @@ func (c *authCluster) Scale(ctx context.Context, job jobs.Job, count int, reason
 
 func (c *authCluster) Workers(ctx context.Context, jobID string) ([]jobs.Worker, error) {
 	ws, err := c.Cluster.Workers(ctx, jobID)
-	if err == nil && len(liveWorkers(ws)) > 0 {
+	if err == nil && anyLive(ws) {
 		if err := c.ensure(ctx, jobID, false); err != nil {
 			return nil, err
 		}
@@ -234,7 +234,7 @@ func (c *authCluster) removeGone(ctx context.Context) error {
 		c.mu.Lock()
 		since := c.gone[id]
 		c.mu.Unlock()
-		if len(liveWorkers(ws)) > 0 && c.now().Sub(since) < authLinger {
+		if anyLive(ws) && c.now().Sub(since) < authLinger {
 			continue
 		}
 		if err := c.auth.Remove(ctx, id); err != nil {
@@ -245,4 +245,15 @@ func (c *authCluster) removeGone(ctx context.Context) error {
 		c.mu.Unlock()
 	}
 	return nil
+}
+
+// anyLive reports whether a worker of ws still runs, a stopping one
+// included (it may still write its last checkpoint and events).
+func anyLive(ws []jobs.Worker) bool {
+	for _, w := range ws {
+		if w.State.Live() {
+			return true
+		}
+	}
+	return false
 }

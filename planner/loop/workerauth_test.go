@@ -4,10 +4,12 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/jobs/jobstore"
+	"github.com/edl-nomad/edl/planner"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -166,5 +168,77 @@ func TestSnapshotCatchesUpWithScopedWrites(t *testing.T) {
 	}
 	if fin, _ := admin.Finished(ctx); len(fin) != 2 {
 		t.Errorf("finished %v, want both jobs", fin)
+	}
+}
+
+// authFake records Ensure and Remove.
+type authFake struct{ ensured, removed []string }
+
+func (a *authFake) Ensure(_ context.Context, id string) error {
+	a.ensured = append(a.ensured, id)
+	return nil
+}
+func (a *authFake) Remove(_ context.Context, id string) error {
+	a.removed = append(a.removed, id)
+	return nil
+}
+
+// workersCluster answers Workers from a map; the rest is a no-op.
+type workersCluster struct {
+	planner.Cluster
+	ws map[string][]jobs.Worker
+}
+
+func (c *workersCluster) Workers(_ context.Context, id string) ([]jobs.Worker, error) {
+	return c.ws[id], nil
+}
+func (c *workersCluster) Teardown(context.Context, string) error             { return nil }
+func (c *workersCluster) Scale(context.Context, jobs.Job, int, string) error { return nil }
+func (c *workersCluster) Capacity(context.Context) (jobs.Capacity, error) {
+	return jobs.Capacity{}, nil
+}
+
+// TestAuthClusterRemovesTheUserOnceWorkersAreGone: a job's user is made
+// before its workers start and outlives a teardown until its last
+// (stopping) worker is gone, or authLinger passed.
+func TestAuthClusterRemovesTheUserOnceWorkersAreGone(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(1000, 0)
+	inner := &workersCluster{ws: map[string][]jobs.Worker{}}
+	auth := &authFake{}
+	c := newAuthCluster(inner, auth, func() time.Time { return now })
+	if err := c.Scale(ctx, jobs.Job{ID: "a"}, 2, ""); err != nil {
+		t.Fatal(err)
+	}
+	if len(auth.ensured) != 1 || auth.ensured[0] != "a" {
+		t.Fatalf("ensured %v before the workers start, want [a]", auth.ensured)
+	}
+	inner.ws["a"] = []jobs.Worker{{ID: "w1", State: jobs.WorkerStopping}}
+	if err := c.Teardown(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Capacity(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(auth.removed) != 0 {
+		t.Fatalf("removed %v while a worker is still stopping", auth.removed)
+	}
+	inner.ws["a"] = []jobs.Worker{{ID: "w1", State: jobs.WorkerComplete}}
+	if _, err := c.Capacity(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(auth.removed) != 1 || auth.removed[0] != "a" {
+		t.Fatalf("removed %v once the workers are gone, want [a]", auth.removed)
+	}
+	// A worker that never stops: removed after authLinger.
+	_ = c.Scale(ctx, jobs.Job{ID: "b"}, 1, "")
+	inner.ws["b"] = []jobs.Worker{{ID: "w2", State: jobs.WorkerRunning}}
+	_ = c.Teardown(ctx, "b")
+	now = now.Add(authLinger)
+	if _, err := c.Capacity(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(auth.removed) != 2 || auth.removed[1] != "b" {
+		t.Fatalf("removed %v after authLinger, want [a b]", auth.removed)
 	}
 }
