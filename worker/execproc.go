@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -72,17 +71,29 @@ func startContained(mode containMode, argv []string, dir string, env []string, s
 	if err != nil {
 		return fail(err)
 	}
+	envR, envW, err := os.Pipe()
+	if err != nil {
+		statusR.Close()
+		statusW.Close()
+		return fail(err)
+	}
 	if env == nil {
 		env = os.Environ()
 	}
+	// The program's environment goes to the reaper on a pipe: the
+	// reaper's own holds only reaperEnv, so that /proc/<reaper>/environ
+	// tells nothing and nobody takes the reaper for the program.
+	go func() {
+		_, _ = envW.Write([]byte(strings.Join(env, "\x00")))
+		envW.Close()
+	}()
 	p.cmd = exec.Command(self)
 	p.cmd.Args = append([]string{"edl-reaper", target.Path}, argv...)
 	p.cmd.Dir = dir
-	p.cmd.Env = append(slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, reaperEnv+"=") }),
-		reaperEnv+"="+string(mode))
+	p.cmd.Env = []string{reaperEnv + "=" + string(mode)}
 	p.cmd.Stdout = stdout
 	p.cmd.Stderr = io.MultiWriter(stderr, p.tail)
-	p.cmd.ExtraFiles = []*os.File{statusW}
+	p.cmd.ExtraFiles = []*os.File{statusW, envR}
 	p.cmd.WaitDelay = pipeDrain
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGUSR2}
 	lines := make(chan string, 4)
@@ -94,6 +105,7 @@ func startContained(mode containMode, argv []string, dir string, env []string, s
 		defer runtime.UnlockOSThread()
 		err := p.cmd.Start()
 		statusW.Close()
+		envR.Close()
 		if err != nil {
 			statusR.Close()
 			started <- err

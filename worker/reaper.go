@@ -13,15 +13,18 @@ package worker
 // over) and SIGUSR2 (the worker died: its parent-death signal) SIGKILL
 // every descendant. When the program's first process exits, whatever
 // else is left is SIGKILLed; once the reaper has no child left it writes
-// the program's exit to fd 3 and exits. Status lines: "pid N" once the
+// the program's exit to fd 3 and exits. The program's environment comes
+// on fd 4 (NUL-separated, to EOF). Status lines: "pid N" once the
 // program runs, or "starterr MESSAGE"; then "exit CODE" or "signal N".
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -42,8 +45,16 @@ func init() {
 // reaper's exit code (0 once the status line is written).
 func reaperMain(mode containMode, args []string) int {
 	runtime.LockOSThread() // the program's Pdeathsig is this thread's
-	_ = os.Unsetenv(reaperEnv)
 	status := os.NewFile(3, "status")
+	envBytes, err := io.ReadAll(os.NewFile(4, "env"))
+	if err != nil {
+		fmt.Fprintf(status, "starterr reaper: read the program's environment: %v\n", err)
+		return 2
+	}
+	env := []string{} // not nil: nil would hand the program the reaper's own
+	if len(envBytes) > 0 {
+		env = strings.Split(string(envBytes), "\x00")
+	}
 	if len(args) < 2 {
 		fmt.Fprintf(status, "starterr reaper: no program\n")
 		return 2
@@ -68,7 +79,7 @@ func reaperMain(mode containMode, args []string) int {
 		if cg != nil {
 			attr.UseCgroupFD, attr.CgroupFD = true, cg.fd
 		}
-		return os.StartProcess(args[0], args[1:], &os.ProcAttr{Env: os.Environ(),
+		return os.StartProcess(args[0], args[1:], &os.ProcAttr{Env: env,
 			Files: []*os.File{devnull, os.Stdout, os.Stderr}, Sys: attr})
 	}
 	proc, err := start()
