@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
@@ -27,6 +28,11 @@ type Config struct {
 	WorkerArgs func(job jobs.Job, index int, workerID string) []string
 	// Env is added to this process's environment for every worker.
 	Env []string
+	// RedisAuth, when set, is the Redis login of a job's workers (the
+	// planner's per-job ACL user): each worker gets EDL_REDIS_USER and the
+	// password in a mode-0600 file named by EDL_REDIS_PASSWORD_FILE, which
+	// it reads and removes at start (never on its command line).
+	RedisAuth func(jobID string) (user, password string)
 	// LogDir holds each worker's stdout and stderr, apart:
 	// LogDir/<job>/<workerID>.stdout.log and .stderr.log (logs.go).
 	LogDir string
@@ -86,6 +92,9 @@ type Cluster struct {
 	usedGPUs map[string]string
 	closed   bool
 	wg       sync.WaitGroup
+	// authDir (mode 0700, made on first use) holds the workers' Redis
+	// password files until they read them.
+	authDir string
 }
 
 type jobRun struct {
@@ -269,6 +278,13 @@ func (c *Cluster) Teardown(ctx context.Context, jobID string) error {
 
 // Close stops every worker and waits for them, up to ctx.
 func (c *Cluster) Close(ctx context.Context) error {
+	defer func() {
+		c.mu.Lock()
+		if c.authDir != "" {
+			_ = os.RemoveAll(c.authDir)
+		}
+		c.mu.Unlock()
+	}()
 	c.mu.Lock()
 	c.closed = true
 	for _, jr := range c.jobs {
@@ -362,6 +378,15 @@ func (c *Cluster) startLocked(jr *jobRun, index int) bool {
 	if len(gpus) == 0 {
 		cmd.Env = append(cmd.Env, "NVIDIA_VISIBLE_DEVICES=void")
 	}
+	if c.cfg.RedisAuth != nil {
+		env, err := c.authFileLocked(jr.job.ID, id)
+		if err != nil {
+			c.log.Error("worker redis login", "job", jr.job.ID, "err", err)
+			c.releaseLocked(p)
+			return false
+		}
+		cmd.Env = append(cmd.Env, env...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	stdout, stderr, err := c.workerLogs(jr.job.ID, id)
 	if err != nil {
@@ -437,6 +462,7 @@ func (c *Cluster) wait(jobID string, p *proc, logs io.Closer) {
 	defer c.wg.Done()
 	err := p.cmd.Wait()
 	logs.Close()
+	c.removeAuthFile(p.id)
 	code := 0
 	if err != nil {
 		code = -1
@@ -487,5 +513,33 @@ func (c *Cluster) wait(jobID string, p *proc, logs io.Closer) {
 	}
 	if jr.desired == 0 && !c.anyLiveLocked(jr) {
 		delete(c.jobs, jobID)
+	}
+}
+
+// authFileLocked writes the job's Redis password for worker id and returns
+// the variables that name it.
+func (c *Cluster) authFileLocked(jobID, id string) ([]string, error) {
+	user, pass := c.cfg.RedisAuth(jobID)
+	if c.authDir == "" {
+		d, err := os.MkdirTemp("", "edl-worker-auth-")
+		if err != nil {
+			return nil, err
+		}
+		c.authDir = d
+	}
+	f := filepath.Join(c.authDir, id)
+	if err := os.WriteFile(f, []byte(pass), 0o600); err != nil {
+		return nil, err
+	}
+	return []string{"EDL_REDIS_USER=" + user, "EDL_REDIS_PASSWORD_FILE=" + f}, nil
+}
+
+// removeAuthFile removes a worker's password file if it did not.
+func (c *Cluster) removeAuthFile(id string) {
+	c.mu.Lock()
+	dir := c.authDir
+	c.mu.Unlock()
+	if dir != "" {
+		_ = os.Remove(filepath.Join(dir, id))
 	}
 }

@@ -66,8 +66,12 @@ type Config struct {
 	// enough for a worker to finish its step and hand back its partition.
 	KillTimeout time.Duration
 
-	RedisURL string // passed as `edl worker --redis`
+	RedisURL string // passed as `edl worker --redis` (without its password when WorkerRedisAuth is set)
 	StoreURL string // passed as `edl worker --store`
+	// WorkerRedisAuth, when set, is the Redis login of a job's workers (the
+	// planner's per-job ACL user), given to the task as EDL_REDIS_USER and
+	// EDL_REDIS_PASSWORD in its environment, never on its command line.
+	WorkerRedisAuth func(jobID string) (user, password string)
 
 	Retry Retry
 

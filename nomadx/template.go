@@ -2,6 +2,7 @@ package nomadx
 
 import (
 	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/edl-nomad/edl/jobs"
@@ -46,7 +47,14 @@ func (c Config) NomadJobID(edlJobID string) string { return c.JobPrefix + edlJob
 
 // workerArgs are the arguments of `edl worker`.
 func (c Config) workerArgs(jobID string) []string {
-	return []string{"worker", "--job", jobID, "--redis", c.RedisURL, "--store", c.StoreURL}
+	redisURL := c.RedisURL
+	if c.WorkerRedisAuth != nil {
+		if u, err := url.Parse(redisURL); err == nil && u.User != nil {
+			u.User = nil // the login is the task's, in its environment
+			redisURL = u.String()
+		}
+	}
+	return []string{"worker", "--job", jobID, "--redis", redisURL, "--store", c.StoreURL}
 }
 
 // JobTemplate is the Nomad job for an edl job with count workers: type
@@ -78,11 +86,14 @@ func JobTemplate(cfg Config, job jobs.Job, count int) *api.Job {
 	default:
 		task.Config = map[string]any{"command": cfg.Command, "args": args}
 	}
-	if len(cfg.WorkerEnv) > 0 {
+	if len(cfg.WorkerEnv) > 0 || cfg.WorkerRedisAuth != nil {
 		task.Env = map[string]string{}
 		for k, v := range cfg.WorkerEnv {
 			task.Env[k] = v
 		}
+	}
+	if cfg.WorkerRedisAuth != nil {
+		task.Env["EDL_REDIS_USER"], task.Env["EDL_REDIS_PASSWORD"] = cfg.WorkerRedisAuth(job.ID)
 	}
 	if g := job.Spec.GPUsPerWorker; g > 0 {
 		dev := &api.RequestedDevice{Name: DeviceName, Count: ptr(uint64(g))}

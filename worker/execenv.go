@@ -33,7 +33,7 @@ type ProgramEnv struct {
 func (e ProgramEnv) Environ() []string {
 	m := map[string]string{}
 	for _, kv := range e.Base {
-		if k, v, ok := strings.Cut(kv, "="); ok {
+		if k, v, ok := strings.Cut(kv, "="); ok && !workerSecretEnv(k) {
 			m[k] = v
 		}
 	}
@@ -80,6 +80,19 @@ func (e ProgramEnv) Environ() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// workerSecretEnv reports whether a variable of the worker's own
+// environment is a credential of edl's, which its program must not
+// inherit: the Redis login, the Nomad token, the checkpoint store's AWS
+// keys (the program's checkpoints go through the worker; a program that
+// needs keys of its own gets them from trainer.exec.env).
+func workerSecretEnv(k string) bool {
+	switch k {
+	case "EDL_NOMAD_TOKEN", "NOMAD_TOKEN", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN":
+		return true
+	}
+	return strings.HasPrefix(k, "EDL_REDIS_")
 }
 
 // GPUVisibility is the CUDA_VISIBLE_DEVICES a program gets: the worker's

@@ -71,3 +71,24 @@ func TestGPUVisibility(t *testing.T) {
 		t.Error("CUDA_VISIBLE_DEVICES set although NVIDIA_VISIBLE_DEVICES=all")
 	}
 }
+
+// TestProgramEnvironDropsWorkerSecrets: the worker's Redis login, Nomad
+// token and store keys stay out of the program's environment; the spec
+// may still give the program keys of its own.
+func TestProgramEnvironDropsWorkerSecrets(t *testing.T) {
+	e := ProgramEnv{
+		Base: []string{"PATH=/usr/bin", "EDL_REDIS_USER=edl-job-j1", "EDL_REDIS_PASSWORD=pw", "EDL_REDIS_PASSWORD_FILE=/x",
+			"EDL_NOMAD_TOKEN=nt", "NOMAD_TOKEN=nt", "AWS_ACCESS_KEY_ID=AK", "AWS_SECRET_ACCESS_KEY=SK", "AWS_SESSION_TOKEN=ST", "AWS_REGION=eu-west-1"},
+		Spec: map[string]string{"AWS_ACCESS_KEY_ID": "tenant-AK"},
+	}
+	got := envMap(e.Environ())
+	for _, k := range []string{"EDL_REDIS_USER", "EDL_REDIS_PASSWORD", "EDL_REDIS_PASSWORD_FILE", "EDL_NOMAD_TOKEN", "NOMAD_TOKEN",
+		"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"} {
+		if v, ok := got[k]; ok {
+			t.Errorf("program sees %s=%q", k, v)
+		}
+	}
+	if got["AWS_ACCESS_KEY_ID"] != "tenant-AK" || got["AWS_REGION"] != "eu-west-1" || got["PATH"] != "/usr/bin" {
+		t.Errorf("program env %v: want the spec's key, the region and PATH", got)
+	}
+}

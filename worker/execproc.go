@@ -1,23 +1,29 @@
 package worker
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 )
 
-// program is one run of the user's program: its own process group (so
-// edl dev's SIGTERM to the worker's group does not reach it before the
-// worker decides), killed with the worker if the worker dies (Pdeathsig).
+// program is one run of the user's program under its reaper (reaper.go):
+// the reaper is in its own process group (so edl dev's SIGTERM to the
+// worker's group does not reach it before the worker decides), kills every
+// process of the program when asked or when the worker dies, and reports
+// the program's pid and exit on a status pipe.
 type program struct {
-	cmd  *exec.Cmd
+	cmd  *exec.Cmd // the reaper
+	pid  int       // the program's first process
 	tail *lineTail
 	done chan struct{} // closed when it has exited and its output is drained
 	res  programResult
@@ -35,61 +41,154 @@ type programResult struct {
 	StartErr error  // it could not be started at all
 }
 
+// pipeDrain bounds how long the worker waits for the program's output
+// after its reaper exited: every process that could hold the pipes is
+// dead by then, so this only matters if the reaper itself was killed.
+const pipeDrain = 500 * time.Millisecond
+
 // startProgram starts argv in dir with env; stdout goes to stdout, stderr
 // to stderr and to a tail of the last tailLines lines.
 func startProgram(argv []string, dir string, env []string, stdout, stderr io.Writer, tailLines int) *program {
+	return startContained(containAuto, argv, dir, env, stdout, stderr, tailLines)
+}
+
+func startContained(mode containMode, argv []string, dir string, env []string, stdout, stderr io.Writer, tailLines int) *program {
 	p := &program{tail: newLineTail(tailLines), done: make(chan struct{})}
-	p.cmd = exec.Command(argv[0], argv[1:]...)
-	p.cmd.Dir, p.cmd.Env = dir, env
+	fail := func(err error) *program {
+		p.res = programResult{Code: -1, StartErr: err}
+		close(p.done)
+		return p
+	}
+	target := exec.Command(argv[0], argv[1:]...) // resolves argv[0] on PATH
+	if target.Err != nil {
+		return fail(target.Err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fail(fmt.Errorf("find the reaper (this binary): %w", err))
+	}
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		return fail(err)
+	}
+	envR, envW, err := os.Pipe()
+	if err != nil {
+		statusR.Close()
+		statusW.Close()
+		return fail(err)
+	}
+	if env == nil {
+		env = os.Environ()
+	}
+	// The program's environment goes to the reaper on a pipe: the
+	// reaper's own holds only reaperEnv, so that /proc/<reaper>/environ
+	// tells nothing and nobody takes the reaper for the program.
+	go func() {
+		_, _ = envW.Write([]byte(strings.Join(env, "\x00")))
+		envW.Close()
+	}()
+	p.cmd = exec.Command(self)
+	p.cmd.Args = append([]string{"edl-reaper", target.Path}, argv...)
+	p.cmd.Dir = dir
+	p.cmd.Env = []string{reaperEnv + "=" + string(mode)}
 	p.cmd.Stdout = stdout
 	p.cmd.Stderr = io.MultiWriter(stderr, p.tail)
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	p.cmd.ExtraFiles = []*os.File{statusW, envR}
+	p.cmd.WaitDelay = pipeDrain
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGUSR2}
+	lines := make(chan string, 4)
 	started := make(chan error, 1)
 	go func() {
 		// Pdeathsig fires when the thread that started the child exits;
 		// keep this goroutine on its thread until the child is gone.
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		if err := p.cmd.Start(); err != nil {
+		err := p.cmd.Start()
+		statusW.Close()
+		envR.Close()
+		if err != nil {
+			statusR.Close()
 			started <- err
 			p.res = programResult{Code: -1, StartErr: err}
 			close(p.done)
 			return
 		}
-		started <- nil
-		err := p.cmd.Wait()
+		go readStatus(statusR, lines)
+		first, ok := <-lines
+		if pid, found := strings.CutPrefix(first, "pid "); found {
+			p.pid, _ = strconv.Atoi(pid)
+			started <- nil
+		} else {
+			msg, _ := strings.CutPrefix(first, "starterr ")
+			if !ok {
+				msg = "its reaper ended before it started"
+			}
+			started <- errors.New(msg)
+		}
+		err = p.cmd.Wait()
+		last := ""
+		for l := range lines {
+			last = l
+		}
 		p.mu.Lock()
 		p.res = programResult{Stopped: p.stopped, Tail: p.tail.String()}
 		p.mu.Unlock()
-		var ee *exec.ExitError
-		switch {
-		case err == nil:
-		case errors.As(err, &ee):
-			p.res.Code = ee.ExitCode()
-			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				p.res.Signal = ws.Signal().String()
+		if p.pid == 0 {
+			p.res.Code, p.res.StartErr = -1, errors.New(strings.TrimPrefix(first, "starterr "))
+			if !ok {
+				p.res.StartErr = fmt.Errorf("its reaper ended before it started (%v)", err)
 			}
-		default:
-			p.res.Code = -1
+			close(p.done)
+			return
 		}
-		// The group may hold children of the program; none outlives it.
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		p.res.Code, p.res.Signal = exitOf(last, err)
 		close(p.done)
 	}()
-	<-started
+	if err := <-started; err != nil {
+		<-p.done // never ran: its result is there when we return
+	}
 	return p
 }
 
-// Pid is the program's process id (0 if it never started).
-func (p *program) Pid() int {
-	if p.cmd.Process == nil {
-		return 0
+// readStatus sends the reaper's status lines, then closes lines.
+func readStatus(r *os.File, lines chan<- string) {
+	defer close(lines)
+	defer r.Close()
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		lines <- sc.Text()
 	}
-	return p.cmd.Process.Pid
 }
 
-// stop sends SIGTERM to the program's group and SIGKILL after grace, and
-// waits for it to exit.
+// exitOf is the program's exit from the reaper's last status line, or,
+// when the reaper could not write one (it was killed), from its own.
+func exitOf(last string, waitErr error) (code int, sig string) {
+	if v, ok := strings.CutPrefix(last, "exit "); ok {
+		code, _ = strconv.Atoi(v)
+		return code, ""
+	}
+	if v, ok := strings.CutPrefix(last, "signal "); ok {
+		n, _ := strconv.Atoi(v)
+		return -1, syscall.Signal(n).String()
+	}
+	var ee *exec.ExitError
+	switch {
+	case waitErr == nil:
+		return 0, ""
+	case errors.As(waitErr, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return -1, ws.Signal().String()
+		}
+		return ee.ExitCode(), ""
+	}
+	return -1, ""
+}
+
+// Pid is the program's process id (0 if it never started).
+func (p *program) Pid() int { return p.pid }
+
+// stop asks the reaper to SIGTERM the program's processes, to SIGKILL
+// them after grace, and waits until they are all gone.
 func (p *program) stop(grace time.Duration) programResult {
 	p.mu.Lock()
 	already := p.stopped
@@ -100,15 +199,24 @@ func (p *program) stop(grace time.Duration) programResult {
 		return p.res
 	default:
 	}
+	reaper := p.cmd.Process.Pid
 	if !already {
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+		_ = syscall.Kill(reaper, syscall.SIGTERM)
 	}
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {
 	case <-p.done:
+		return p.res
 	case <-t.C:
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	}
+	_ = syscall.Kill(reaper, syscall.SIGUSR1)
+	select {
+	case <-p.done:
+	case <-time.After(time.Second):
+		// The reaper itself is stuck: kill it; the program's first
+		// process has it as parent-death signal.
+		_ = syscall.Kill(-reaper, syscall.SIGKILL)
 		<-p.done
 	}
 	return p.res

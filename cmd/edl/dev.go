@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -98,18 +100,19 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 
 // devEnv is a running `edl dev`: everything it started, to stop in order.
 type devEnv struct {
-	redis   *redisproc.Supervised
-	rdb     *redis.Client
-	store   *jobstore.Store
-	cluster *local.Cluster
-	loop    *loop.Loop
-	planner plannerRun // the loop's goroutine, restartable (dev_planner.go)
-	apiURL  string
-	tokens  jobs.DevTokens
-	dataDir string
-	grace   time.Duration
-	errc    chan error
-	stop    context.CancelFunc
+	redis    *redisproc.Supervised
+	redisURL string // with the password: the banner's, for the developer
+	rdb      *redis.Client
+	store    *jobstore.Store
+	cluster  *local.Cluster
+	loop     *loop.Loop
+	planner  plannerRun // the loop's goroutine, restartable (dev_planner.go)
+	apiURL   string
+	tokens   jobs.DevTokens
+	dataDir  string
+	grace    time.Duration
+	errc     chan error
+	stop     context.CancelFunc
 }
 
 // startDev brings up Redis, the store, the local cluster, the planner and
@@ -135,11 +138,23 @@ func startDev(parent context.Context, c devConfig, log *slog.Logger) (_ *devEnv,
 	// the AOF write (up to 2 s) while a background fsync is slow and still
 	// answers, so a killed child lost a job the API had acknowledged
 	// (TestDevRestartsItsRedis, once in CI on a busy disk).
-	if d.redis, err = redisproc.StartSupervised(ctx, filepath.Join(dataDir, "redis"), redisproc.Options{AppendFsync: "always"}, c.redisSupervise, log); err != nil {
+	// A password (the default user's, for the API and the planner), so
+	// that a job's program, which can reach the loopback port, gets
+	// nowhere without its workers' per-job ACL user.
+	pw, err := randomHex(32)
+	if err != nil {
 		return d, fmt.Errorf("dev: %w", err)
 	}
+	if d.redis, err = redisproc.StartSupervised(ctx, filepath.Join(dataDir, "redis"), redisproc.Options{AppendFsync: "always", Password: pw}, c.redisSupervise, log); err != nil {
+		return d, fmt.Errorf("dev: %w", err)
+	}
+	d.redisURL = "redis://:" + pw + "@" + d.redis.Addr()
 	log.Info("redis-server started", "addr", d.redis.Addr(), "pid", d.redis.Pid())
-	d.rdb = redis.NewClient(apiRedisOptions(&redis.Options{Addr: d.redis.Addr()}))
+	d.rdb = redis.NewClient(apiRedisOptions(&redis.Options{Addr: d.redis.Addr(), Password: pw}))
+	acl, err := loop.NewWorkerACL(ctx, d.rdb, "edl:")
+	if err != nil {
+		return d, fmt.Errorf("dev: %w", err)
+	}
 	tenants, err := devTenants(c.tenants, dataDir, &d.tokens)
 	if err != nil {
 		return d, err
@@ -174,12 +189,13 @@ func startDev(parent context.Context, c devConfig, log *slog.Logger) (_ *devEnv,
 				"--worker-id", id, "--listen", "127.0.0.1:0", "--log-level", c.workerLogLevel,
 				"--exec-dir", filepath.Join(dataDir, "exec", job.ID, id)}
 		},
-		Env:    c.workerEnv,
-		LogDir: filepath.Join(dataDir, "workers"),
-		Slots:  c.slots,
-		GPUs:   gpus,
-		Grace:  c.grace,
-		Logger: log,
+		Env:       c.workerEnv,
+		RedisAuth: acl.Credentials,
+		LogDir:    filepath.Join(dataDir, "workers"),
+		Slots:     c.slots,
+		GPUs:      gpus,
+		Grace:     c.grace,
+		Logger:    log,
 	})
 	if err != nil {
 		return d, fmt.Errorf("dev: %w", err)
@@ -191,6 +207,7 @@ func startDev(parent context.Context, c devConfig, log *slog.Logger) (_ *devEnv,
 	lc.Holder = "dev-" + strconv.Itoa(os.Getpid())
 	lc.Policy.Cooldown = c.cooldown
 	lc.Tenants = tenantShares(tenants)
+	lc.WorkerAuth = acl
 	plannerWorkers(&lc, c.stragglerFactor, c.stragglerRounds, d.rdb, "edl:") // the workers' default prefix
 	if lc.Callbacks, err = plannerCallbacks("dev", c.callbackAllow, tenants, log); err != nil {
 		return d, err
@@ -304,7 +321,7 @@ Submit the example job:
        -H 'Content-Type: application/json' --data @examples/job.json
 
 Ctrl-C stops everything.
-`, d.apiURL, orDash(d.tokens.Default), orDash(d.tokens.Admin), filepath.Join(d.dataDir, "tokens.json"), d.redis.URL(), d.dataDir)
+`, d.apiURL, orDash(d.tokens.Default), orDash(d.tokens.Admin), filepath.Join(d.dataDir, "tokens.json"), d.redisURL, d.dataDir)
 }
 
 func orDash(s string) string {
@@ -312,4 +329,12 @@ func orDash(s string) string {
 		return "(from --tenants)"
 	}
 	return s
+}
+
+func randomHex(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/jobs/jobstore"
 	"github.com/edl-nomad/edl/nomadx"
+	"github.com/edl-nomad/edl/planner/loop"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -32,7 +33,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	redisURL := fs.String("redis", "redis://127.0.0.1:6379", "Redis URL (redis:// or rediss://)")
 	tenantsFile := fs.String("tenants", "", "tenants file (YAML), required: tenants with token_sha256, gpu_quota, weight; admins")
 	storeURL := fs.String("store", "", "checkpoint store URL (file:// or s3://; credentials from AWS_* variables), handed to workers and served by the checkpoint routes")
-	workerRedis := fs.String("worker-redis", "", "Redis URL the workers use (default: --redis); must be reachable from Nomad clients")
+	workerRedis := fs.String("worker-redis", "", "Redis URL the workers use (default: --redis, without its password); must be reachable from Nomad clients")
+	workerACL := fs.Bool("worker-redis-acl", true, "give each job's workers a Redis ACL user that reaches only that job's keys (needs Redis 6 or newer and a --redis user allowed to manage ACL users); false: workers log in with --worker-redis's own login, which a job's program can read (docs/exec.md, safety)")
 	nf := addNomadFlags(fs)
 	ef := addServeExecFlags(fs, nf) // exec_flags.go
 	prefix := fs.String("prefix", "edl:", "Redis key prefix")
@@ -74,8 +76,19 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *workerRedis == "" {
 		*workerRedis = *redisURL
 	}
+	var acl *loop.WorkerACL
+	if *workerACL {
+		if acl, err = loop.NewWorkerACL(ctx, rdb, *prefix); err != nil {
+			return fmt.Errorf("serve: %w; --worker-redis-acl=false lets workers use --worker-redis's login instead, which every job's program can read", err)
+		}
+		if anonymousRedis(ctx, opts) {
+			log.Warn("Redis answers clients that give no password (its default user has nopass): a job's program can reach every job anyway; set requirepass or 'ACL SETUSER default off' and give --redis a login")
+		}
+	} else {
+		log.Warn("--worker-redis-acl=false: workers use --worker-redis's login; a job's program that reads it can reach every job in Redis")
+	}
 	pm := &plannerMetrics{}
-	hook, cluster, err := nf.plannerOnNomad(rdb, *prefix, *workerRedis, *storeURL, tenants, pm, log)
+	hook, cluster, err := nf.plannerOnNomad(rdb, *prefix, *workerRedis, *storeURL, acl, tenants, pm, log)
 	if err != nil {
 		return err
 	}
@@ -179,4 +192,14 @@ func checkRedisPersistence(ctx context.Context, rdb redis.UniversalClient, log *
 	default:
 		log.Info("Redis persistence", "appendonly", aof, "appendfsync", fsync)
 	}
+}
+
+// anonymousRedis reports whether the Redis at opts answers a client that
+// logs in with nothing.
+func anonymousRedis(ctx context.Context, opts *redis.Options) bool {
+	o := *opts
+	o.Username, o.Password, o.MaxRetries = "", "", -1
+	c := redis.NewClient(&o)
+	defer c.Close()
+	return c.Ping(ctx).Err() == nil
 }

@@ -64,7 +64,8 @@ func addNomadFlags(fs *flag.FlagSet) *nomadFlags {
 
 // plannerOnNomad returns the hook that runs the planner loop against Nomad,
 // or nil with --no-planner. redisURL and storeURL go to the workers.
-func (n *nomadFlags) plannerOnNomad(rdb redis.UniversalClient, prefix, redisURL, storeURL string, tenants *jobs.Tenants, pm *plannerMetrics, log *slog.Logger) (plannerHook, *nomadx.Cluster, error) {
+// With acl, each job's workers log in as its per-job ACL user.
+func (n *nomadFlags) plannerOnNomad(rdb redis.UniversalClient, prefix, redisURL, storeURL string, acl *loop.WorkerACL, tenants *jobs.Tenants, pm *plannerMetrics, log *slog.Logger) (plannerHook, *nomadx.Cluster, error) {
 	c := n.cfg
 	c.Driver = nomadx.Driver(n.driver)
 	c.Datacenters = nil
@@ -74,6 +75,9 @@ func (n *nomadFlags) plannerOnNomad(rdb redis.UniversalClient, prefix, redisURL,
 		}
 	}
 	c.RedisURL, c.StoreURL = redisURL, storeURL
+	if acl != nil {
+		c.WorkerRedisAuth = acl.Credentials
+	}
 	if err := c.Validate(); err != nil {
 		return nil, nil, usageErrorf("serve: %v", err)
 	}
@@ -94,6 +98,9 @@ func (n *nomadFlags) plannerOnNomad(rdb redis.UniversalClient, prefix, redisURL,
 	host, _ := os.Hostname()
 	lc.Holder = host + "-" + strconv.Itoa(os.Getpid())
 	lc.Tenants = tenantShares(tenants)
+	if acl != nil {
+		lc.WorkerAuth = acl
+	}
 	plannerWorkers(&lc, n.stragglerFactor, n.stragglerRounds, rdb, prefix)
 	if lc.Callbacks, err = plannerCallbacks("serve", n.callbackAllow, tenants, log); err != nil {
 		return nil, nil, err

@@ -29,7 +29,7 @@ func init() {
 func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("worker", "Runs one worker of --job: joins the job's generations through Redis, trains with the\nbuilt-in trainer over a ring of its peers, and exits 0 when the job ends or on SIGTERM\n(after finishing its step and handing its data back). For an exec job (trainer.kind\n`exec`) it runs the job's program with torchrun's environment instead, restarting it\nat every change of the world (see docs/exec.md).", stderr)
 	job := fs.String("job", "", "job id (required)")
-	redisURL := fs.String("redis", "redis://127.0.0.1:6379", "Redis URL (coordination and the job store)")
+	redisURL := fs.String("redis", "redis://127.0.0.1:6379", "Redis URL (coordination and the job store); the login comes from EDL_REDIS_USER and EDL_REDIS_PASSWORD or EDL_REDIS_PASSWORD_FILE, not from here: a command line is readable by every process")
 	store := fs.String("store", "", "object store URL for checkpoints: file://DIR or s3://BUCKET/PREFIX (AWS_* variables for S3); empty: no checkpoints")
 	listen := fs.String("listen", "127.0.0.1:0", "ring listener address; its port must be reachable by the other workers at this address (or at --advertise)")
 	advertise := fs.String("advertise", "", "ring address the other workers dial, host:port or host (the listener's port), when --listen binds 0.0.0.0; default: the listener's address")
@@ -59,6 +59,13 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	handGPUsToCUDA()
+	redisUser, redisPass, authErr := workerRedisAuth(os.Getenv)
+	if err := hideWorkerSecrets(); err != nil {
+		return fmt.Errorf("worker: PR_SET_DUMPABLE: %w", err)
+	}
+	if authErr != nil {
+		return usageErrorf("worker: %v", authErr)
+	}
 	if *job == "" {
 		return usageErrorf("worker: --job is required")
 	}
@@ -89,7 +96,13 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	newRedis := func() (*redis.Client, error) {
 		opts, err := redis.ParseURL(*redisURL)
 		if err != nil {
-			return nil, usageErrorf("worker: --redis: %v", err)
+			return nil, usageErrorf("worker: --redis %s: %v", redactURL(*redisURL), err)
+		}
+		if redisUser != "" {
+			opts.Username = redisUser
+		}
+		if redisPass != "" {
+			opts.Password = redisPass
 		}
 		opts.MaxRetries = -1
 		opts.DialTimeout = 300 * time.Millisecond
@@ -110,7 +123,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if js.Trainer.Kind == jobs.TrainerExec {
 			deps := worker.Deps{Redis: rdb, Spec: spec, Log: log}
 			if spec == nil {
-				deps.Jobs = jobstore.New(rdb, jobstore.Config{Prefix: *prefix})
+				deps.Jobs = jobstore.New(rdb, jobstore.Config{Prefix: *prefix, JobScoped: true})
 			}
 			return runExecWorker(ctx, cfg, deps, ef, *store, *advertise, *listen, stdout, stderr, log)
 		}
@@ -155,7 +168,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		deps.Store = st
 	}
 	if spec == nil {
-		js := jobstore.New(rdb, jobstore.Config{Prefix: *prefix})
+		js := jobstore.New(rdb, jobstore.Config{Prefix: *prefix, JobScoped: true})
 		deps.Jobs = js
 		// GPU use for /metrics, when the worker holds GPUs and NVML is there.
 		go gpustat.Report(ctx, js, *job, *id, gpustat.VisibleGPUs(os.Getenv), 10*time.Second, log)

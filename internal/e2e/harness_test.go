@@ -243,12 +243,22 @@ func (d *dev) workerPids() []int {
 			continue
 		}
 		cl := string(bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
-		if strings.Contains(cl, " worker ") && strings.Contains(cl, d.redisURL+" ") {
+		if strings.Contains(cl, " worker ") && strings.Contains(cl, "redis://"+d.redisAddr()+" ") {
 			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
 			pids = append(pids, pid)
 		}
 	}
 	return pids
+}
+
+// redisAddr is the child Redis's host:port (the banner's URL carries the
+// password; the workers' --redis does not).
+func (d *dev) redisAddr() string {
+	u := d.redisURL
+	if i := strings.LastIndex(u, "@"); i >= 0 {
+		return u[i+1:]
+	}
+	return strings.TrimPrefix(u, "redis://")
 }
 
 // redisPid finds the child redis-server by its port.

@@ -31,6 +31,11 @@ type Config struct {
 	// per job, oldest trimmed (default 4000). See progress.go.
 	ProgressEvery  time.Duration
 	ProgressMaxLen int64
+	// JobScoped is a worker's store (scoped.go): its writes touch only the
+	// keys of the job written (tagged {<job>}), never the global indexes
+	// or the notify channel, so that a Redis ACL user limited to one job's
+	// keys can make them; the planner brings the indexes up to date.
+	JobScoped bool
 }
 
 func (c Config) withDefaults() Config {
@@ -372,6 +377,9 @@ func (s *Store) cas(ctx context.Context, version string, job jobs.Job, events []
 	}
 	keys := []string{s.jobKey(job.ID), s.activeKey(), s.eventsKey(job.ID), s.changesKey(), s.chgSeqKey(), s.finishedKey()}
 	script := casScript
+	if s.cfg.JobScoped {
+		script, keys, args[6] = casScopedScript, []string{keys[0], keys[2]}, ""
+	}
 	if s.fenceKey != "" {
 		script, keys, args = casFencedScript, append(keys, s.fenceKey), append(args, s.fence)
 	}

@@ -20,11 +20,12 @@ import (
 
 // Proc is a running redis-server child.
 type Proc struct {
-	addr string
-	cmd  *exec.Cmd
-	log  *syncBuffer
-	once sync.Once
-	done chan struct{}
+	addr     string
+	password string
+	cmd      *exec.Cmd
+	log      *syncBuffer
+	once     sync.Once
+	done     chan struct{}
 }
 
 // syncBuffer is the child's output, safe to read while it writes.
@@ -56,6 +57,10 @@ type Options struct {
 	Port int
 	// AppendFsync is "always", "everysec" (default) or "no".
 	AppendFsync string
+	// Password, when set, is the default user's (requirepass): it goes in
+	// a mode-0600 config file in the data dir, never on the command line
+	// (which every process on the machine may read).
+	Password string
 }
 
 // Start runs redis-server with its data (AOF) in dir, waits until it answers
@@ -93,10 +98,22 @@ func Start(ctx context.Context, dir string, opts Options) (*Proc, error) {
 		return nil, err
 	}
 	p := &Proc{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), log: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(bin,
+	var args []string
+	if opts.Password != "" {
+		conf := filepath.Join(abs, "auth.conf")
+		if err := os.WriteFile(conf, []byte("requirepass \""+opts.Password+"\"\n"), 0o600); err != nil {
+			return nil, fmt.Errorf("redis auth config: %w", err)
+		}
+		if err := os.Chmod(conf, 0o600); err != nil {
+			return nil, fmt.Errorf("redis auth config: %w", err)
+		}
+		args = append(args, conf) // a config file must come first
+	}
+	p.password = opts.Password
+	p.cmd = exec.Command(bin, append(args,
 		"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", abs,
 		"--appendonly", "yes", "--appendfsync", fsync, "--save", "",
-		"--daemonize", "no", "--protected-mode", "yes", "--loglevel", "warning")
+		"--daemonize", "no", "--protected-mode", "yes", "--loglevel", "warning")...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
@@ -111,7 +128,7 @@ func Start(ctx context.Context, dir string, opts Options) (*Proc, error) {
 }
 
 func (p *Proc) waitReady(ctx context.Context, timeout time.Duration) error {
-	c := redis.NewClient(&redis.Options{Addr: p.addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	c := redis.NewClient(&redis.Options{Addr: p.addr, Password: p.password, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	defer c.Close()
 	_, err := backoff.Retry(ctx, func() (struct{}, error) {
 		err := c.Ping(ctx).Err()

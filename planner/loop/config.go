@@ -50,6 +50,10 @@ type Config struct {
 	// OnDecide, when set, is told how long each round's Decide took (the
 	// API's edl_planner_decide_seconds).
 	OnDecide func(time.Duration)
+	// WorkerAuth, when set, gives each job's workers a Redis user of
+	// their own (WorkerACL), made before they start and removed after
+	// the job's teardown; nil: workers use whatever login they are given.
+	WorkerAuth WorkerAuth
 }
 
 // WorkerSpeeds reads what a job's workers published about their speed, by

@@ -80,6 +80,9 @@ func New(cfg Config, store *jobstore.Store, cluster planner.Cluster, rdb redis.U
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.WorkerAuth != nil {
+		cluster = newAuthCluster(cluster, cfg.WorkerAuth, cfg.Now)
+	}
 	cb := cfg.Callbacks
 	if cb == nil {
 		cb = NewCallbacks(CallbackConfig{}, logger)

@@ -29,6 +29,10 @@ func (s *snapshot) refresh(ctx context.Context, store *jobstore.Store) error {
 		if err != nil {
 			return fmt.Errorf("planner snapshot: %w", err)
 		}
+		// Jobs a worker made terminal that no planner settled yet.
+		if err := store.SettleActive(ctx); err != nil {
+			return fmt.Errorf("planner snapshot: %w", err)
+		}
 		all, err := store.ListActive(ctx)
 		if err != nil {
 			return fmt.Errorf("planner snapshot: %w", err)
@@ -48,6 +52,38 @@ func (s *snapshot) refresh(ctx context.Context, store *jobstore.Store) error {
 		s.put(j)
 	}
 	s.seq = next
+	return s.catchUp(ctx, store)
+}
+
+// catchUp reads the jobs that workers wrote since the snapshot has them:
+// a worker's store is job-scoped (jobstore.Config.JobScoped), so its
+// writes are not in the change index; one pipelined read of versions
+// finds them, and a job a worker made terminal is settled (moved to the
+// finished queue) here.
+func (s *snapshot) catchUp(ctx context.Context, store *jobstore.Store) error {
+	ids := make([]string, 0, len(s.jobs))
+	for id, j := range s.jobs {
+		if j.State != jobs.Pending {
+			ids = append(ids, id)
+		}
+	}
+	vs, err := store.Versions(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("planner snapshot: %w", err)
+	}
+	for i, id := range ids {
+		if vs[i] <= s.jobs[id].Version {
+			continue
+		}
+		j, err := store.Get(ctx, id)
+		if err != nil {
+			return fmt.Errorf("planner snapshot: %w", err)
+		}
+		if err := store.Settle(ctx, j); err != nil {
+			return fmt.Errorf("planner snapshot: %w", err)
+		}
+		s.put(j)
+	}
 	return nil
 }
 
