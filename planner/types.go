@@ -69,7 +69,9 @@ type JobState struct {
 	// Target is the job's target from the previous round (jobs.Job's
 	// Workers.Target); a grow back to it replaces lost workers, and the
 	// reason says so.
-	Target int
+	Target int	// Deadline, when set, makes it a deadline job: planned first, at the
+	// share PlanDeadlines gives it (deadline.go).
+	Deadline *Deadline
 }
 
 // Plan is Decide's answer: one Target per job of the snapshot, in the
