@@ -69,7 +69,8 @@ type JobState struct {
 	// Target is the job's target from the previous round (jobs.Job's
 	// Workers.Target); a grow back to it replaces lost workers, and the
 	// reason says so.
-	Target int // Deadline, when set, makes it a deadline job: planned first, at the
+	Target int
+	// Deadline, when set, makes it a deadline job: planned first, at the
 	// share PlanDeadlines gives it (deadline.go).
 	Deadline *Deadline
 }
