@@ -63,7 +63,8 @@ type Admission struct {
 // worker count that finishes it by its deadline in what the jobs before it
 // leave (ElasticFlow's minimum satisfactory share), and never less than its
 // last Share. Where fewer GPUs are left than the share, the job runs at the
-// largest usable size that fits and pays Config.ResizeCost for each change.
+// largest usable size that fits and pays Config.ResizeCost for each change
+// (and Config.DecisionLatency for one after now).
 // A job no size finishes in time is planned at its largest size, and marked
 // not feasible. GPU jobs and CPU-only jobs plan on their own capacity (all
 // nodes' GPUs, all CPU slots; GPU constraints are not looked at).
@@ -100,7 +101,7 @@ func PlanDeadlines(s Snapshot, now time.Time) DeadlinePlan {
 	profs := [2]profile{{{t: 0, free: capacity[resGPU]}}, {{t: 0, free: capacity[resCPU]}}}
 	cost := cfg.ResizeCost.Seconds()
 	for _, d := range order {
-		d.plan(&profs[d.res], cost)
+		d.plan(&profs[d.res], cost, cfg.DecisionLatency.Seconds())
 	}
 	p := DeadlinePlan{Targets: make([]DeadlineTarget, len(ds))}
 	for i, d := range ds {
@@ -228,7 +229,7 @@ func newDLJob(j *JobState, cfg Config, now time.Time) *dlJob {
 
 // plan finds the job's least satisfactory share in prof and takes what it
 // uses out of prof.
-func (d *dlJob) plan(prof *profile, cost float64) {
+func (d *dlJob) plan(prof *profile, cost, lat float64) {
 	c := d.curve
 	work := d.j.Deadline.Remaining
 	switch {
@@ -241,7 +242,7 @@ func (d *dlJob) plan(prof *profile, cost float64) {
 	}
 	lo := max(c.floorIndex(d.j.Deadline.Share), 0)
 	hi := len(c.sizes) - 1
-	fin := func(i int) float64 { f, _ := prof.run(c, i, d.units, work, cost, d.j.Current, d.since); return f }
+	fin := func(i int) float64 { f, _ := prof.run(c, i, d.units, work, cost, lat, d.j.Current, d.since); return f }
 	best := lo
 	if fin(lo) > d.due {
 		// Finish time mostly falls as the share grows (a resize's stall
@@ -270,7 +271,7 @@ func (d *dlJob) plan(prof *profile, cost float64) {
 			}
 		}
 	}
-	f, pieces := prof.run(c, best, d.units, work, cost, d.j.Current, d.since)
+	f, pieces := prof.run(c, best, d.units, work, cost, lat, d.j.Current, d.since)
 	d.share, d.finish, d.ok = c.sizes[best], f, f <= d.due
 	if len(pieces) > 0 && pieces[0].from == 0 {
 		d.now = pieces[0].workers

@@ -21,11 +21,12 @@ type piece struct {
 // run plays a job with work left at size index i of c through the profile
 // (without taking anything): in each segment it runs at the largest usable
 // size up to c.sizes[i] that fits, and every change of size (its start
-// included) stalls it cost seconds. A job that already runs at the size of
+// included) stalls it cost seconds, plus latency for a change after now (it
+// happens at the next decision). A job that already runs at the size of
 // the first piece (current) pays only what is left of its last resize's
 // stall, which began since seconds ago. It returns when the work is done
 // (+Inf: never) and the pieces.
-func (p profile) run(c speedCurve, i, units int, work, cost float64, current int, since float64) (float64, []piece) {
+func (p profile) run(c speedCurve, i, units int, work, cost, latency float64, current int, since float64) (float64, []piece) {
 	var pieces []piece
 	prev, stall, done := current, max(cost-since, 0), 0.0
 	for k, sg := range p {
@@ -41,6 +42,9 @@ func (p profile) run(c speedCurve, i, units int, work, cost float64, current int
 			stall = 0
 			if w > 0 {
 				stall = cost
+				if sg.t > 0 {
+					stall += latency
+				}
 			}
 			prev = w
 		}
