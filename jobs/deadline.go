@@ -73,7 +73,7 @@ func validateDeadline(v *ValidationError, s Spec) {
 		v.add("trainer.exec.total_steps", "must be between 0 and 1e15")
 	}
 	if !s.HasDeadline() {
-		if s.DeadlinePolicy != "" {
+		if s.DeadlinePolicy != "" && s.DeadlinePolicy != DeadlineStrict {
 			v.add("deadline_policy", "set only with deadline or within")
 		}
 		return

@@ -21,7 +21,7 @@ func TestDeadlineSpec(t *testing.T) {
 		{"both", `"deadline":"2026-12-02T06:00:00Z","within":"2h"`, false, []string{"within"}},
 		{"bad within", `"within":"soon"`, false, []string{"within"}},
 		{"negative within", `"within":"-5m"`, false, []string{"within"}},
-		{"policy without deadline", `"deadline_policy":"strict","workers":{"min":1,"max":2}`, false, []string{"deadline_policy"}},
+		{"policy without deadline", `"deadline_policy":"best_effort","workers":{"min":1,"max":2}`, false, []string{"deadline_policy"}},
 		{"unknown policy", `"within":"1h","deadline_policy":"sometimes"`, false, []string{"deadline_policy"}},
 		{"exec without total_steps", `"within":"1h"`, true, []string{"trainer.exec.total_steps"}},
 		{"exec with total_steps", `"within":"1h","trainer":{"kind":"exec","exec":{"command":["/usr/bin/python3","train.py"],"total_steps":500}}`, true, nil},
