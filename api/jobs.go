@@ -76,15 +76,16 @@ const (
 //	@Produce		json
 //	@Produce		application/problem+json
 //	@Param			Idempotency-Key	header		string		false	"makes retries safe (at most 255 characters)"
+//	@Param			dry_run			query		bool		false	"answer whether the job would be admitted (DryRun) without creating it"
 //	@Param			spec			body		jobs.Spec	true	"the job spec"
 //	@Success		201				{object}	jobs.Job	"created; Location names it"
-//	@Success		200				{object}	jobs.Job	"an earlier submit with the same Idempotency-Key"
+//	@Success		200				{object}	jobs.Job	"an earlier submit with the same Idempotency-Key (with dry_run=true: a DryRun)"
 //	@Failure		400				{object}	Problem		"malformed JSON"
 //	@Failure		401				{object}	Problem
 //	@Failure		413				{object}	Problem
 //	@Failure		415				{object}	Problem
 //	@Failure		408				{object}	Problem	"the body was not sent within the server's body read timeout"
-//	@Failure		422				{object}	Problem	"invalid fields (duplicate keys, bounds on the model's parameters and batch x width, the tenant's max_workers and max_parameters included), or Idempotency-Key reused with another body"
+//	@Failure		422				{object}	Problem	"a strict deadline job that cannot be guaranteed (type urn:edl:problem:deadline-infeasible, with earliest_feasible); invalid fields (duplicate keys, bounds on the model's parameters and batch x width, the tenant's max_workers and max_parameters included), or Idempotency-Key reused with another body"
 //	@Failure		429				{object}	Problem
 //	@Failure		503				{object}	Problem	"the store is unavailable; Retry-After"
 //	@Router			/v1/jobs [post]
@@ -102,6 +103,9 @@ func (s *Server) createJob(c echo.Context) error {
 		return err
 	}
 	if err := tenantOf(c).Admit(spec, ""); err != nil {
+		return err
+	}
+	if done, err := s.deadlineGate(c, spec); done { // deadline.go: admission, dry_run
 		return err
 	}
 	ctx, cancel := s.storeCtx(c)

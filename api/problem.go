@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/jobs/jobstore"
@@ -26,6 +27,9 @@ type Problem struct {
 	Instance string `json:"instance,omitempty" example:"/v1/jobs"`
 	// Errors lists each offending field (dotted JSON path) with a reason.
 	Errors []jobs.FieldError `json:"errors,omitempty"`
+	// EarliestFeasible, on a refused deadline job, is the earliest deadline
+	// that would be admitted now.
+	EarliestFeasible *time.Time `json:"earliest_feasible,omitempty"`
 }
 
 // Problem types. They are part of the API: never rename one.
@@ -47,6 +51,7 @@ const (
 	ProblemRequestTimeout      = "urn:edl:problem:request-timeout"
 	ProblemTooManyStreams      = "urn:edl:problem:too-many-streams"
 	ProblemInternal            = "urn:edl:problem:internal"
+	ProblemDeadline            = "urn:edl:problem:deadline-infeasible"
 )
 
 // RetryAfterUnavailable is the Retry-After (seconds) of a 503.

@@ -31,6 +31,7 @@ func (s Spec) Clone() Spec {
 		e.GracePeriodS, e.MaxRestarts = clonePtr(e.GracePeriodS), clonePtr(e.MaxRestarts)
 		c.Trainer.Exec = &e
 	}
+	c.Deadline = clonePtr(s.Deadline)
 	return c
 }
 

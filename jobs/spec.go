@@ -1,5 +1,7 @@
 package jobs
 
+import "time"
+
 // Spec is what a tenant submits: everything needed to run a training job.
 // Validation lives in validate.go; the JSON names are the public API.
 type Spec struct {
@@ -12,6 +14,15 @@ type Spec struct {
 	Checkpoint    CheckpointPolicy  `json:"checkpoint"`
 	CallbackURL   string            `json:"callback_url,omitempty" example:"https://ci.example.com/hook"`
 	Labels        map[string]string `json:"labels,omitempty"`
+	// Deadline, Within and DeadlinePolicy make it a deadline job: the
+	// planner picks its workers (workers.min is not needed, workers.max
+	// is an optional cap) so that it is done in time (deadline.go).
+	Deadline       *time.Time     `json:"deadline,omitempty" example:"2026-12-02T06:00:00Z"`
+	Within         string         `json:"within,omitempty" example:"2h"`
+	DeadlinePolicy DeadlinePolicy `json:"deadline_policy,omitempty" enum:"strict,best_effort" default:"strict"`
+	// PerWorkerSpeed is the prior the planner assumes for one worker
+	// (samples/s; steps/s for exec jobs) until the job has run.
+	PerWorkerSpeed float64 `json:"per_worker_speed,omitempty" minimum:"0" example:"2000"`
 }
 
 // WorkerRange bounds the number of workers the planner may give a job.
@@ -122,6 +133,9 @@ type ExecTrainer struct {
 	// "live" (the program uses the edl Python package and resizes in
 	// process; needs Dataset; see docs/live.md).
 	Mode ExecMode `json:"mode,omitempty" enum:"restart,live" default:"restart"`
+	// TotalSteps is the program's work in steps: a deadline job needs it
+	// (the program reports its step, see docs/exec.md).
+	TotalSteps int64 `json:"total_steps,omitempty" minimum:"0" example:"10000"`
 }
 
 // ExecMode is how an exec program goes through a resize.

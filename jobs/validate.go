@@ -68,6 +68,7 @@ const (
 // priority guaranteed, batch policy fixed_global, checkpoint keep 3, exec
 // grace_period_s 30 and max_restarts 3.
 func (s Spec) WithDefaults() Spec {
+	s = s.withDeadlineDefaults()
 	if s.Priority == "" {
 		s.Priority = Guaranteed
 	}
@@ -131,6 +132,7 @@ func (s Spec) Validate() error {
 		}
 	}
 	validateLabels(v, s.Labels)
+	validateDeadline(v, s)
 	return v.orNil()
 }
 

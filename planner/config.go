@@ -63,6 +63,10 @@ type Config struct {
 	CommRatio float64
 	// Straggler tunes straggler replacement; the zero value turns it off.
 	Straggler StragglerConfig
+	// DecisionLatency is how long after a change a deadline plan expects
+	// for it (the loop's round interval): every change the plan makes
+	// after now stalls the job this long on top of ResizeCost.
+	DecisionLatency time.Duration
 }
 
 // DefaultConfig is the policy edl ships with.
@@ -110,6 +114,9 @@ func (c Config) Validate() error {
 	}
 	if c.CommRatio < 0 || c.CommRatio >= 1 {
 		errs = append(errs, fmt.Errorf("planner config: comm_ratio %g: must be in [0, 1)", c.CommRatio))
+	}
+	if c.DecisionLatency < 0 {
+		errs = append(errs, fmt.Errorf("planner config: decision_latency %s: must not be negative", c.DecisionLatency))
 	}
 	errs = append(errs, c.Straggler.Validate())
 	return errors.Join(errs...)

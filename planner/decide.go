@@ -21,6 +21,9 @@ import (
 // HarvestFirst their minimums go before the growth of guaranteed jobs past
 // the first queue, else after all guaranteed growth.
 func Decide(s Snapshot, now time.Time) Plan {
+	if p, ok := decideDeadlines(s, now); ok { // deadline jobs first: deadline_decide.go
+		return p
+	}
 	cfg := s.Config
 	if cfg.isZero() {
 		cfg = DefaultConfig()

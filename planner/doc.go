@@ -8,6 +8,10 @@
 //
 // The policy, in order (see docs/planner.md):
 //
+//  0. jobs with a deadline get the share PlanDeadlines plans for them
+//     (earliest deadline first, the least workers that meet each deadline)
+//     before anyone else; Admit is the admission test over the same plan
+//     (docs/deadlines.md);
 //  1. guaranteed jobs get their minimum, gang style (all of it or none), in
 //     order of tenant fairness (share of quota, then weighted share) and
 //     Tiresias' two-level least attained service;

@@ -70,6 +70,9 @@ type JobState struct {
 	// Workers.Target); a grow back to it replaces lost workers, and the
 	// reason says so.
 	Target int
+	// Deadline, when set, makes it a deadline job: planned first, at the
+	// share PlanDeadlines gives it (deadline.go).
+	Deadline *Deadline
 }
 
 // Plan is Decide's answer: one Target per job of the snapshot, in the

@@ -253,6 +253,7 @@ func printJob(w io.Writer, term terminal, j jobs.Job, now time.Time) {
 	if d := eta(j); d > 0 {
 		t.row("ETA:", d.String())
 	}
+	deadlineRows(t, j, time.Now())
 	if ck := j.LastCheckpoint; ck != nil {
 		t.row("Checkpoint:", fmt.Sprintf("step %d, epoch %d, %d bytes", ck.Step, ck.Epoch, ck.SizeBytes))
 	}

@@ -27,6 +27,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if len(args) > 0 && args[0] == "gen" {
 		return runSimGen(args[1:], stdout, stderr)
 	}
+	if wantsDeadlineSim(args) {
+		return runSimDeadline(ctx, args, stdout, stderr)
+	}
 	const summary = "Replay a job trace (CSV: job_id, submit_s, num_gpus, duration_s[, vc][, priority]) through\n" +
 		"planner.Decide on a simulated cluster and print the figures (JCT, makespan, queueing,\n" +
 		"GPU utilisation, resizes, opportunistic give-backs). --compare runs every policy; --loads\n" +

@@ -185,6 +185,7 @@ func jobState(j *jobs.Job, live []jobs.Worker, tr *tracked) planner.JobState {
 		LastResize:  tr.lastResize,
 		SlowRounds:  tr.slow,
 		LastReplace: tr.lastReplace,
+		Deadline:    planner.DeadlineOf(*j, j.Workers.Target),
 	}
 }
 

@@ -1,0 +1,298 @@
+package planner
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// DeadlineTarget is the plan for one deadline job.
+type DeadlineTarget struct {
+	JobID string
+	// Share is the worker count the job is planned at (its minimum
+	// satisfactory share); 0 when it cannot be planned at all.
+	Share int
+	// Now is what the plan gives it now: Share, or less (0: it waits) while
+	// jobs with earlier deadlines hold the GPUs.
+	Now int
+	// Finish is when the plan finishes it (zero: never).
+	Finish time.Time
+	// Feasible reports whether Finish is by the deadline.
+	Feasible bool
+	// Reason is one line for the event log.
+	Reason string
+}
+
+// DeadlinePlan is PlanDeadlines' answer, in the snapshot's order of the
+// deadline jobs.
+type DeadlinePlan struct {
+	Targets []DeadlineTarget
+}
+
+// Target returns the target of job id and whether there is one.
+func (p DeadlinePlan) Target(id string) (DeadlineTarget, bool) {
+	for _, t := range p.Targets {
+		if t.JobID == id {
+			return t, true
+		}
+	}
+	return DeadlineTarget{}, false
+}
+
+// Admission is Admit's answer for one new deadline job.
+type Admission struct {
+	Admitted bool
+	// AtRisk: admitted (best effort) without a plan that meets the deadline.
+	AtRisk bool
+	// Reason says why a job is refused or at risk.
+	Reason string
+	// Workers and ExpectedFinish are the job's plan (Workers 0: none).
+	Workers        int
+	ExpectedFinish time.Time
+	// EarliestFeasible, for a refused job, is the earliest deadline that
+	// would be admitted now (zero: none found, e.g. nothing is known about
+	// its speed).
+	EarliestFeasible time.Time
+}
+
+// PlanDeadlines plans the snapshot's deadline jobs alone, as if nothing
+// else ran (they come before every other job): strict jobs in
+// earliest-deadline-first order, then best-effort ones, each at the least
+// worker count that finishes it by its deadline in what the jobs before it
+// leave (ElasticFlow's minimum satisfactory share), and never less than its
+// last Share. Where fewer GPUs are left than the share, the job runs at the
+// largest usable size that fits and pays Config.ResizeCost for each change
+// (and Config.DecisionLatency for one after now).
+// A job no size finishes in time is planned at its largest size, and marked
+// not feasible. GPU jobs and CPU-only jobs plan on their own capacity (all
+// nodes' GPUs, all CPU slots; GPU constraints are not looked at).
+func PlanDeadlines(s Snapshot, now time.Time) DeadlinePlan {
+	cfg := s.Config
+	if cfg.isZero() {
+		cfg = DefaultConfig()
+	}
+	var capacity [2]int
+	for _, n := range s.Capacity.Nodes {
+		capacity[resGPU] += max(n.GPUs, n.FreeGPUs, 0)
+		capacity[resCPU] += max(n.CPUSlots, n.FreeCPUSlots, 0)
+	}
+	var ds []*dlJob
+	for i := range s.Jobs {
+		j := &s.Jobs[i]
+		if j.Deadline == nil {
+			continue
+		}
+		d := newDLJob(j, cfg, now)
+		d.curve = d.curve.upTo(capacity[d.res] / d.units)
+		ds = append(ds, d)
+	}
+	order := slices.Clone(ds)
+	slices.SortStableFunc(order, func(a, b *dlJob) int {
+		if a.j.Deadline.BestEffort != b.j.Deadline.BestEffort {
+			if a.j.Deadline.BestEffort {
+				return 1
+			}
+			return -1
+		}
+		return cmp.Or(cmp.Compare(a.due, b.due), cmp.Compare(a.j.ID, b.j.ID))
+	})
+	profs := [2]profile{{{t: 0, free: capacity[resGPU]}}, {{t: 0, free: capacity[resCPU]}}}
+	cost := cfg.ResizeCost.Seconds()
+	for _, d := range order {
+		d.plan(&profs[d.res], cost, cfg.DecisionLatency.Seconds())
+	}
+	p := DeadlinePlan{Targets: make([]DeadlineTarget, len(ds))}
+	for i, d := range ds {
+		p.Targets[i] = d.target(now)
+	}
+	return p
+}
+
+// Admit answers whether the deadline job cand may join the snapshot's jobs:
+// a strict job is admitted when PlanDeadlines with it finishes it by its
+// deadline and still finishes every strict job that it finished without
+// it; a best-effort job always is, at risk when it would not finish. A
+// refused job gets the earliest deadline that would be admitted now. Admit is
+// pure: the API (at submission and for dry runs) and the planner loop ask
+// the same question of the same snapshot.
+func Admit(s Snapshot, cand JobState, now time.Time) Admission {
+	if cand.Deadline == nil {
+		return Admission{Admitted: true}
+	}
+	before := PlanDeadlines(s, now)
+	try := func(at time.Time) (DeadlineTarget, string) {
+		c := cand
+		d := *cand.Deadline
+		d.At, d.Share = at, 0
+		c.Deadline = &d
+		t := s
+		t.Jobs = append(slices.Clone(s.Jobs), c)
+		p := PlanDeadlines(t, now)
+		mine := p.Targets[len(p.Targets)-1]
+		if !mine.Feasible {
+			return mine, mine.Reason
+		}
+		for i, b := range before.Targets {
+			if b.Feasible && !p.Targets[i].Feasible && !t.Jobs[jobIndex(t.Jobs, b.JobID)].Deadline.BestEffort {
+				return mine, fmt.Sprintf("it would make job %s miss its deadline", b.JobID)
+			}
+		}
+		return mine, ""
+	}
+	mine, why := try(cand.Deadline.At)
+	a := Admission{Workers: mine.Share, ExpectedFinish: mine.Finish}
+	if why == "" {
+		a.Admitted = true
+		return a
+	}
+	if cand.Deadline.BestEffort {
+		a.Admitted, a.AtRisk, a.Reason = true, true, why
+		return a
+	}
+	a.Reason = why
+	a.EarliestFeasible = earliestFeasible(now, cand.Deadline.At, func(at time.Time) bool {
+		_, w := try(at)
+		return w == ""
+	})
+	return a
+}
+
+// earliestFeasible bisects, to the second, for the earliest deadline after
+// refused that ok accepts; zero when none up to a year from now.
+func earliestFeasible(now, refused time.Time, ok func(time.Time) bool) time.Time {
+	lo := refused
+	if lo.Before(now) {
+		lo = now
+	}
+	span := max(time.Second, lo.Sub(now))
+	hi := lo.Add(span)
+	for !ok(hi) {
+		span *= 2
+		if span > 366*24*time.Hour {
+			return time.Time{}
+		}
+		hi = lo.Add(span)
+	}
+	for hi.Sub(lo) > time.Second {
+		mid := lo.Add(hi.Sub(lo) / 2)
+		if ok(mid) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	// Round to a whole second, and hand out only what was checked.
+	for _, r := range []time.Time{hi.Truncate(time.Second), hi.Truncate(time.Second).Add(time.Second)} {
+		if !r.Before(lo) && !r.After(hi.Add(time.Second)) && (r.Equal(hi) || ok(r)) {
+			return r
+		}
+	}
+	return hi
+}
+
+func jobIndex(js []JobState, id string) int {
+	for i := range js {
+		if js[i].ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// dlJob is one deadline job while PlanDeadlines runs.
+type dlJob struct {
+	j      *JobState
+	curve  speedCurve
+	res    int
+	units  int
+	due    float64 // seconds from now to the deadline
+	since  float64 // seconds since its last resize (+Inf: never)
+	share  int     // planned size (0: none)
+	now    int     // size at t = 0
+	finish float64 // seconds from now (+Inf: never)
+	ok     bool
+	reason string
+}
+
+func newDLJob(j *JobState, cfg Config, now time.Time) *dlJob {
+	d := &dlJob{j: j, curve: curveOf(j, cfg.CommRatio), finish: math.Inf(1)}
+	d.res, d.units = resources(j)
+	d.due = j.Deadline.At.Sub(now).Seconds()
+	d.since = math.Inf(1)
+	if !j.LastResize.IsZero() {
+		d.since = now.Sub(j.LastResize).Seconds()
+	}
+	return d
+}
+
+// plan finds the job's least satisfactory share in prof and takes what it
+// uses out of prof.
+func (d *dlJob) plan(prof *profile, cost, lat float64) {
+	c := d.curve
+	work := d.j.Deadline.Remaining
+	switch {
+	case len(c.sizes) == 0:
+		d.reason = "its speed is unknown: no throughput measured and no prior"
+		return
+	case work <= 0:
+		d.ok, d.finish, d.reason = true, 0, "its work is done"
+		return
+	}
+	lo := max(c.floorIndex(d.j.Deadline.Share), 0)
+	hi := len(c.sizes) - 1
+	fin := func(i int) float64 { f, _ := prof.run(c, i, d.units, work, cost, lat, d.j.Current, d.since); return f }
+	best := lo
+	if fin(lo) > d.due {
+		// Finish time mostly falls as the share grows (a resize's stall
+		// can make a bigger share slower near the end): bisect for the
+		// least share in time, and scan when that is not one.
+		l, h := lo, hi
+		for l < h {
+			m := (l + h) / 2
+			if fin(m) <= d.due {
+				h = m
+			} else {
+				l = m + 1
+			}
+		}
+		best = l
+		if fin(best) > d.due {
+			best = lo
+			for i := lo; i <= hi; i++ {
+				if fin(i) <= d.due {
+					best = i
+					break
+				}
+				if fin(i) < fin(best) {
+					best = i
+				}
+			}
+		}
+	}
+	f, pieces := prof.run(c, best, d.units, work, cost, lat, d.j.Current, d.since)
+	d.share, d.finish, d.ok = c.sizes[best], f, f <= d.due
+	if len(pieces) > 0 && pieces[0].from == 0 {
+		d.now = pieces[0].workers
+	}
+	for _, pc := range pieces {
+		prof.take(pc.from, pc.to, pc.workers*d.units)
+	}
+	switch {
+	case d.ok:
+		d.reason = fmt.Sprintf("planned at %d workers, done %.0f s before its deadline", d.share, d.due-f)
+	case math.IsInf(f, 1):
+		d.reason = "no GPUs are left for it"
+	default:
+		d.reason = fmt.Sprintf("even at %d workers it would finish %.0f s after its deadline", d.share, f-d.due)
+	}
+}
+
+func (d *dlJob) target(now time.Time) DeadlineTarget {
+	t := DeadlineTarget{JobID: d.j.ID, Share: d.share, Now: d.now, Feasible: d.ok, Reason: d.reason}
+	if !math.IsInf(d.finish, 1) {
+		t.Finish = now.Add(time.Duration(d.finish * float64(time.Second)))
+	}
+	return t
+}

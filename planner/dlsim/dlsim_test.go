@@ -1,0 +1,199 @@
+package dlsim
+
+import (
+	"context"
+	"math"
+	"os"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+)
+
+const testdata = "../../testdata/elasticflow"
+
+func readEF(t *testing.T, trace, tables string) []Job {
+	t.Helper()
+	tb, err := ReadTables(os.DirFS(testdata), tables)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(testdata + "/" + trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	js, err := ReadElasticFlow(f, tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+func runAll(t *testing.T, js []Job, gpus, perNode int, slot time.Duration) map[Policy]Result {
+	t.Helper()
+	out := map[Policy]Result{}
+	for _, p := range Policies {
+		o := DefaultOptions(p)
+		o.GPUs, o.GPUsPerNode, o.Slot = gpus, perNode, slot
+		r, err := Run(context.Background(), js, o)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if r.Met+r.Refused+r.Late != r.Jobs {
+			t.Fatalf("%s: met %d + refused %d + late %d != %d jobs", p, r.Met, r.Refused, r.Late, r.Jobs)
+		}
+		out[p] = r
+	}
+	return out
+}
+
+// TestElasticFlowInputs runs every policy on ElasticFlow's two inputs: the
+// deadline policy must reach ElasticFlow's own figure (0.728 at 64 T4;
+// 1.00 for the generated trace at 128 A100), twice Tiresias', and no job it
+// admitted may miss its deadline; deciding at every event and, as
+// ElasticFlow's runs do, once per slot (60 s and 240 s).
+func TestElasticFlowInputs(t *testing.T) {
+	tests := []struct {
+		trace, tables  string
+		gpus, perNode  int
+		jobs           int
+		slot           time.Duration
+		elasticFlowFig float64
+	}{
+		{"elasticVpollux_e.csv", "throughputs_T4", 64, 4, 195, 0, 0.728},
+		{"elasticVpollux_e.csv", "throughputs_T4", 64, 4, 195, time.Minute, 0.728},
+		{"100jobs_1500lam.csv", "throughputs_A100", 128, 8, 100, 0, 1.00},
+		{"100jobs_1500lam.csv", "throughputs_A100", 128, 8, 100, 4 * time.Minute, 1.00},
+	}
+	for _, tt := range tests {
+		t.Run(tt.trace+" slot "+tt.slot.String(), func(t *testing.T) {
+			js := readEF(t, tt.trace, tt.tables)
+			if len(js) != tt.jobs {
+				t.Fatalf("%d jobs, want %d", len(js), tt.jobs)
+			}
+			rs := runAll(t, js, tt.gpus, tt.perNode, tt.slot)
+			d := rs[Deadline]
+			t.Logf("deadline %.3f, edf %.3f, tiresias %.3f, elastic %.3f", d.DeadlineMetRatio,
+				rs[EDF].DeadlineMetRatio, rs[Tiresias].DeadlineMetRatio, rs[Elastic].DeadlineMetRatio)
+			if d.DeadlineMetRatio < tt.elasticFlowFig-1e-9 {
+				t.Errorf("deadline_met_ratio %.3f, ElasticFlow's %.3f", d.DeadlineMetRatio, tt.elasticFlowFig)
+			}
+			if ti := rs[Tiresias].DeadlineMetRatio; d.DeadlineMetRatio < min(2*ti, 1) {
+				t.Errorf("deadline_met_ratio %.3f, under twice Tiresias' %.3f", d.DeadlineMetRatio, ti)
+			}
+			if d.AdmittedLate != 0 || d.Late != 0 {
+				t.Errorf("%d admitted jobs finished late (%d late in all)", d.AdmittedLate, d.Late)
+			}
+		})
+	}
+}
+
+// TestAdmittedStrictJobsMeetDeadlines: on an edl trace with drawn deadlines
+// (tight ones included), under ElasticFlow's 60 s slot and with any size,
+// every strict job the deadline policy admits finishes in time, and some
+// are refused (the test would not see a broken guarantee otherwise).
+func TestAdmittedStrictJobsMeetDeadlines(t *testing.T) {
+	var rows []EDLRow
+	for i := range 300 {
+		rows = append(rows, EDLRow{ID: "j" + string(rune('a'+i%26)) + string(rune('a'+i/26)), Submit: float64(i * 90),
+			GPUs: 1 << (i % 4), Duration: float64(600 + (i*7919)%7200)})
+	}
+	js := FromEDLTrace(rows, DeadlineDraw{Min: 0.5, Max: 1.5, Seed: 3}, 2)
+	for _, variant := range []struct {
+		name    string
+		slot    time.Duration
+		anySize bool
+	}{{"events", 0, false}, {"slot 60 s", time.Minute, false}, {"any size", 0, true}} {
+		t.Run(variant.name, func(t *testing.T) {
+			o := DefaultOptions(Deadline)
+			o.GPUs, o.GPUsPerNode, o.Slot, o.AnySize = 16, 4, variant.slot, variant.anySize
+			r, err := Run(context.Background(), js, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Refused == 0 || r.Met == 0 {
+				t.Fatalf("refused %d, met %d: want both", r.Refused, r.Met)
+			}
+			if r.AdmittedLate != 0 {
+				t.Errorf("%d admitted strict jobs missed their deadline (%+v)", r.AdmittedLate, r)
+			}
+		})
+	}
+}
+
+func TestReadTables(t *testing.T) {
+	fsys := fstest.MapFS{
+		"m.csv":   {Data: []byte("global_batch_size,1,2,4\n64,1.5,nan,\n128,1,2,0\n")},
+		"bad.txt": {Data: []byte("ignored")},
+	}
+	tb, err := ReadTables(fsys, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tb["m"][64]; len(got) != 1 || got[1] != 1.5 {
+		t.Errorf("batch 64: %v, want only 1 GPU at 1.5", got)
+	}
+	if got := tb["m"][128]; len(got) != 2 || got[2] != 2 {
+		t.Errorf("batch 128: %v, want 1 and 2 GPUs", got)
+	}
+	for name, data := range map[string]string{
+		"header": "batch,1,2\n64,1,2\n",
+		"column": "global_batch_size,1,x\n64,1,2\n",
+		"batch":  "global_batch_size,1\nabc,1\n",
+	} {
+		if _, err := ReadTables(fstest.MapFS{"m.csv": {Data: []byte(data)}}, "."); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+func TestReadElasticFlowErrors(t *testing.T) {
+	tb := Tables{"m": {64: {1: 2, 2: 3}}}
+	good := "job_id,submit_time,iteration,model_name,ddl,batch_size,num_gpu,duration\n"
+	js, err := ReadElasticFlow(strings.NewReader(good+"b,10,100,m,90,64,2,33\na,5,100,m,60,64,1,50\n"), tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(js) != 2 || js[0].ID != "a" || js[1].Work != 100 || js[1].Deadline != 90 || js[1].Rate(2) != 3 {
+		t.Errorf("jobs %+v", js)
+	}
+	for name, body := range map[string]string{
+		"unknown model": good + "a,0,100,x,60,64,1,50\n",
+		"unknown batch": good + "a,0,100,m,60,32,1,50\n",
+		"size":          good + "a,0,100,m,60,64,4,50\n",
+		"number":        good + "a,0,lots,m,60,64,1,50\n",
+		"column":        "job_id,submit_time\na,0\n",
+	} {
+		if _, err := ReadElasticFlow(strings.NewReader(body), tb); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+func TestFromEDLTraceDrawsDeadlines(t *testing.T) {
+	rows := []EDLRow{{ID: "a", Submit: 0, GPUs: 2, Duration: 100}, {ID: "b", Submit: 10, GPUs: 1, Duration: 1000}}
+	d := DeadlineDraw{Min: 0.5, Max: 1.5, Seed: 7}
+	one, two := FromEDLTrace(rows, d, 2), FromEDLTrace(rows, d, 2)
+	for i, j := range one {
+		f := (j.Deadline - j.Submit) / rows[i].Duration
+		if f < 0.5 || f > 1.5 || j.Deadline != two[i].Deadline {
+			t.Errorf("job %s: deadline factor %g (again: %g)", j.ID, f, two[i].Deadline)
+		}
+		if got := j.Work / j.Rate(j.GPUs); math.Abs(got-rows[i].Duration) > 1e-6 {
+			t.Errorf("job %s: %g s at its request, want %g", j.ID, got, rows[i].Duration)
+		}
+	}
+	if other := FromEDLTrace(rows, DeadlineDraw{Min: 0.5, Max: 1.5, Seed: 8}, 2); other[1].Deadline == one[1].Deadline {
+		t.Error("another seed draws the same deadline")
+	}
+}
+
+func TestRate(t *testing.T) {
+	j := Job{Speed: map[int]float64{1: 1, 4: 4, 8: 5}}
+	for n, want := range map[int]float64{0: 0, 1: 1, 2: 2, 6: 4.5, 8: 5, 16: 5} {
+		if got := j.Rate(n); math.Abs(got-want) > 1e-9 {
+			t.Errorf("Rate(%d) = %g, want %g", n, got, want)
+		}
+	}
+}
