@@ -10,25 +10,26 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
-	"github.com/edl-nomad/edl/checkpoint/weed"
+	"github.com/edl-nomad/edl/checkpoint/versitygw"
 )
 
-// S3Server is a real SeaweedFS S3 gateway (weed mini) on loopback ports.
+// S3Server is a real S3 server, the Versity S3 Gateway with its posix
+// backend (checkpoint/versitygw), on a loopback port.
 type S3Server struct {
-	*weed.Server
+	*versitygw.Server
 	AccessKey, SecretKey string
 }
 
-// StartS3Server starts weed mini with its data in dir and a random
-// identity; callers must Stop it. The binary comes from EDL_WEED, the
+// StartS3Server starts versitygw with its data in dir and a random
+// identity; callers must Stop it. The binary comes from EDL_VERSITYGW, the
 // repository's .tools/bin, or PATH.
 func StartS3Server(ctx context.Context, dir string) (*S3Server, error) {
-	bin, err := lookBinary("EDL_WEED", "weed")
+	bin, err := lookBinary("EDL_VERSITYGW", "versitygw")
 	if err != nil {
 		return nil, err
 	}
 	ak, sk := "edltest"+RandomID(4), RandomID(20)
-	srv, err := weed.Start(ctx, weed.Config{Bin: bin, Dir: dir, AccessKey: ak, SecretKey: sk})
+	srv, err := versitygw.Start(ctx, versitygw.Config{Bin: bin, Dir: dir, AccessKey: ak, SecretKey: sk})
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +74,7 @@ var sharedS3 struct {
 func NewS3(t testing.TB) *S3 {
 	t.Helper()
 	sharedS3.once.Do(func() {
-		dir, err := os.MkdirTemp("", "edl-weed-")
+		dir, err := os.MkdirTemp("", "edl-s3-")
 		if err != nil {
 			sharedS3.err = err
 			return
