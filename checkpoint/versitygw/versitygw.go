@@ -57,27 +57,6 @@ type Server struct {
 	log  *lockedBuffer
 }
 
-// LookBinary finds versitygw: the explicit path when set, then each of dirs
-// (e.g. the repository's .tools/bin), then PATH.
-func LookBinary(explicit string, dirs ...string) (string, error) {
-	if explicit != "" {
-		if _, err := os.Stat(explicit); err != nil {
-			return "", fmt.Errorf("versitygw binary %s: %w", explicit, err)
-		}
-		return explicit, nil
-	}
-	for _, d := range dirs {
-		p := filepath.Join(d, "versitygw")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	if p, err := exec.LookPath("versitygw"); err == nil {
-		return p, nil
-	}
-	return "", errors.New("versitygw not found: run scripts/build-versitygw.sh")
-}
-
 // Start launches the gateway and returns once it stores and reads back an
 // object. The child dies with this process (Pdeathsig).
 func Start(ctx context.Context, cfg Config) (*Server, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -117,7 +118,12 @@ func newS3For(t testing.TB, srv *S3Server) *S3 {
 	if err := c.MakeBucket(ctx, bucket, minio.MakeBucketOptions{}); err != nil {
 		t.Fatalf("create bucket %s on %s: %v", bucket, srv.Endpoint, err)
 	}
-	t.Cleanup(func() { removeBucket(c, bucket) })
+	t.Cleanup(func() {
+		removeBucket(c, bucket)
+		if t.Failed() {
+			t.Logf("S3 server %s, its output since it last started:\n%s", srv.Endpoint, lastLines(srv.Log(), 40))
+		}
+	})
 	return &S3{
 		Server:    srv,
 		Endpoint:  srv.Endpoint,
@@ -142,4 +148,13 @@ func removeBucket(c *minio.Client, bucket string) {
 		}
 	}
 	_ = c.RemoveBucket(ctx, bucket) // what remains goes with the server
+}
+
+// lastLines is the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
