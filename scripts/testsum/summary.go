@@ -116,13 +116,14 @@ func (s *summary) read(r io.Reader) error {
 	for sc.Scan() {
 		line := sc.Bytes()
 		var e event
-		if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &e) != nil {
-			fmt.Fprintln(s.w, string(line)) // not go test -json: pass it on
-			continue
-		}
+		isEvent := len(line) > 0 && line[0] == '{' && json.Unmarshal(line, &e) == nil
 		s.mu.Lock()
-		if !s.stopped {
+		switch {
+		case s.stopped:
+		case isEvent:
 			s.handle(e)
+		default:
+			fmt.Fprintln(s.w, string(line)) // not go test -json: pass it on
 		}
 		s.mu.Unlock()
 	}

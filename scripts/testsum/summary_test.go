@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"strings"
 	"testing"
 )
@@ -112,5 +113,38 @@ func TestSummary(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestSummaryInterrupted(t *testing.T) {
+	const p = `"Package":"github.com/edl-nomad/edl/worker"`
+	var out bytes.Buffer
+	s := newSummary(&out)
+	// The stream stays open: go test is still running when the signal comes.
+	r, w := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- s.read(r) }()
+	if _, err := io.WriteString(w, `{"Action":"run",`+p+`,"Test":"TestE"}
+{"Action":"output",`+p+`,"Test":"TestE","Output":"    e_test.go:7: waiting for a generation of 2\n"}
+`); err != nil {
+		t.Fatal(err)
+	}
+	// A write returns once it was read, and the scanner handles every line it
+	// holds before it reads again: after this second write the first is handled.
+	if _, err := io.WriteString(w, "go: still building\n"); err != nil {
+		t.Fatal(err)
+	}
+	s.interrupt("terminated")
+	s.finish(5)
+	w.Close()
+	<-done
+	got := out.String()
+	for _, want := range []string{"worker: interrupted (terminated) while it ran", "TestE (still running)", "waiting for a generation of 2", "FAILED worker (no result: interrupted (terminated) while it ran)"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+	if !s.failed() {
+		t.Error("an interrupted run is not a failure")
 	}
 }
