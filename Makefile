@@ -26,8 +26,9 @@ run: setup build
 
 ## test: all tests with the race detector, against real servers; a summary at the end
 ## (packages, tests passed/failed, minutes, the slowest); the raw `go test -json`
-## stream is kept in .test-results/test.json. Every package runs under -race: each
-## has goroutines of its own or starts processes that do. A package's binary gets
+## stream is kept in .test-results/test.json. Every package runs under -race: the
+## slow ones (worker, internal/e2e, api/ui) are those with goroutines of their own,
+## where it must look, and it costs little in the others. A package's binary gets
 ## 30 minutes: a hang panics with every goroutine's stack well before CI's limit.
 TESTFLAGS ?=
 test: setup
