@@ -7,8 +7,13 @@ VERSITYGW_VERSION="${VERSITYGW_VERSION:-v1.8.0}"
 BIN_DIR="${1:-.tools/bin}"
 mkdir -p "$BIN_DIR"
 BIN_DIR="$(cd "$BIN_DIR" && pwd)"
-if [ -x "$BIN_DIR/versitygw" ] && "$BIN_DIR/versitygw" --version 2>/dev/null | grep -q "Version  : $VERSITYGW_VERSION\$"; then
-  exit 0
+if [ -x "$BIN_DIR/versitygw" ]; then
+  # Read it whole first: with pipefail, grep -q closing the pipe early
+  # would make an up-to-date binary look stale.
+  have="$("$BIN_DIR/versitygw" --version 2>/dev/null || true)"
+  if grep -q "^Version  : $VERSITYGW_VERSION\$" <<<"$have"; then
+    exit 0
+  fi
 fi
 echo "setup: building versitygw $VERSITYGW_VERSION into $BIN_DIR" >&2
 t0=$(date +%s.%N)
