@@ -16,7 +16,6 @@ if [ -x "$BIN_DIR/versitygw" ]; then
   fi
 fi
 echo "setup: building versitygw $VERSITYGW_VERSION into $BIN_DIR" >&2
-t0=$(date +%s.%N)
 # A private directory: two builds running at once must not take each other's file.
 tmp="$(mktemp -d "$BIN_DIR/.versitygw.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
@@ -24,4 +23,3 @@ GOBIN="$tmp" CGO_ENABLED=0 go install -trimpath \
   -ldflags="-s -w -X=main.Version=$VERSITYGW_VERSION" \
   "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION"
 mv -f "$tmp/versitygw" "$BIN_DIR/versitygw"
-echo "setup: s3-server took $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}') s" >&2

@@ -64,8 +64,8 @@ for run in $(seq 1 "$runs"); do
   else
     echo "   apt: nothing timed (packages already installed; EDL_FRESH_APT=1 times a reinstall)"
   fi
-  sed -n 's/^setup: \([a-z0-9-]*\) took \([0-9.]*\) s$/   \1 \2/p' "$tmp/setup.log" |
-    awk '{printf "   set-up %s: %.1f min\n", $1, $2/60}'
+  sed -n 's/^setup: \([a-z0-9-]*\) took \([0-9.]*\) s (CPU \([0-9.]*\) s)$/\1 \2 \3/p' "$tmp/setup.log" |
+    awk '{printf "   set-up %s: %.1f min (%.1f CPU-min)\n", $1, $2/60, $3/60}'
   if [ $setup_rc != 0 ]; then
     echo "   make setup FAILED (exit $setup_rc); its last lines:"
     tail -20 "$tmp/setup.log" | sed 's/^/     /'
