@@ -8,7 +8,7 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
 .PHONY: run test bench chaos openapi lint tools setup build
 
-## setup: install what is missing (redis-server, python3-torch, swag, weed); idempotent
+## setup: install what is missing (redis-server, python3-torch, swag, versitygw); idempotent
 setup:
 	@scripts/setup.sh
 
@@ -24,16 +24,24 @@ build:
 run: setup build
 	exec bin/edl dev
 
-## test: all tests with the race detector, against real servers
+## test: all tests with the race detector, against real servers; a summary at the end
+## (packages, tests passed/failed, minutes, the slowest); the raw `go test -json`
+## stream is kept in .test-results/test.json. Every package runs under -race: the
+## slow ones (worker, internal/e2e, api/ui) are those with goroutines of their own,
+## where it must look, and it costs little in the others. A package's binary gets
+## 30 minutes: a hang panics with every goroutine's stack well before CI's limit.
+TESTFLAGS ?=
 test: setup
-	$(GO) test -race -timeout 30m ./...
+	@mkdir -p .test-results
+	@set -o pipefail; $(GO) test -race -json -timeout 30m $(TESTFLAGS) ./... | $(GO) run ./scripts/testsum -json .test-results/test.json
 
 ## chaos: edl dev under faults (worker kills, SIGSTOP, Redis restart, planner restarts, a submit burst)
 chaos: setup build
 	bin/edl bench chaos --json
 
-## bench: every benchmark, each printing JSON figures
+## bench: every benchmark, each printing JSON figures (also builds SeaweedFS weed, the S3 server of bench checkpoint)
 bench: setup build
+	@EDL_SETUP_WEED=1 scripts/setup.sh
 	bin/edl bench api --json
 	bin/edl bench allreduce --procs 2,4 --mib 64 --json
 	bin/edl bench elastic --json

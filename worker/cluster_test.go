@@ -147,6 +147,42 @@ func (c *cluster) signal(id string, sig syscall.Signal) {
 	_ = p.cmd.Process.Signal(sig)
 }
 
+// stop sends SIGSTOP to the workers and waits until every thread of each
+// is stopped (kill returns before the signal takes effect).
+func (c *cluster) stop(ids ...string) {
+	c.t.Helper()
+	for _, id := range ids {
+		c.signal(id, syscall.SIGSTOP)
+	}
+	for _, id := range ids {
+		c.mu.Lock()
+		pid := c.procs[id].cmd.Process.Pid
+		c.mu.Unlock()
+		c.waitFor(fmt.Sprintf("worker %s (pid %d) stopped", id, pid), 10*time.Second, func() bool { return allStopped(pid) })
+	}
+}
+
+// allStopped reports whether every thread of pid is stopped (state T or t),
+// from /proc/PID/task/*/stat.
+func allStopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			return false
+		}
+		// "pid (comm) S ...": the state follows the last ')'.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+			return false
+		}
+	}
+	return true
+}
+
 // wait waits for worker id to exit and returns its error.
 func (c *cluster) wait(id string, timeout time.Duration) error {
 	c.mu.Lock()

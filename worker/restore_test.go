@@ -37,9 +37,23 @@ func TestRestoreAfterEveryWorkerKilled(t *testing.T) {
 	a, b := c.start(), c.start()
 	c.waitWorld(2, 20*time.Second)
 	c.waitFor("a checkpoint", 30*time.Second, func() bool { return newest() >= 19 })
-	c.waitSteps(5, 20*time.Second) // steps after the checkpoint, to be redone
-	cp := newest()
-	before := c.steps()
+	// Freeze both workers (SIGSTOP) at a moment when steps were applied
+	// after the newest checkpoint: stopped, neither applies a step nor
+	// finishes an upload, so the checkpoint the fresh workers must restore,
+	// and that there are steps to redo, is known before the kill. Read
+	// while they ran, a checkpoint could land between the read and the kill.
+	var cp, before int64
+	c.waitFor("both workers stopped with steps applied after the newest checkpoint", 60*time.Second, func() bool {
+		c.waitSteps(3, 20*time.Second)
+		c.stop(a, b)
+		cp, before = newest(), c.steps()
+		if cp >= 19 && before > cp {
+			return true
+		}
+		c.signal(a, syscall.SIGCONT)
+		c.signal(b, syscall.SIGCONT)
+		return false
+	})
 	c.signal(a, syscall.SIGKILL)
 	c.signal(b, syscall.SIGKILL)
 	_ = c.wait(a, 10*time.Second)

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,12 +28,18 @@ func TestDevRestartsItsRedis(t *testing.T) {
 	defer cancel()
 	// One slot and a job that needs two: nothing is placed, so no worker
 	// process (this test binary) is started.
+	logs := &testLog{}
 	d, err := startDev(ctx, devConfig{listen: "127.0.0.1:0", dataDir: t.TempDir(), slots: 1, grace: 5 * time.Second,
-		cooldown: time.Second, interval: 200 * time.Millisecond, workerLogLevel: "warn"}, newLogger(io.Discard, 0, false))
+		cooldown: time.Second, interval: 200 * time.Millisecond, workerLogLevel: "warn"}, newLogger(logs, 0, false))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.shutdown()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("edl dev's log, last lines:\n%s", logs.tail(40))
+		}
+	})
 	spec := jobs.Spec{Name: "waits", Workers: jobs.WorkerRange{Min: 2, Max: 2},
 		Trainer: jobs.Trainer{Kind: jobs.TrainerBuiltin, Builtin: &jobs.BuiltinTrainer{
 			Model:   jobs.MLPModel{Hidden: []int{8}},
@@ -116,4 +124,27 @@ func TestDevExitsWhenItsRedisStaysDown(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("edl dev still running 30s after its Redis was given up")
 	}
+}
+
+// testLog keeps what edl dev logs, for a failed test to show.
+type testLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *testLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// tail is the last n lines written.
+func (l *testLog) tail(n int) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lines := strings.Split(strings.TrimRight(l.b.String(), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }

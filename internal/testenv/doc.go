@@ -1,5 +1,5 @@
 // Package testenv starts the real servers that tests talk to: Debian's
-// redis-server and SeaweedFS's S3 gateway, each on free loopback ports, with a
+// redis-server and an S3 server (the Versity S3 Gateway), each on free loopback ports, with a
 // fresh key prefix or bucket per test, and stops them when done.
 //
 // When a server cannot be started, a test fails if CI=true and skips with the

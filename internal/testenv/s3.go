@@ -4,31 +4,33 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/minio/minio-go/v7"
 
-	"github.com/edl-nomad/edl/checkpoint/weed"
+	"github.com/edl-nomad/edl/checkpoint/versitygw"
 )
 
-// S3Server is a real SeaweedFS S3 gateway (weed mini) on loopback ports.
+// S3Server is a real S3 server, the Versity S3 Gateway with its posix
+// backend (checkpoint/versitygw), on a loopback port.
 type S3Server struct {
-	*weed.Server
+	*versitygw.Server
 	AccessKey, SecretKey string
 }
 
-// StartS3Server starts weed mini with its data in dir and a random
-// identity; callers must Stop it. The binary comes from EDL_WEED, the
+// StartS3Server starts versitygw with its data in dir and a random
+// identity; callers must Stop it. The binary comes from EDL_VERSITYGW, the
 // repository's .tools/bin, or PATH.
 func StartS3Server(ctx context.Context, dir string) (*S3Server, error) {
-	bin, err := lookBinary("EDL_WEED", "weed")
+	bin, err := lookBinary("EDL_VERSITYGW", "versitygw")
 	if err != nil {
 		return nil, err
 	}
 	ak, sk := "edltest"+RandomID(4), RandomID(20)
-	srv, err := weed.Start(ctx, weed.Config{Bin: bin, Dir: dir, AccessKey: ak, SecretKey: sk})
+	srv, err := versitygw.Start(ctx, versitygw.Config{Bin: bin, Dir: dir, AccessKey: ak, SecretKey: sk})
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +75,7 @@ var sharedS3 struct {
 func NewS3(t testing.TB) *S3 {
 	t.Helper()
 	sharedS3.once.Do(func() {
-		dir, err := os.MkdirTemp("", "edl-weed-")
+		dir, err := os.MkdirTemp("", "edl-s3-")
 		if err != nil {
 			sharedS3.err = err
 			return
@@ -116,7 +118,12 @@ func newS3For(t testing.TB, srv *S3Server) *S3 {
 	if err := c.MakeBucket(ctx, bucket, minio.MakeBucketOptions{}); err != nil {
 		t.Fatalf("create bucket %s on %s: %v", bucket, srv.Endpoint, err)
 	}
-	t.Cleanup(func() { removeBucket(c, bucket) })
+	t.Cleanup(func() {
+		removeBucket(c, bucket)
+		if t.Failed() {
+			t.Logf("S3 server %s, its output since it last started:\n%s", srv.Endpoint, lastLines(srv.Log(), 40))
+		}
+	})
 	return &S3{
 		Server:    srv,
 		Endpoint:  srv.Endpoint,
@@ -141,4 +148,13 @@ func removeBucket(c *minio.Client, bucket string) {
 		}
 	}
 	_ = c.RemoveBucket(ctx, bucket) // what remains goes with the server
+}
+
+// lastLines is the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
