@@ -126,9 +126,18 @@ func (s *Server) jobLogs(c echo.Context) error {
 		q.worker = w.ID
 	}
 	ctx := c.Request().Context()
+	if q.follow {
+		var cancel context.CancelFunc
+		ctx, cancel = s.streamCtx(c)
+		defer cancel()
+	}
 	rc, err := s.cfg.Logs.Logs(ctx, j.ID, q.worker, q.stream, q.tail, q.follow)
 	if errors.Is(err, fs.ErrNotExist) {
-		return newProblem(http.StatusNotFound, ProblemNotFound, "no log for this worker yet", err.Error())
+		// The source's error names where it looked (a file path on the
+		// server): logged, never sent.
+		s.log.Debug("no log", "job", j.ID, "worker", q.worker, "stream", q.stream, "err", err)
+		return newProblem(http.StatusNotFound, ProblemNotFound, "no log for this worker yet",
+			fmt.Sprintf("worker %s of job %s has no %s log (GET .../workers lists the job's workers)", q.worker, j.ID, q.stream))
 	}
 	if err != nil {
 		return fmt.Errorf("logs of %s/%s: %w", j.ID, q.worker, err)
@@ -138,7 +147,7 @@ func (s *Server) jobLogs(c echo.Context) error {
 	h.Set("X-Edl-Worker", q.worker)
 	h.Set("Cache-Control", "no-cache")
 	if q.sse {
-		return s.streamLogSSE(c, rc)
+		return s.streamLogSSE(ctx, c, rc)
 	}
 	h.Set(echo.HeaderContentType, "text/plain; charset=utf-8")
 	if q.follow {
@@ -169,8 +178,7 @@ func (s *Server) jobLogs(c echo.Context) error {
 // streamLogSSE sends each line as an event "log" (a line longer than 1 MiB
 // is cut into several), keep-alive comments while the program is quiet, and
 // an event "end" when the log ends.
-func (s *Server) streamLogSSE(c echo.Context, rc io.Reader) error {
-	ctx := c.Request().Context()
+func (s *Server) streamLogSSE(ctx context.Context, c echo.Context, rc io.Reader) error {
 	w := c.Response()
 	h := w.Header()
 	h.Set(echo.HeaderContentType, "text/event-stream")
