@@ -78,7 +78,7 @@ func parseLogQuery(c echo.Context) (logQuery, error) {
 // jobLogs godoc
 //
 //	@Summary		A worker's program output
-//	@Description	What the job's program wrote to stdout or stderr on one worker (exec jobs; builtin workers log their own lines to stderr). Without worker, the log of rank 0 of the current generation (else the live worker with the lowest index); X-Edl-Worker names the worker served. tail=N starts at the last N lines. With follow=true the body is chunked text that goes on until the worker exits or the client leaves; with Accept: text/event-stream (which implies follow) each line is an SSE event "log" and the stream ends with an event "end". Local clusters keep rotated files (the oldest part of a long log is gone); Nomad serves the allocation's task logs.
+//	@Description	What the job's program wrote to stdout or stderr on one worker (exec jobs; builtin workers log their own lines to stderr). Without worker, the log of rank 0 of the current generation (of a finished job: its last; else the live worker with the lowest index). A finished job's workers and logs stay readable as long as the cluster keeps them (edl dev: as long as the log files; Nomad: until it garbage-collects the allocations); X-Edl-Worker names the worker served. tail=N starts at the last N lines. With follow=true the body is chunked text that goes on until the worker exits or the client leaves; with Accept: text/event-stream (which implies follow) each line is an SSE event "log" and the stream ends with an event "end". Local clusters keep rotated files (the oldest part of a long log is gone); Nomad serves the allocation's task logs.
 //	@Tags			jobs
 //	@Security		BearerAuth
 //	@Produce		plain
