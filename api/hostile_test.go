@@ -233,3 +233,16 @@ func TestShutdownDrainsRequests(t *testing.T) {
 		})
 	}
 }
+
+// since= the largest point ID was 500 (Redis refused the exclusive start);
+// a time before 1970 made an ID with a negative part (422 from the store).
+func TestProgressSinceAtTheEdges(t *testing.T) {
+	e := newEnv(t)
+	j := e.submit(tokA, exampleJob(t)).job(t)
+	for _, since := range []string{"18446744073709551615-18446744073709551615", "1900-01-01T00:00:00Z", "9999-12-31T23:59:59Z"} {
+		r := e.get("/v1/jobs/"+j.ID+"/progress?since="+since, tokA)
+		if r.code != http.StatusOK {
+			t.Errorf("since=%s: %d %s", since, r.code, r.body)
+		}
+	}
+}
