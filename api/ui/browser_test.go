@@ -354,8 +354,12 @@ func TestDashboardInBrowser(t *testing.T) {
 	})()`, waiting.ID), 20*time.Second)
 	screenshot(ctx, t, "ui-cluster.png")
 
-	// A finished job keeps its workers and logs on its page.
+	// A finished job keeps its workers and logs on its page (the job's
+	// tenant signed in again).
 	d.call(t, http.MethodDelete, "/v1/jobs/"+job.ID, "", nil)
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(`sessionStorage.setItem("edl-token", %q); true`, d.user))); err != nil {
+		t.Fatal(err)
+	}
 	hash(ctx, t, "#/jobs/"+job.ID)
 	waitJS(ctx, t, "the cancelled job's page lists its finished workers", `(() => {
 		if (!document.querySelector('#job-info').textContent.includes('cancelled')) return false;
