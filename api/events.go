@@ -95,7 +95,8 @@ func (s *Server) streamEvents(c echo.Context, j jobs.Job, after string) error {
 	woken, unfollow := s.follow.Follow(j.ID)
 	defer unfollow()
 
-	ctx := c.Request().Context()
+	ctx, cancel := s.streamCtx(c)
+	defer cancel()
 	w := c.Response()
 	h := w.Header()
 	h.Set(echo.HeaderContentType, "text/event-stream")

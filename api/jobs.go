@@ -132,7 +132,8 @@ func (s *Server) createJob(c echo.Context) error {
 //	@Param			status	query		[]string	false	"keep jobs in these states (comma-separated or repeated)"	collectionFormat(csv)
 //	@Param			label	query		[]string	false	"keep jobs with this label, as key=value (repeat for several)"	collectionFormat(multi)
 //	@Param			limit	query		int			false	"page size, 1-500 (default 50)"
-//	@Param			cursor	query		string		false	"the next value of the previous page"
+//	@Param			next	query		string		false	"the next value of the previous page (a bad one is 400)"
+//	@Param			cursor	query		string		false	"the same as next (either name)"
 //	@Success		200		{object}	JobList
 //	@Failure		400		{object}	Problem
 //	@Failure		401		{object}	Problem
@@ -141,6 +142,17 @@ func (s *Server) createJob(c echo.Context) error {
 func (s *Server) listJobs(c echo.Context) error {
 	q := jobs.ListQuery{Tenant: tenantOf(c).Name, Cursor: c.QueryParam("cursor")}
 	params := c.QueryParams()
+	// The page's next value may come back as next (its name) or cursor.
+	cursorParam := "cursor"
+	if n, ok := params["next"]; ok {
+		if q.Cursor != "" && q.Cursor != n[0] {
+			return badQuery("next", "next and cursor differ: give one")
+		}
+		q.Cursor, cursorParam = n[0], "next"
+		if q.Cursor == "" {
+			return badQuery("next", "empty: give a page's next value, or leave next out for the first page")
+		}
+	}
 	for _, v := range params["status"] {
 		for _, st := range strings.Split(v, ",") {
 			if st = strings.TrimSpace(st); st != "" {
@@ -170,7 +182,11 @@ func (s *Server) listJobs(c echo.Context) error {
 	page, next, err := s.store.ListJSON(ctx, q)
 	var ve *jobs.ValidationError
 	if errors.As(err, &ve) {
-		return badQuery(ve.Fields[0].Field, ve.Fields[0].Reason)
+		field := ve.Fields[0].Field
+		if field == "cursor" {
+			field = cursorParam
+		}
+		return badQuery(field, ve.Fields[0].Reason)
 	}
 	if err != nil {
 		return err

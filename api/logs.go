@@ -78,7 +78,7 @@ func parseLogQuery(c echo.Context) (logQuery, error) {
 // jobLogs godoc
 //
 //	@Summary		A worker's program output
-//	@Description	What the job's program wrote to stdout or stderr on one worker (exec jobs; builtin workers log their own lines to stderr). Without worker, the log of rank 0 of the current generation (else the live worker with the lowest index); X-Edl-Worker names the worker served. tail=N starts at the last N lines. With follow=true the body is chunked text that goes on until the worker exits or the client leaves; with Accept: text/event-stream (which implies follow) each line is an SSE event "log" and the stream ends with an event "end". Local clusters keep rotated files (the oldest part of a long log is gone); Nomad serves the allocation's task logs.
+//	@Description	What the job's program wrote to stdout or stderr on one worker (exec jobs; builtin workers log their own lines to stderr). Without worker, the log of rank 0 of the current generation (of a finished job: its last; else the live worker with the lowest index). A finished job's workers and logs stay readable as long as the cluster keeps them (edl dev: as long as the log files; Nomad: until it garbage-collects the allocations); X-Edl-Worker names the worker served. tail=N starts at the last N lines. With follow=true the body is chunked text that goes on until the worker exits or the client leaves; with Accept: text/event-stream (which implies follow) each line is an SSE event "log" and the stream ends with an event "end". Local clusters keep rotated files (the oldest part of a long log is gone); Nomad serves the allocation's task logs.
 //	@Tags			jobs
 //	@Security		BearerAuth
 //	@Produce		plain
@@ -126,9 +126,18 @@ func (s *Server) jobLogs(c echo.Context) error {
 		q.worker = w.ID
 	}
 	ctx := c.Request().Context()
+	if q.follow {
+		var cancel context.CancelFunc
+		ctx, cancel = s.streamCtx(c)
+		defer cancel()
+	}
 	rc, err := s.cfg.Logs.Logs(ctx, j.ID, q.worker, q.stream, q.tail, q.follow)
 	if errors.Is(err, fs.ErrNotExist) {
-		return newProblem(http.StatusNotFound, ProblemNotFound, "no log for this worker yet", err.Error())
+		// The source's error names where it looked (a file path on the
+		// server): logged, never sent.
+		s.log.Debug("no log", "job", j.ID, "worker", q.worker, "stream", q.stream, "err", err)
+		return newProblem(http.StatusNotFound, ProblemNotFound, "no log for this worker yet",
+			fmt.Sprintf("worker %s of job %s has no %s log (GET .../workers lists the job's workers)", q.worker, j.ID, q.stream))
 	}
 	if err != nil {
 		return fmt.Errorf("logs of %s/%s: %w", j.ID, q.worker, err)
@@ -138,7 +147,7 @@ func (s *Server) jobLogs(c echo.Context) error {
 	h.Set("X-Edl-Worker", q.worker)
 	h.Set("Cache-Control", "no-cache")
 	if q.sse {
-		return s.streamLogSSE(c, rc)
+		return s.streamLogSSE(ctx, c, rc)
 	}
 	h.Set(echo.HeaderContentType, "text/plain; charset=utf-8")
 	if q.follow {
@@ -169,8 +178,7 @@ func (s *Server) jobLogs(c echo.Context) error {
 // streamLogSSE sends each line as an event "log" (a line longer than 1 MiB
 // is cut into several), keep-alive comments while the program is quiet, and
 // an event "end" when the log ends.
-func (s *Server) streamLogSSE(c echo.Context, rc io.Reader) error {
-	ctx := c.Request().Context()
+func (s *Server) streamLogSSE(ctx context.Context, c echo.Context, rc io.Reader) error {
 	w := c.Response()
 	h := w.Header()
 	h.Set(echo.HeaderContentType, "text/event-stream")

@@ -243,8 +243,10 @@ func TestLogsWithoutSource(t *testing.T) {
 	e.get("/v1/jobs/"+j.ID+"/workers", tokA).problem(t, http.StatusServiceUnavailable, api.ProblemUnavailable)
 }
 
-// TestLogsOfAFinishedJob: once the cluster has forgotten the job's
-// workers, a named worker's log is still served.
+// TestLogsOfAFinishedJob: once the job is torn down and its workers gone,
+// they are still listed (finished, with exit codes and their rank in the
+// last generation), a named worker's log is served, and without worker=
+// the log of rank 0 of the last generation (was: no workers, and 404).
 func TestLogsOfAFinishedJob(t *testing.T) {
 	le := newLogEnv(t)
 	if err := le.cluster.Teardown(context.Background(), le.job.ID); err != nil {
@@ -253,18 +255,35 @@ func TestLogsOfAFinishedJob(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		ws, _ := le.cluster.Workers(context.Background(), le.job.ID)
-		if len(ws) == 0 {
+		if len(ws) == 2 && !ws[0].State.Live() && !ws[1].State.Live() {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("workers still listed: %+v", ws)
+			t.Fatalf("workers still live: %+v", ws)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	var list api.WorkerList
+	le.get("/v1/jobs/"+le.job.ID+"/workers", tokA).json(t, &list)
+	if len(list.Workers) != 2 || list.Generation != 4 {
+		t.Fatalf("finished job's workers: %+v", list)
+	}
+	for i, w := range list.Workers {
+		if w.ID != le.ids[i] || w.ExitCode == nil || w.State.Live() || w.Started == nil || w.Rank != 1-i || w.Generation != 4 {
+			t.Errorf("finished worker %d: %+v", i, w)
+		}
 	}
 	base := "/v1/jobs/" + le.job.ID + "/logs"
 	if r := le.get(base+"?worker="+le.ids[1]+"&tail=1", tokA); r.code != http.StatusOK || string(r.body) != "w1 line 3\n" {
 		t.Errorf("finished worker's log: %d %q", r.code, r.body)
 	}
-	le.get(base, tokA).problem(t, http.StatusNotFound, api.ProblemNotFound)
+	r := le.get(base, tokA)
+	if r.code != http.StatusOK || r.header.Get("X-Edl-Worker") != le.ids[1] || string(r.body) != "w1 line 1\nw1 line 2\nw1 line 3\n" {
+		t.Errorf("default log of the finished job: %d %s %q, want rank 0's (%s)", r.code, r.header.Get("X-Edl-Worker"), r.body, le.ids[1])
+	}
+	if r := le.get(base+"?stream=stderr", tokA); r.code != http.StatusOK || string(r.body) != "w1 oops\n" {
+		t.Errorf("default stderr of the finished job: %d %q", r.code, r.body)
+	}
 	le.get(base+"?worker="+le.ids[1], tokB).problem(t, http.StatusNotFound, api.ProblemNotFound)
+	le.get("/v1/jobs/"+le.job.ID+"/workers", tokB).problem(t, http.StatusNotFound, api.ProblemNotFound)
 }

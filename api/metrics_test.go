@@ -18,11 +18,11 @@ import (
 	"github.com/edl-nomad/edl/jobs/jobstore"
 )
 
-// scrape reads /metrics into "name{labels}" -> value, as the text format
-// writes them (labels in name order).
+// scrape reads /metrics (as an admin: every series) into "name{labels}" ->
+// value, as the text format writes them (labels in name order).
 func scrape(t *testing.T, e *env) map[string]float64 {
 	t.Helper()
-	r := e.get("/metrics", "")
+	r := e.get("/metrics", tokAdmin)
 	if r.code != 200 {
 		t.Fatalf("/metrics: %d", r.code)
 	}

@@ -100,6 +100,10 @@ func problemFor(err error) (Problem, bool) {
 		return Problem{Type: ProblemConflict, Title: "too many concurrent updates; retry", Status: http.StatusConflict}, false
 	case errors.As(err, &he):
 		return httpErrorProblem(he), he.Code >= 500
+	case errors.Is(err, context.Canceled):
+		// The request's context ended: the server is shutting down (a
+		// client that left reads no answer).
+		return Problem{Type: ProblemUnavailable, Title: "the server is shutting down; retry", Status: http.StatusServiceUnavailable}, true
 	case errors.Is(err, context.DeadlineExceeded):
 		return Problem{Type: ProblemUnavailable, Title: "the store did not answer in time", Status: http.StatusServiceUnavailable}, true
 	case jobstore.Unavailable(err):
@@ -150,7 +154,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 		if c.Response().Header().Get("Retry-After") == "" {
 			c.Response().Header().Set("Retry-After", strconv.Itoa(RetryAfterUnavailable))
 		}
-		s.log.Warn("request failed: store unavailable", "method", c.Request().Method, "path", p.Instance, "err", err)
+		s.log.Warn("request failed: unavailable", "method", c.Request().Method, "path", p.Instance, "err", err)
 	case internal:
 		s.log.Error("request failed", "method", c.Request().Method, "path", p.Instance, "err", err)
 	}

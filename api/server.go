@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/edl-nomad/edl/jobs"
@@ -58,6 +59,11 @@ type Config struct {
 	Workers    WorkerView
 	Membership Membership
 	Logs       LogSource
+	// MetricsToken, when set, is a bearer token that may read /metrics
+	// (besides admin tenants' tokens), and a scrape without a token is
+	// refused. Unset, a scrape without a token gets only the series that
+	// name no job, tenant or worker (metrics.go).
+	MetricsToken string
 }
 
 // DefaultConfig returns the defaults.
@@ -110,6 +116,9 @@ type Server struct {
 	metrics *metrics
 	follow  *jobstore.Follower
 	streams *streamCounts
+	// draining is closed when Run begins to shut down: streams end.
+	draining  chan struct{}
+	drainOnce sync.Once
 }
 
 // New builds the server and registers its routes.
@@ -120,7 +129,7 @@ func New(cfg Config, store *jobstore.Store, tenants *jobs.Tenants, cluster Clust
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, store: store, tenants: tenants, cluster: cluster,
 		log: logger.With("component", "api"), limits: newLimiter(cfg.Now),
-		follow: store.NewFollower(0), streams: newStreamCounts()}
+		follow: store.NewFollower(0), streams: newStreamCounts(), draining: make(chan struct{})}
 	s.metrics = newMetrics(s)
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -175,14 +184,19 @@ func (s *Server) Routes() []string {
 }
 
 // Run serves on ln until ctx ends, then shuts down gracefully: new
-// connections stop at once, open requests (event streams included, whose
-// contexts end with ctx) get ShutdownGrace to finish.
+// connections stop at once, event and log streams end, and the other
+// requests get ShutdownGrace to finish (their contexts do not end with
+// ctx). What still runs after the grace has its context cancelled and is
+// answered 503 with Retry-After (handleError), then the connections close.
+// Callers close the store only after Run returned.
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
+	reqCtx, cancelReqs := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelReqs()
 	srv := &http.Server{
 		Handler:           s.echo,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
+		BaseContext:       func(net.Listener) context.Context { return reqCtx },
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	errc := make(chan error, 1)
@@ -194,9 +208,15 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("api server: %w", err)
 	case <-ctx.Done():
 	}
+	s.drainOnce.Do(func() { close(s.draining) })
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownGrace)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
+		// Grace over: cut what still runs, let it answer 503, then close.
+		cancelReqs()
+		cut, cancelCut := context.WithTimeout(context.Background(), time.Second)
+		_ = srv.Shutdown(cut)
+		cancelCut()
 		_ = srv.Close()
 		return fmt.Errorf("api shutdown: %w", err)
 	}
@@ -204,6 +224,21 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("api server: %w", err)
 	}
 	return nil
+}
+
+// streamCtx is the context of a stream (events, followed logs): it ends
+// with the request or as soon as the server begins to shut down, since a
+// stream would otherwise hold the shutdown for its whole grace.
+func (s *Server) streamCtx(c echo.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(c.Request().Context())
+	go func() {
+		select {
+		case <-s.draining:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
 
 // ListenAndRun listens on addr (host:port) and calls Run.

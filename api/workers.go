@@ -181,9 +181,10 @@ func joinWorkers(ws []jobs.Worker, g MemberGeneration) WorkerList {
 }
 
 // defaultWorker is the worker whose log GET .../logs serves without
-// ?worker: rank 0 of the current generation when the cluster lists it,
-// else the live worker with the lowest index, else the one with the
-// lowest index. ok is false when the job has no workers.
+// ?worker: rank 0 of the current generation (of a finished job: its last)
+// when the cluster lists it, else the live worker with the lowest index,
+// else the last started of the lowest index. ok is false when the job has
+// no workers.
 func defaultWorker(list WorkerList) (WorkerInfo, bool) {
 	if len(list.Workers) == 0 {
 		return WorkerInfo{}, false
@@ -198,5 +199,11 @@ func defaultWorker(list WorkerList) (WorkerInfo, bool) {
 			return w, true
 		}
 	}
-	return list.Workers[0], true
+	best := list.Workers[0]
+	for _, w := range list.Workers[1:] {
+		if w.Index == best.Index && w.Started != nil && (best.Started == nil || w.Started.After(*best.Started)) {
+			best = w
+		}
+	}
+	return best, true
 }

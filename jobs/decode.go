@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"sort"
 	"strings"
 )
@@ -44,7 +45,15 @@ func DecodeStrict(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return decodeErr(err, dec.InputOffset())
+		err = decodeErr(err, dec.InputOffset())
+		var ve *ValidationError
+		if errors.As(err, &ve) && len(ve.Fields) == 1 && ve.Fields[0].Reason == reasonUnknownField {
+			// encoding/json names the key alone: find its path.
+			if p := unknownFieldPath(data, reflect.TypeOf(v), ve.Fields[0].Field); p != "" {
+				ve.Fields[0].Field = p
+			}
+		}
+		return err
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return &DecodeError{Offset: dec.InputOffset(), Msg: "trailing data after the JSON value"}
@@ -73,7 +82,7 @@ func decodeErr(err error, offset int64) error {
 	// encoding/json reports unknown fields only as text; this is the one
 	// place that reads it.
 	if msg := err.Error(); strings.HasPrefix(msg, "json: unknown field ") {
-		return Invalid(strings.Trim(strings.TrimPrefix(msg, "json: unknown field "), `"`), "unknown field")
+		return Invalid(strings.Trim(strings.TrimPrefix(msg, "json: unknown field "), `"`), reasonUnknownField)
 	}
 	return &DecodeError{Offset: offset, Msg: err.Error()}
 }

@@ -29,5 +29,5 @@ const MaxProgressLimit = 5000
 // ProgressPointIDAt is the point ID that since= takes for "after t": every
 // point recorded after t's millisecond.
 func ProgressPointIDAt(t time.Time) string {
-	return strconv.FormatInt(t.UnixMilli(), 10) + "-18446744073709551615"
+	return strconv.FormatInt(max(t.UnixMilli(), 0), 10) + "-18446744073709551615" // IDs start at 1970
 }

@@ -286,6 +286,8 @@ func validateExec(v *ValidationError, e ExecTrainer) {
 			v.add(p+"env."+k, "name must match %s", envNameRE)
 		case reservedEnv[k]:
 			v.add(p+"env."+k, "reserved: set by the worker")
+		case strings.HasPrefix(k, "EDL_"):
+			v.add(p+"env."+k, "reserved: names starting with EDL_ are edl's own (the worker sets them)")
 		case len(e.Env[k]) > MaxExecArgLen || strings.ContainsRune(e.Env[k], 0):
 			v.add(p+"env."+k, "value must be at most %d bytes without NUL", MaxExecArgLen)
 		}

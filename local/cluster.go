@@ -179,13 +179,15 @@ func (c *Cluster) cpuWorkersLocked() int {
 	return used
 }
 
-// Workers lists a job's workers, finished ones included, by index.
+// Workers lists a job's workers, finished ones included, by index; once
+// the job is torn down and its workers gone, from their logs and exit
+// records (logs_workers.go).
 func (c *Cluster) Workers(ctx context.Context, jobID string) ([]jobs.Worker, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	jr := c.jobs[jobID]
 	if jr == nil {
-		return nil, nil
+		return c.finishedWorkers(jobID)
 	}
 	out := make([]jobs.Worker, 0, len(jr.procs))
 	for _, p := range jr.procs {
@@ -471,6 +473,7 @@ func (c *Cluster) wait(jobID string, p *proc, logs io.Closer) {
 			code = ee.ExitCode()
 		}
 	}
+	c.recordExit(jobID, p, code)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p.exitCode = code

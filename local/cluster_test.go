@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -231,7 +232,10 @@ func TestTeardownAndCloseLeaveNoProcess(t *testing.T) {
 	if err := c.Teardown(ctx, "f"); err != nil {
 		t.Fatal(err)
 	}
-	waitWorkers(t, c, "f", func(ws []jobs.Worker) bool { return len(ws) == 0 })
+	// Gone, and listed as finished (logs_workers.go).
+	waitWorkers(t, c, "f", func(ws []jobs.Worker) bool {
+		return len(ws) == 3 && !slices.ContainsFunc(ws, func(w jobs.Worker) bool { return w.State.Live() })
+	})
 	for _, pid := range pids {
 		if syscall.Kill(pid, 0) == nil {
 			t.Errorf("worker pid %d alive after teardown", pid)

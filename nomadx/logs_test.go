@@ -142,3 +142,51 @@ func TestLogsRefusesOtherJobsAllocations(t *testing.T) {
 		t.Error("stream all accepted")
 	}
 }
+
+// A finished job keeps its workers and their logs as long as Nomad keeps
+// its allocations (after a purge, until Nomad's garbage collection): the
+// API lists them and serves their logs after the end.
+func TestFinishedJobKeepsWorkersAndLogs(t *testing.T) {
+	e := newEnv(t, nomadtest.Config{}, nil)
+	ctx := context.Background()
+	if err := e.c.Scale(ctx, gpuJob("j1", 0, nil), 2, "test"); err != nil {
+		t.Fatal(err)
+	}
+	allocs := waitAllocs(t, e, "j1", 2)
+	for _, a := range allocs {
+		e.srv.AppendLog(a.ID, nomadx.TaskName, "stdout", []byte("from "+a.Name+"\n"))
+	}
+	if err := e.c.Teardown(ctx, "j1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, via := range []string{"the job's allocations", "the cluster-wide view"} {
+		if via == "the cluster-wide view" {
+			if _, err := e.c.Capacity(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			ws, err := e.c.Workers(ctx, "j1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := len(ws) == 2
+			for _, w := range ws {
+				done = done && !w.State.Live() && !w.Queued
+			}
+			if done {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("via %s: workers of the purged job %+v, want the 2 allocations, finished", via, ws)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	for _, a := range allocs {
+		if got := readAll(t, e, "j1", a.ID, "stdout", 0); got != "from "+a.Name+"\n" {
+			t.Errorf("log of %s after the purge: %q", a.Name, got)
+		}
+	}
+}

@@ -24,8 +24,8 @@ type ProgramEnv struct {
 }
 
 // Environ returns the program's environment, sorted: the worker's own
-// variables, then the spec's, then exactly the variables torchrun 1.13's
-// local elastic agent sets for each worker process
+// variables, then the spec's (but never over an EDL_ variable the worker
+// has), then exactly the variables torchrun 1.13's local elastic agent sets for each worker process
 // (torch/distributed/elastic/agent/server/local_elastic_agent.py,
 // _start_workers, with nproc_per_node 1 and a c10d rendezvous, plus the
 // TORCHELASTIC_ERROR_FILE of elastic/multiprocessing), then edl's own.
@@ -38,6 +38,11 @@ func (e ProgramEnv) Environ() []string {
 		}
 	}
 	for k, v := range e.Spec {
+		// The worker's own EDL_ variables win (submission refuses them;
+		// a spec stored before that may still have one).
+		if _, own := m[k]; own && strings.HasPrefix(k, "EDL_") {
+			continue
+		}
 		m[k] = v
 	}
 	if cvd, ok := GPUVisibility(m); ok {

@@ -92,3 +92,20 @@ func TestProgramEnvironDropsWorkerSecrets(t *testing.T) {
 		t.Errorf("program env %v: want the spec's key, the region and PATH", got)
 	}
 }
+
+// A spec's env overrode variables the worker sets itself
+// (EDL_WORKER_INDEX from the cluster): the worker's own win now, even for
+// a spec stored before such names were refused at submission.
+func TestProgramEnvironWorkerValuesWin(t *testing.T) {
+	e := ProgramEnv{
+		Base:  []string{"EDL_WORKER_INDEX=2", "PATH=/usr/bin"},
+		Spec:  map[string]string{"EDL_WORKER_INDEX": "0", "EDL_JOB_ID": "other", "EDL_TEST_FLAG": "1", "FOO": "bar"},
+		JobID: "j-1", Rank: 0, World: 1,
+	}
+	got := envMap(e.Environ())
+	for k, v := range map[string]string{"EDL_WORKER_INDEX": "2", "EDL_JOB_ID": "j-1", "EDL_TEST_FLAG": "1", "FOO": "bar"} {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+}

@@ -320,7 +320,32 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	d.call(t, http.MethodPost, "/v1/jobs", waitingJob, &waiting)
 	waitJS(ctx, t, "tenant refused the cluster page", `document.querySelector('#cluster-error').textContent.includes('admins')`, 10*time.Second)
+	// A link with #token= does not sign the tab in by itself (login
+	// CSRF): the page names the tenant it would sign in as and asks.
+	hash(ctx, t, "#token="+d.user+"x")
+	waitJS(ctx, t, "a bad link token is refused", `!document.querySelector('#link-login').hidden && document.querySelector('#link-login-text').textContent.includes('refused')`, 10*time.Second)
+	if _, err := chromedp.Run(ctx, chromedp.Click("#link-login-reject")); err != nil {
+		t.Fatal(err)
+	}
 	hash(ctx, t, "#token="+d.admin)
+	waitJS(ctx, t, "the link asks before it signs in as admin", `!document.querySelector('#link-login').hidden && document.querySelector('#link-login-text').textContent.includes('admin') && !location.hash.includes('token=')`, 10*time.Second)
+	if stored, err := chromedp.Run(ctx, chromedp.Evaluate[string](`sessionStorage.getItem("edl-token")`)); err != nil || stored != d.user {
+		t.Fatalf("a #token= link was adopted before the user agreed: %v", err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Click("#link-login-reject")); err != nil {
+		t.Fatal(err)
+	}
+	if stored, err := chromedp.Run(ctx, chromedp.Evaluate[string](`sessionStorage.getItem("edl-token")`)); err != nil || stored != d.user {
+		t.Fatalf("cancel changed the tab's token: %v", err)
+	}
+	hash(ctx, t, "#token="+d.admin)
+	waitJS(ctx, t, "the link asks again", `!document.querySelector('#link-login').hidden && document.querySelector('#link-login-text').textContent.includes('admin')`, 10*time.Second)
+	if _, err := chromedp.Run(ctx, chromedp.Click("#link-login-accept")); err != nil {
+		t.Fatal(err)
+	}
+	if stored, err := chromedp.Run(ctx, chromedp.Evaluate[string](`sessionStorage.getItem("edl-token")`)); err != nil || stored != d.admin {
+		t.Fatalf("accepted link: token not adopted: %v", err)
+	}
 	hash(ctx, t, "#/cluster")
 	waitJS(ctx, t, "cluster page: node held by the job", fmt.Sprintf(`document.querySelector('#nodes').textContent.includes(%q)`, job.ID), 20*time.Second)
 	waitJS(ctx, t, "cluster page: the queue says why a job waits", fmt.Sprintf(`(() => {
@@ -328,4 +353,39 @@ func TestDashboardInBrowser(t *testing.T) {
 		return !!row && row.lastElementChild.textContent.length > 3 && row.lastElementChild.textContent !== 'waiting for the planner';
 	})()`, waiting.ID), 20*time.Second)
 	screenshot(ctx, t, "ui-cluster.png")
+
+	// A finished job keeps its workers and logs on its page (the job's
+	// tenant signed in again).
+	d.call(t, http.MethodDelete, "/v1/jobs/"+job.ID, "", nil)
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(`sessionStorage.setItem("edl-token", %q); true`, d.user))); err != nil {
+		t.Fatal(err)
+	}
+	hash(ctx, t, "#/jobs/"+job.ID)
+	waitJS(ctx, t, "the cancelled job's page lists its finished workers", `(() => {
+		if (!document.querySelector('#job-info').textContent.includes('cancelled')) return false;
+		const rows = [...document.querySelectorAll('#workers tbody tr[data-worker]')];
+		return rows.length >= 1 && rows.every((r) => /complete|failed/.test(r.textContent));
+	})()`, 60*time.Second)
+	waitJS(ctx, t, "the cancelled job's logs are served", `document.querySelector('#logs-worker').textContent.length > 5`, 20*time.Second)
+
+	// The API docs render under their Content-Security-Policy.
+	if err := chromedp.Do(ctx, chromedp.Navigate(d.url+"/docs/index.html")); err != nil {
+		t.Fatal(err)
+	}
+	// Its inline script ran (blocked, the page would stay empty): Swagger
+	// UI drew its layout.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`!!document.querySelector('#swagger-ui .swagger-ui')`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the Swagger UI did not start under its Content-Security-Policy")
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }

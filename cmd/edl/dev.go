@@ -112,6 +112,7 @@ type devEnv struct {
 	dataDir  string
 	grace    time.Duration
 	errc     chan error
+	apiDone  chan struct{} // closed when the API's Run returned
 	stop     context.CancelFunc
 }
 
@@ -230,11 +231,16 @@ func startDev(parent context.Context, c devConfig, log *slog.Logger) (_ *devEnv,
 	d.apiURL = "http://" + ln.Addr().String()
 	apiCfg := devAPIConfig(checkpointView{ckStore}, d.cluster, d.rdb) // exec_flags.go
 	apiCfg.BodyReadTimeout, apiCfg.MaxStreamsPerTenant = c.api.BodyReadTimeout, c.api.MaxStreamsPerTenant
+	apiCfg.MetricsToken = c.api.MetricsToken
 	apiCfg.PlannerRounds = pm.rounds
 	srv := api.New(apiCfg, d.store, tenants, d.cluster, log)
 	pm.srv.Store(srv)
 	d.startPlanner(ctx)
-	go func() { d.errc <- srv.Run(ctx, ln) }()
+	d.apiDone = make(chan struct{})
+	go func() {
+		defer close(d.apiDone)
+		d.errc <- srv.Run(ctx, ln)
+	}()
 	return d, nil
 }
 
@@ -251,10 +257,14 @@ func (d *devEnv) wait(ctx context.Context) error {
 	return err
 }
 
-// shutdown stops the API and planner, then the workers (SIGTERM, SIGKILL
-// after the grace period), then Redis, so nothing outlives `edl dev`.
+// shutdown stops the API (its requests drained first) and planner, then
+// the workers (SIGTERM, SIGKILL after the grace period), then Redis, so
+// nothing outlives `edl dev`.
 func (d *devEnv) shutdown() {
 	d.stop()
+	if d.apiDone != nil {
+		<-d.apiDone // Run returns within its ShutdownGrace (+1 s to answer what it cut)
+	}
 	if d.cluster != nil {
 		cctx, cancel := context.WithTimeout(context.Background(), d.grace+5*time.Second)
 		_ = d.cluster.Close(cctx)

@@ -54,6 +54,9 @@ func (s *Store) AppendEvent(ctx context.Context, id string, ev jobs.Event) (jobs
 	return ev, nil
 }
 
+// maxEventID is the largest stream ID: nothing comes after it.
+const maxEventID = "18446744073709551615-18446744073709551615"
+
 // Events returns up to limit events of the job after afterID ("" = from the
 // start), oldest first.
 func (s *Store) Events(ctx context.Context, id, afterID string, limit int) ([]jobs.Event, error) {
@@ -61,6 +64,10 @@ func (s *Store) Events(ctx context.Context, id, afterID string, limit int) ([]jo
 	if afterID != "" {
 		if !jobs.ValidEventID(afterID) {
 			return nil, jobs.Invalid("after", "not an event id")
+		}
+		if afterID == maxEventID {
+			// No ID follows it (Redis refuses the exclusive start).
+			return []jobs.Event{}, nil
 		}
 		start = "(" + afterID
 	}

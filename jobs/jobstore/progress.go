@@ -71,6 +71,9 @@ func (s *Store) ProgressHistory(ctx context.Context, id, since string, limit int
 		if !jobs.ValidEventID(since) {
 			return nil, jobs.Invalid("since", "not a progress point ID")
 		}
+		if since == maxEventID {
+			return []jobs.ProgressPoint{}, nil // nothing comes after it
+		}
 		start = "(" + since
 	}
 	if limit <= 0 || limit > jobs.MaxProgressLimit {

@@ -123,11 +123,15 @@
   }
 
   function jobView(view, id) {
-    const st = { job: null, points: [], since: "", events: [], after: "", logsOK: null };
+    const st = { job: null, points: [], since: "", events: [], after: "", logsOK: null, workersOK: null, logWorker: "", shownWorker: "" };
     const title = h("h1", {}, id), info = h("dl", { class: "kv", id: "job-info" }), err = h("p", { class: "error" });
     const chart = (cid, name) => h("div", { class: "card chart" }, h("h3", {}, name), h("div", { id: cid }));
-    const evBody = h("tbody", {}), ckBody = h("tbody", {}), logs = h("pre", { class: "logs", id: "logs" });
-    const logsCard = h("div", { class: "card", id: "logs-card", hidden: "" }, h("h2", {}, "Logs (stdout of the first worker)"), logs);
+    const evBody = h("tbody", {}), ckBody = h("tbody", {}), wkBody = h("tbody", {}), logs = h("pre", { class: "logs", id: "logs" });
+    const logsWho = h("span", { class: "muted", id: "logs-worker" });
+    const streamSel = h("select", { id: "logs-stream", onchange: () => loadLogs() }, h("option", { value: "stdout" }, "stdout"), h("option", { value: "stderr" }, "stderr"));
+    const logsCard = h("div", { class: "card", id: "logs-card", hidden: "" }, h("h2", {}, "Logs ", logsWho), h("div", { class: "toolbar" }, h("label", {}, "Stream ", streamSel)), logs);
+    const workersCard = h("div", { class: "card", id: "workers-card", hidden: "" }, h("h2", {}, "Workers"),
+      h("table", { id: "workers" }, h("thead", {}, h("tr", {}, ["Index", "Worker", "Rank", "State", "Exit", "Node", "Started", ""].map((c) => h("th", {}, c)))), wkBody));
     const scaleIn = h("input", { type: "number", min: "0", id: "scale-n", style: "width:5em" });
     const actions = h("div", { class: "toolbar" },
       h("label", {}, "Pin workers ", scaleIn), h("button", { id: "scale-button", onclick: async () => {
@@ -143,7 +147,7 @@
         h("div", { class: "card" }, h("h2", {}, "Events"), h("div", { class: "events" }, h("table", { id: "events" }, evBody))),
         h("div", { class: "card" }, h("h2", {}, "Checkpoints"), h("table", { id: "checkpoints" },
           h("thead", {}, h("tr", {}, ["Step", "Epoch", "World", "Size", "Created", ""].map((c) => h("th", {}, c)))), ckBody))),
-      logsCard);
+      workersCard, logsCard);
 
     function renderInfo(j) {
       title.textContent = j.spec.name + " ";
@@ -213,17 +217,41 @@
       }
     }
 
+    // The job's workers, finished ones included (they stay after the job
+    // ends); a click shows that worker's log.
+    async function loadWorkers() {
+      if (st.workersOK === false) return;
+      try {
+        const l = await api(`/v1/jobs/${id}/workers`);
+        st.workersOK = true;
+        workersCard.hidden = l.workers.length === 0;
+        wkBody.textContent = "";
+        for (const w of l.workers) {
+          const pick = h("a", { href: "#", class: "show-log", onclick: (e) => { e.preventDefault(); st.logWorker = w.id; loadLogs(); } }, "log");
+          wkBody.append(h("tr", { "data-worker": w.id, class: w.id === st.shownWorker ? "shown" : "" }, h("td", {}, w.index), h("td", {}, w.id),
+            h("td", {}, w.rank >= 0 ? w.rank + " (gen " + w.generation + ")" : "-"), h("td", {}, w.state + (w.member_state ? " / " + w.member_state : "")),
+            h("td", {}, w.exit_code != null ? w.exit_code : "-"), h("td", {}, w.node), h("td", {}, w.started ? new Date(w.started).toLocaleTimeString() : "-"), h("td", {}, pick)));
+        }
+      } catch (e) {
+        // 503: this server lists no workers.
+        st.workersOK = e.status === 503 ? false : null;
+      }
+    }
+
     async function loadLogs() {
       if (st.logsOK === false) return;
+      const q = "stream=" + streamSel.value + "&tail=200" + (st.logWorker ? "&worker=" + encodeURIComponent(st.logWorker) : "");
       try {
-        const resp = await api(`/v1/jobs/${id}/logs?stream=stdout&tail=200`, { raw: true });
+        const resp = await api(`/v1/jobs/${id}/logs?` + q, { raw: true });
         const text = await resp.text();
         st.logsOK = true;
-        logsCard.hidden = text.length === 0;
-        logs.textContent = text;
+        st.shownWorker = resp.headers.get("X-Edl-Worker") || "";
+        logsWho.textContent = "(" + streamSel.value + " of " + st.shownWorker + ")";
+        logsCard.hidden = false;
+        logs.textContent = text || "(nothing written to " + streamSel.value + ")";
       } catch (e) {
-        // No logs route, or a job whose program has no logs (builtin).
-        st.logsOK = e.status >= 500 ? null : false;
+        // 503: no log source; 404: no worker or no log yet (tried again).
+        if (e.status === 503) st.logsOK = false;
       }
     }
 
@@ -240,7 +268,7 @@
         if (st.points.length > 20000) st.points.splice(0, st.points.length - 20000);
         st.events.push(...evs.events); if (evs.next) st.after = evs.next;
         renderInfo(j); renderCharts(); if (evs.events.length) renderEvents();
-        if (tick % 5 === 0) { loadCheckpoints(); loadLogs(); }
+        if (tick % 5 === 0) { loadCheckpoints(); loadWorkers(); loadLogs(); }
         tick++;
       } catch (e) { if (e.status !== 401) err.textContent = e.message; }
     });
@@ -285,14 +313,46 @@
     });
   }
 
+  // A link with #token=... (edl dev's banner prints one) could sign this tab
+  // into any tenant someone else chose (login CSRF): drop it from the URL,
+  // say which tenant it is and sign in only if the user agrees.
+  async function confirmLinkToken(tok) {
+    stopTimers();
+    $("#view").textContent = "";
+    $("#login").hidden = true;
+    const box = $("#link-login"), text = $("#link-login-text"), accept = $("#link-login-accept");
+    box.hidden = false;
+    accept.hidden = true;
+    text.textContent = "Checking the link's token…";
+    const done = () => { box.hidden = true; accept.onclick = null; $("#link-login-reject").onclick = null; route(); };
+    $("#link-login-reject").onclick = done;
+    let me = null;
+    try {
+      const resp = await fetch("/v1/tenants/me", { headers: { Authorization: "Bearer " + tok } });
+      if (resp.ok) me = await resp.json();
+    } catch (e) { /* refused below */ }
+    if (!me) {
+      text.textContent = "The link's token was refused: this tab stays as it was.";
+      return;
+    }
+    const who = me.name + (me.admin ? " (admin)" : "");
+    const now = $("#whoami").textContent;
+    text.textContent = "The link you opened signs this tab in as tenant " + who + "." +
+      (token() && now ? " You are signed in as " + now + " now." : "") + " Sign in as " + who + "? Only agree if you made or trust this link.";
+    accept.textContent = "Sign in as " + me.name;
+    accept.hidden = false;
+    accept.onclick = () => { sessionStorage.setItem(TOKEN_KEY, tok); done(); };
+  }
+
   function route() {
     stopTimers();
-    // edl dev's banner links to /ui/#token=...: take it, and drop it from the URL.
     const tm = location.hash.match(/[#&]token=([^&]+)/);
     if (tm) {
-      sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(tm[1]));
       history.replaceState(null, "", location.pathname + "#/");
+      confirmLinkToken(decodeURIComponent(tm[1]));
+      return;
     }
+    $("#link-login").hidden = true;
     const view = $("#view");
     view.textContent = "";
     if (!token()) { showLogin(); return; }
