@@ -93,7 +93,7 @@ func (n *nomadFlags) plannerOnNomad(rdb redis.UniversalClient, prefix, redisURL,
 	lc.Policy.Cooldown = n.plannerCooldown
 	host, _ := os.Hostname()
 	lc.Holder = host + "-" + strconv.Itoa(os.Getpid())
-	lc.Tenants = tenantShares(tenants)
+	lc.Tenants = loop.TenantShares(tenants)
 	plannerWorkers(&lc, n.stragglerFactor, n.stragglerRounds, rdb, prefix)
 	if lc.Callbacks, err = plannerCallbacks("serve", n.callbackAllow, tenants, log); err != nil {
 		return nil, nil, err

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/edl-nomad/edl/api"
+	"github.com/edl-nomad/edl/internal/cli"
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/jobs/jobstore"
 	"github.com/edl-nomad/edl/local/redisproc"
@@ -65,8 +66,8 @@ type plannerIdleResult struct {
 	GOMAXPROCS   int     `json:"gomaxprocs"`
 }
 
-func benchPlannerIdle(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench planner-idle", `Starts its own redis-server, the API and the planner (as edl serve runs them) over a
+func benchPlannerIdle(ctx context.Context, _ Env, args []string, stdout, stderr io.Writer) error {
+	fs := cli.NewFlagSet("bench planner-idle", `Starts its own redis-server, the API and the planner (as edl serve runs them) over a
 cluster whose GPUs are all taken, submits --jobs guaranteed jobs that must queue,
 waits until the planner has recorded why each waits, then measures for --measure
 the CPU this process uses (getrusage: user + system) and redis-server's (from
@@ -76,11 +77,11 @@ is what an idle control plane costs at that backlog (aim: <= 0.05).`, stderr)
 	interval := fs.Duration("interval", loop.DefaultConfig().Interval, "planner round interval (edl serve's --planner-interval)")
 	measure := fs.Duration("measure", 20*time.Second, "how long to measure")
 	asJSON := fs.Bool("json", false, "print one JSON line")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if *n < 1 || *interval <= 0 || *measure <= 0 {
-		return usageErrorf("bench planner-idle: --jobs must be >= 1, --interval and --measure positive")
+		return cli.Usagef("bench planner-idle: --jobs must be >= 1, --interval and --measure positive")
 	}
 	dir, err := os.MkdirTemp("", "edl-bench-planner-")
 	if err != nil {
@@ -111,7 +112,7 @@ is what an idle control plane costs at that backlog (aim: <= 0.05).`, stderr)
 	lc := loop.DefaultConfig()
 	lc.Interval = *interval
 	lc.Holder = "bench-" + strconv.Itoa(os.Getpid())
-	lc.Tenants = tenantShares(tenants)
+	lc.Tenants = loop.TenantShares(tenants)
 	pl, err := loop.New(lc, store, fullCluster{}, rdb, log)
 	if err != nil {
 		return err

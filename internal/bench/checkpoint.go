@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/edl-nomad/edl/checkpoint/cpbench"
 	"github.com/edl-nomad/edl/checkpoint/weed"
+	"github.com/edl-nomad/edl/internal/cli"
 )
 
 func init() {
@@ -21,18 +22,18 @@ func init() {
 	})
 }
 
-func benchCheckpoint(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench checkpoint", "Writes and restores a --mib MiB checkpoint through file:// (in --dir) and s3:// (a SeaweedFS\nweed mini it starts), compares with a plain write of the same bytes, and times the step-loop stall\nof taking a background checkpoint. Throughputs are MiB/s, best of --reps.", stderr)
+func benchCheckpoint(ctx context.Context, _ Env, args []string, stdout, stderr io.Writer) error {
+	fs := cli.NewFlagSet("bench checkpoint", "Writes and restores a --mib MiB checkpoint through file:// (in --dir) and s3:// (a SeaweedFS\nweed mini it starts), compares with a plain write of the same bytes, and times the step-loop stall\nof taking a background checkpoint. Throughputs are MiB/s, best of --reps.", stderr)
 	mib := fs.Int("mib", 256, "checkpoint size in MiB")
 	dir := fs.String("dir", "", "scratch directory on the disk to measure (default: a temporary one)")
 	reps := fs.Int("reps", 3, "repetitions of each throughput measurement")
 	weedBin := fs.String("weed", "", "SeaweedFS weed binary (default: .tools/bin/weed, then PATH)")
 	asJSON := fs.Bool("json", false, "print one JSON line")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if *mib < 1 || *reps < 1 {
-		return usageErrorf("bench checkpoint: --mib and --reps must be >= 1")
+		return cli.Usagef("bench checkpoint: --mib and --reps must be >= 1")
 	}
 	var dirs []string
 	if exe, err := os.Executable(); err == nil {

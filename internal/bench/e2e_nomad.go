@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edl-nomad/edl/internal/cli"
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/jobs/jobstore"
 	"github.com/edl-nomad/edl/local/redisproc"
@@ -397,21 +398,21 @@ func parseNomadBench(jobCounts string, rounds, starts, trials int, interval time
 	for _, f := range strings.Split(jobCounts, ",") {
 		var n int
 		if _, err := fmt.Sscan(strings.TrimSpace(f), &n); err != nil || n < 1 {
-			return o, usageErrorf("bench e2e: --nomad-jobs %q: want comma-separated counts >= 1", jobCounts)
+			return o, cli.Usagef("bench e2e: --nomad-jobs %q: want comma-separated counts >= 1", jobCounts)
 		}
 		o.jobCounts = append(o.jobCounts, n)
 	}
 	switch {
 	case rounds < 1:
-		return o, usageErrorf("bench e2e: --nomad-rounds %d: must be >= 1", rounds)
+		return o, cli.Usagef("bench e2e: --nomad-rounds %d: must be >= 1", rounds)
 	case starts < 1:
-		return o, usageErrorf("bench e2e: --nomad-starts %d: must be >= 1", starts)
+		return o, cli.Usagef("bench e2e: --nomad-starts %d: must be >= 1", starts)
 	case starts > 128:
-		return o, usageErrorf("bench e2e: --nomad-starts %d: at most 128 (the fake cluster's GPUs)", starts)
+		return o, cli.Usagef("bench e2e: --nomad-starts %d: at most 128 (the fake cluster's GPUs)", starts)
 	case trials < 0:
-		return o, usageErrorf("bench e2e: --nomad-trials %d: must be >= 0", trials)
+		return o, cli.Usagef("bench e2e: --nomad-trials %d: must be >= 0", trials)
 	case interval <= 0:
-		return o, usageErrorf("bench e2e: --nomad-interval %s: must be positive", interval)
+		return o, cli.Usagef("bench e2e: --nomad-interval %s: must be positive", interval)
 	}
 	return o, nil
 }

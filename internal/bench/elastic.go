@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/edl-nomad/edl/internal/cli"
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/worker/elasticbench"
 	"github.com/edl-nomad/edl/worker/trainer"
@@ -23,8 +24,8 @@ func init() {
 	})
 }
 
-func benchElastic(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench elastic", "Runs a job of local `edl worker` processes against its own redis-server and measures\nthe pause of a join (n -> n+1) and a graceful leave, recovery from a SIGKILL, a\nstop-checkpoint-restart baseline, coordination overhead and the sample accounting.", stderr)
+func benchElastic(ctx context.Context, _ Env, args []string, stdout, stderr io.Writer) error {
+	fs := cli.NewFlagSet("bench elastic", "Runs a job of local `edl worker` processes against its own redis-server and measures\nthe pause of a join (n -> n+1) and a graceful leave, recovery from a SIGKILL, a\nstop-checkpoint-restart baseline, coordination overhead and the sample accounting.", stderr)
 	workers := fs.Int("workers", 4, "workers before the join")
 	hidden := fs.String("hidden", "1024,768", "hidden layer widths")
 	features := fs.Int("features", 256, "input features")
@@ -38,25 +39,25 @@ func benchElastic(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	redisBin := fs.String("redis-server", "redis-server", "redis-server binary")
 	asJSON := fs.Bool("json", false, "print one JSON line")
 	keep := fs.String("keep-dir", "", "write step logs and worker logs (info level) to this folder and keep them")
-	var level logLevel
+	var level cli.LogLevel
 	fs.Var(&level, "log-level", "debug, info, warn or error")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	var hid []int
 	for _, s := range strings.Split(*hidden, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n <= 0 {
-			return usageErrorf("bench elastic: invalid value %q for flag --hidden", *hidden)
+			return cli.Usagef("bench elastic: invalid value %q for flag --hidden", *hidden)
 		}
 		hid = append(hid, n)
 	}
 	if *workers < 2 {
-		return usageErrorf("bench elastic: --workers must be >= 2")
+		return cli.Usagef("bench elastic: --workers must be >= 2")
 	}
 	rs, err := exec.LookPath(*redisBin)
 	if err != nil {
-		return usageErrorf("bench elastic: --redis-server: %v", err)
+		return cli.Usagef("bench elastic: --redis-server: %v", err)
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -70,7 +71,7 @@ func benchElastic(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}}}
 	params := trainer.ModelConfigFrom(*spec.Trainer.Builtin).NumParams()
 	res, err := elasticbench.Run(ctx, elasticbench.Config{Exe: exe, RedisServer: rs, Workers: *workers, Spec: spec,
-		Warmup: *warmup, Between: *between, KeepDir: *keep, Log: newLogger(stderr, level.Level, false)}, params)
+		Warmup: *warmup, Between: *between, KeepDir: *keep, Log: cli.NewLogger(stderr, level.Level, false)}, params)
 	if err != nil {
 		return fmt.Errorf("bench elastic: %w", err)
 	}

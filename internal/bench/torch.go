@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/edl-nomad/edl/internal/cli"
 )
 
 func init() {
@@ -47,6 +49,7 @@ type torchResult struct {
 
 // torchBench is the configuration shared by both systems.
 type torchBench struct {
+	env             Env
 	python, script  string
 	scriptArgs      []string
 	warmup, after   int
@@ -63,8 +66,8 @@ var torchScenarios = []string{"scale_out", "scale_in", "failure", "steady"}
 // scenario, torchrun and edl-restart every other.
 var torchSystems = []string{"torchrun", "edl-restart", "edl-live", "ddp"}
 
-func runBenchTorch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench torch", "Runs one torchrun DDP script (it must print one line per applied step with the step and\na timestamp, e.g. {\"step\": N, \"time\": UNIX_SECONDS}, and checkpoint to $EDL_CHECKPOINT_DIR)\nunder torchrun (c10d rendezvous, --nnodes=2:3, last_call_timeout=1, join_timeout=60,\n--monitor_interval 1) and under edl restart mode (edl dev in this process), through\nscale-out 2->3, scale-in 3->2 and a SIGKILL of one worker's program, and live mode\n(--live-script, the edl package) through the same events. The steady scenario is the\nstep time on a fixed world of plain DDP (--ddp-script, no edl) and of live mode, side by\nside. Prints one JSON line per system and scenario (--json), then a table (on stderr with\n--json). --mode and --scenarios pick what runs.", stderr)
+func runBenchTorch(ctx context.Context, env Env, args []string, stdout, stderr io.Writer) error {
+	fs := cli.NewFlagSet("bench torch", "Runs one torchrun DDP script (it must print one line per applied step with the step and\na timestamp, e.g. {\"step\": N, \"time\": UNIX_SECONDS}, and checkpoint to $EDL_CHECKPOINT_DIR)\nunder torchrun (c10d rendezvous, --nnodes=2:3, last_call_timeout=1, join_timeout=60,\n--monitor_interval 1) and under edl restart mode (edl dev in this process), through\nscale-out 2->3, scale-in 3->2 and a SIGKILL of one worker's program, and live mode\n(--live-script, the edl package) through the same events. The steady scenario is the\nstep time on a fixed world of plain DDP (--ddp-script, no edl) and of live mode, side by\nside. Prints one JSON line per system and scenario (--json), then a table (on stderr with\n--json). --mode and --scenarios pick what runs.", stderr)
 	modes := fs.String("mode", strings.Join(torchSystems, ","), "systems to run, comma-separated: torchrun, edl-restart, edl-live (examples/torch/train_live.py through the edl package, no restart), ddp (plain torch DDP, no edl: the steady scenario's baseline)")
 	liveScript := fs.String("live-script", "examples/torch/train_live.py", "the live-mode script of --mode edl-live (the same model as --script, written with the edl package)")
 	scenarios := fs.String("scenarios", strings.Join(torchScenarios, ","), "scenarios, comma-separated: scale_out, scale_in, failure, steady (step time on a fixed world: ddp and edl-live)")
@@ -82,7 +85,7 @@ func runBenchTorch(ctx context.Context, args []string, stdout, stderr io.Writer)
 	timeout := fs.Duration("timeout", 4*time.Minute, "limit of one scenario of one system")
 	asJSON := fs.Bool("json", false, "print JSON lines (the table then goes to stderr)")
 	keep := fs.String("keep-dir", "", "keep the agents' and workers' output in this folder")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	systems, err := pickList("mode", *modes, torchSystems)
@@ -94,29 +97,29 @@ func runBenchTorch(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	if *warmup < 2 || *after < 1 || *ckpt < 1 {
-		return usageErrorf("bench torch: need --warmup >= 2, --after >= 1, --ckpt-every >= 1")
+		return cli.Usagef("bench torch: need --warmup >= 2, --after >= 1, --ckpt-every >= 1")
 	}
 	if *steadyWorld < 1 || *steadySteps < 1 || *steadyWarmup < 1 || *steadyRounds < 1 {
-		return usageErrorf("bench torch: need --steady-world, --steady-steps, --steady-warmup and --steady-rounds >= 1")
+		return cli.Usagef("bench torch: need --steady-world, --steady-steps, --steady-warmup and --steady-rounds >= 1")
 	}
 	steadySystems, eventSystems := splitSteady(systems)
 	wantSteady := slices.Contains(scen, "steady")
 	eventScen := slices.DeleteFunc(slices.Clone(scen), func(s string) bool { return s == "steady" })
 	switch {
 	case slices.Contains(systems, "ddp") && !wantSteady:
-		return usageErrorf("bench torch: --mode ddp runs only the steady scenario: add steady to --scenarios")
+		return cli.Usagef("bench torch: --mode ddp runs only the steady scenario: add steady to --scenarios")
 	case wantSteady && len(steadySystems) == 0:
-		return usageErrorf("bench torch: the steady scenario runs ddp and edl-live: add one to --mode")
+		return cli.Usagef("bench torch: the steady scenario runs ddp and edl-live: add one to --mode")
 	}
 	abs, err := filepath.Abs(*script)
 	if err != nil {
 		return err
 	}
 	if _, err := os.Stat(abs); err != nil {
-		return usageErrorf("bench torch: --script: %v", err)
+		return cli.Usagef("bench torch: --script: %v", err)
 	}
 	if _, err := exec.LookPath(*python); err != nil {
-		return usageErrorf("bench torch: --python: %v", err)
+		return cli.Usagef("bench torch: --python: %v", err)
 	}
 	dir := *keep
 	if dir == "" {
@@ -125,7 +128,7 @@ func runBenchTorch(ctx context.Context, args []string, stdout, stderr io.Writer)
 		}
 		defer os.RemoveAll(dir)
 	}
-	b := &torchBench{python: *python, script: abs, scriptArgs: strings.Fields(*scriptArgs), warmup: *warmup, after: *after,
+	b := &torchBench{env: env, python: *python, script: abs, scriptArgs: strings.Fields(*scriptArgs), warmup: *warmup, after: *after,
 		ckptEvery: *ckpt, timeout: *timeout, dir: dir, log: stderr}
 	b.pythonTeeNeeded, err = pythonAtLeast(ctx, *python, 3, 11)
 	if err != nil {
@@ -219,12 +222,12 @@ func pickList(flagName, v string, allowed []string) ([]string, error) {
 			ok = ok || a == s
 		}
 		if !ok {
-			return nil, usageErrorf("bench torch: --%s: %q is not one of %s", flagName, s, strings.Join(allowed, ", "))
+			return nil, cli.Usagef("bench torch: --%s: %q is not one of %s", flagName, s, strings.Join(allowed, ", "))
 		}
 		out = append(out, s)
 	}
 	if len(out) == 0 {
-		return nil, usageErrorf("bench torch: --%s: empty", flagName)
+		return nil, cli.Usagef("bench torch: --%s: empty", flagName)
 	}
 	return out, nil
 }

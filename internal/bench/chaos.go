@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/edl-nomad/edl/internal/cli"
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/worker"
 	"github.com/edl-nomad/edl/worker/coord"
@@ -73,8 +74,8 @@ type chaosSummary struct {
 
 var chaosScenarios = []string{"worker-kills", "sigstop-worker", "redis-restart", "planner-restart", "submit-burst"}
 
-func runBenchChaos(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench chaos", `Starts edl dev in this process (child Redis, API, planner, local edl worker
+func runBenchChaos(ctx context.Context, env Env, args []string, stdout, stderr io.Writer) error {
+	fs := cli.NewFlagSet("bench chaos", `Starts edl dev in this process (child Redis, API, planner, local edl worker
 processes that record which samples each step used) and runs, one after the other:
   worker-kills     SIGKILL a random worker of the running jobs, 4 times
   sigstop-worker   SIGSTOP one of a job's two workers for 5 s, then SIGCONT
@@ -91,11 +92,11 @@ the succeeded jobs, and 5xx answers (503s while Redis is down apart).`, stderr)
 	asJSON := fs.Bool("json", false, "print one JSON line per scenario and a summary line")
 	devLog := fs.String("dev-log", "", "write edl dev's own log (API, planner, local cluster; info level) to this file; the workers' logs are under its data dir, removed at the end unless --keep")
 	keep := fs.Bool("keep", false, "keep the data dir (Redis AOF, worker logs) and print where it is")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if *slots < 2 || *burst < 1 || *wait <= 0 {
-		return usageErrorf("bench chaos: need --slots >= 2, --burst >= 1, --wait > 0")
+		return cli.Usagef("bench chaos: need --slots >= 2, --burst >= 1, --wait > 0")
 	}
 	var run []string
 	for _, s := range strings.Split(*only, ",") {
@@ -108,7 +109,7 @@ the succeeded jobs, and 5xx answers (503s while Redis is down apart).`, stderr)
 			known = known || k == s
 		}
 		if !known {
-			return usageErrorf("bench chaos: --scenarios: unknown %q (known: %s)", s, strings.Join(chaosScenarios, ", "))
+			return cli.Usagef("bench chaos: --scenarios: unknown %q (known: %s)", s, strings.Join(chaosScenarios, ", "))
 		}
 		run = append(run, s)
 	}
@@ -125,7 +126,7 @@ the succeeded jobs, and 5xx answers (503s while Redis is down apart).`, stderr)
 	if *devLog != "" {
 		f, err := os.Create(*devLog)
 		if err != nil {
-			return usageErrorf("bench chaos: --dev-log: %v", err)
+			return cli.Usagef("bench chaos: --dev-log: %v", err)
 		}
 		defer f.Close()
 		logw = f
@@ -135,14 +136,14 @@ the succeeded jobs, and 5xx answers (503s while Redis is down apart).`, stderr)
 	if err := os.WriteFile(tf, []byte(fmt.Sprintf("tenants:\n  - name: chaos\n    token_sha256: %s\n    rate_per_s: 100000\n    burst: 100000\n", jobs.HashToken(token))), 0o600); err != nil {
 		return err
 	}
-	d, err := startDev(ctx, devConfig{listen: "127.0.0.1:0", dataDir: filepath.Join(dir, "dev"), tenants: tf, slots: *slots,
-		grace: 5 * time.Second, cooldown: time.Second, interval: 200 * time.Millisecond, workerLogLevel: "warn",
-		workerEnv: []string{"EDL_DEBUG_SAMPLES=true"}}, newLogger(logw, 0, false))
+	d, err := env.StartDev(ctx, DevConfig{Listen: "127.0.0.1:0", DataDir: filepath.Join(dir, "dev"), Tenants: tf, Slots: *slots,
+		Grace: 5 * time.Second, Cooldown: time.Second, Interval: 200 * time.Millisecond, WorkerLogLevel: "warn",
+		WorkerEnv: []string{"EDL_DEBUG_SAMPLES=true"}}, cli.NewLogger(logw, 0, false))
 	if err != nil {
 		return err
 	}
-	defer d.shutdown()
-	ch := &chaos{d: d, c: newChaosClient(d.apiURL, token), wait: *wait, burst: *burst}
+	defer d.Shutdown()
+	ch := &chaos{d: d, c: newChaosClient(d.APIURL, token), wait: *wait, burst: *burst}
 	start := time.Now()
 	sum := chaosSummary{Summary: true, AllFinished: true, ExactlyOnce: true, No5xx: true}
 	if !*asJSON {
@@ -178,7 +179,7 @@ the succeeded jobs, and 5xx answers (503s while Redis is down apart).`, stderr)
 
 // chaos drives one edl dev through the scenarios.
 type chaos struct {
-	d     *devEnv
+	d     *Dev
 	c     *chaosClient
 	wait  time.Duration
 	burst int
@@ -360,7 +361,7 @@ func (ch *chaos) redisRestart(ctx context.Context, row *chaosRow, ids *idList) e
 			return ctx.Err()
 		}
 	}
-	pid := ch.d.redis.Pid()
+	pid := ch.d.Redis.Pid()
 	ch.c.redisDown.Store(true)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		ch.c.redisDown.Store(false)
@@ -370,15 +371,15 @@ func (ch *chaos) redisRestart(ctx context.Context, row *chaosRow, ids *idList) e
 	// Down until a read is answered again by the restarted server.
 	back := time.Now().Add(60 * time.Second)
 	for {
-		if ch.d.redis.Pid() != pid {
+		if ch.d.Redis.Pid() != pid {
 			if code, _ := ch.c.do(ctx, http.MethodGet, "/v1/jobs/"+ids.all()[0], nil, nil); code == http.StatusOK {
 				break
 			}
 		}
 		select {
-		case <-ch.d.redis.Failed():
+		case <-ch.d.Redis.Failed():
 			ch.c.redisDown.Store(false)
-			return fmt.Errorf("edl dev's redis-server was not restarted: %v", ch.d.redis.Err())
+			return fmt.Errorf("edl dev's redis-server was not restarted: %v", ch.d.Redis.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(back) {
@@ -399,7 +400,7 @@ func (ch *chaos) plannerRestart(ctx context.Context, row *chaosRow, ids *idList)
 		if !pause(ctx, 1500*time.Millisecond+time.Duration(rand.IntN(200))*time.Millisecond) {
 			return ctx.Err()
 		}
-		if err := ch.d.restartPlanner(ctx); err != nil {
+		if err := ch.d.RestartPlanner(ctx); err != nil {
 			return err
 		}
 		row.Faults++
@@ -498,7 +499,7 @@ func (ch *chaos) checkSamples(ctx context.Context, row *chaosRow, id string) err
 		return nil
 	}
 	b := v.(jobs.Spec).Trainer.Builtin
-	recs, err := datapipe.New(ch.d.rdb, coord.NewKeys("edl:", id), "chaos").DebugRecords(ctx)
+	recs, err := datapipe.New(ch.d.RDB, coord.NewKeys("edl:", id), "chaos").DebugRecords(ctx)
 	if err != nil {
 		return err
 	}
@@ -569,7 +570,7 @@ func (ch *chaos) workerPids(ids []string) []int {
 	for _, id := range ids {
 		want[id] = true
 	}
-	redisURL := ch.d.redis.URL()
+	redisURL := ch.d.Redis.URL()
 	var pids []int
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -103,7 +103,7 @@ func TestBenchTorchSteadyFlags(t *testing.T) {
 		{[]string{"--mode", "pytorch"}, `"pytorch" is not one of torchrun, edl-restart, edl-live, ddp`},
 	} {
 		var out, errb bytes.Buffer
-		err := runBenchTorch(context.Background(), tc.args, &out, &errb)
+		err := runBenchTorch(context.Background(), Env{}, tc.args, &out, &errb)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: err %v, want %q", tc.args, err, tc.want)
 		}

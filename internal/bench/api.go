@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/edl-nomad/edl/api/apibench"
+	"github.com/edl-nomad/edl/internal/cli"
 	"github.com/edl-nomad/edl/local/redisproc"
 	"github.com/redis/go-redis/v9"
 )
@@ -23,8 +24,8 @@ func init() {
 	})
 }
 
-func benchAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench api", `Starts its own redis-server (appendonly yes, appendfsync everysec) and the API on
+func benchAPI(ctx context.Context, _ Env, args []string, stdout, stderr io.Writer) error {
+	fs := cli.NewFlagSet("bench api", `Starts its own redis-server (appendonly yes, appendfsync everysec) and the API on
 loopback ports, then measures, each for --duration:
   closed loop: --clients clients, each sending its next request when the last is
     answered: submits (--spec), gets of random submitted jobs, list pages of 50
@@ -50,15 +51,15 @@ stalls and queueing included; if the server falls behind, its p99 grows.`, stder
 	sseGetRate := fs.Float64("sse-get-rate", 1000, "open-loop gets per second while the event streams are open")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the API and clients (one process) to this file")
 	asJSON := fs.Bool("json", false, "print one JSON line")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if *clients < 1 || *duration <= 0 || *submitRate < 0 || *getRate < 0 || *openWorkers < 1 || *sseStreams < 0 || *sseGetRate <= 0 {
-		return usageErrorf("bench api: --clients and --open-workers must be >= 1, --duration positive, rates >= 0 (--sse-get-rate > 0), --sse-streams >= 0")
+		return cli.Usagef("bench api: --clients and --open-workers must be >= 1, --duration positive, rates >= 0 (--sse-get-rate > 0), --sse-streams >= 0")
 	}
 	spec, err := os.ReadFile(*specFile)
 	if err != nil {
-		return usageErrorf("bench api: --spec: %v", err)
+		return cli.Usagef("bench api: --spec: %v", err)
 	}
 	dir, err := os.MkdirTemp("", "edl-bench-api-")
 	if err != nil {
@@ -75,7 +76,7 @@ stalls and queueing included; if the server falls behind, its p99 grows.`, stder
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
-			return usageErrorf("bench api: --cpuprofile: %v", err)
+			return cli.Usagef("bench api: --cpuprofile: %v", err)
 		}
 		defer f.Close()
 		if err := pprof.StartCPUProfile(f); err != nil {

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/edl-nomad/edl/internal/cli"
 	"github.com/edl-nomad/edl/worker"
 	"github.com/edl-nomad/edl/worker/coord"
 	"github.com/edl-nomad/edl/worker/datapipe"
@@ -24,7 +25,7 @@ import (
 )
 
 // Live mode's measurement for `edl bench torch` (the torchrun and
-// edl-restart lines are bench_torch.go's): one scenario of
+// edl-restart lines are torch.go's): one scenario of
 // examples/torch/train_live.py under local `edl worker` processes in live
 // mode, against a redis-server of its own.
 
@@ -268,8 +269,8 @@ func init() {
 // benchTorchLiveCmd is `edl bench torch-live`: benchTorchLive for the
 // scenarios given, one JSON line each (the lines `edl bench torch` prints
 // for system "edl-live").
-func benchTorchLiveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench torch-live", "Runs examples/torch/train_live.py under local `edl worker` processes in live mode (its own\nredis-server) and measures, per scenario, the survivors' stall and the samples missed and\nrepeated over the epoch.", stderr)
+func benchTorchLiveCmd(ctx context.Context, _ Env, args []string, stdout, stderr io.Writer) error {
+	fs := cli.NewFlagSet("bench torch-live", "Runs examples/torch/train_live.py under local `edl worker` processes in live mode (its own\nredis-server) and measures, per scenario, the survivors' stall and the samples missed and\nrepeated over the epoch.", stderr)
 	scenarios := fs.String("scenario", "join,leave,kill", "comma-separated: join, leave, kill")
 	workers := fs.Int("workers", 2, "workers before the event")
 	samples := fs.Int64("samples", 19200, "data set samples (one epoch)")
@@ -280,9 +281,9 @@ func benchTorchLiveCmd(ctx context.Context, args []string, stdout, stderr io.Wri
 	script := fs.String("script", "examples/torch/train_live.py", "the live script")
 	scriptArgs := fs.String("script-args", "", "more arguments for the script, space-separated (e.g. \"--device cuda --backend gloo\": scripts/gpu-check.sh)")
 	asJSON := fs.Bool("json", false, "print JSON lines")
-	var level logLevel
+	var level cli.LogLevel
 	fs.Var(&level, "log-level", "debug, info, warn or error")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	exe, err := os.Executable()
@@ -292,7 +293,7 @@ func benchTorchLiveCmd(ctx context.Context, args []string, stdout, stderr io.Wri
 	for _, sc := range strings.Split(*scenarios, ",") {
 		line, err := benchTorchLive(ctx, liveBenchConfig{Exe: exe, Python: *python, Script: *script, Scenario: strings.TrimSpace(sc),
 			Workers: *workers, Samples: *samples, Warmup: *warmup,
-			Args: append([]string{"--batch", strconv.Itoa(*batch), "--hidden", *hidden}, strings.Fields(*scriptArgs)...), Log: newLogger(stderr, level.Level, false)})
+			Args: append([]string{"--batch", strconv.Itoa(*batch), "--hidden", *hidden}, strings.Fields(*scriptArgs)...), Log: cli.NewLogger(stderr, level.Level, false)})
 		if err != nil {
 			return fmt.Errorf("bench torch-live: %w", err)
 		}

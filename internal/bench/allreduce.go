@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edl-nomad/edl/internal/cli"
 	"github.com/edl-nomad/edl/worker/collective"
 	"github.com/edl-nomad/edl/worker/collective/loopback"
 )
@@ -23,8 +24,8 @@ func init() {
 	})
 }
 
-func benchAllReduce(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench allreduce", "Times AllReduce of --mib MiB of float32 across each --procs count of edl processes on loopback,\nand the same with torch.distributed gloo when --python can import torch.", stderr)
+func benchAllReduce(ctx context.Context, _ Env, args []string, stdout, stderr io.Writer) error {
+	fs := cli.NewFlagSet("bench allreduce", "Times AllReduce of --mib MiB of float32 across each --procs count of edl processes on loopback,\nand the same with torch.distributed gloo when --python can import torch.", stderr)
 	procs := fs.String("procs", "2,4", "comma-separated process counts")
 	mib := fs.Int("mib", 64, "vector size in MiB")
 	warmup := fs.Int("warmup", 2, "untimed iterations")
@@ -34,25 +35,25 @@ func benchAllReduce(ctx context.Context, args []string, stdout, stderr io.Writer
 	python := fs.String("python", "/usr/bin/python3", "python with torch for the gloo comparison (empty: skip)")
 	timeout := fs.Duration("timeout", 30*time.Second, "per-operation peer timeout")
 	asJSON := fs.Bool("json", false, "print one JSON line per process count")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	var counts []int
 	for _, s := range strings.Split(*procs, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n < 2 || n > 64 {
-			return usageErrorf("bench allreduce: invalid value %q for flag --procs: want counts in 2..64 (one process has nothing to reduce)", s)
+			return cli.Usagef("bench allreduce: invalid value %q for flag --procs: want counts in 2..64 (one process has nothing to reduce)", s)
 		}
 		counts = append(counts, n)
 	}
 	if _, err := collective.ParseCompression(*compression); err != nil {
-		return usageErrorf("bench allreduce: invalid value %q for flag --compression: want none or fp16", *compression)
+		return cli.Usagef("bench allreduce: invalid value %q for flag --compression: want none or fp16", *compression)
 	}
 	if *mib < 1 {
-		return usageErrorf("bench allreduce: invalid value %d for flag --mib: want >= 1", *mib)
+		return cli.Usagef("bench allreduce: invalid value %d for flag --mib: want >= 1", *mib)
 	}
 	if *iters < 1 || *warmup < 0 {
-		return usageErrorf("bench allreduce: --iters must be >= 1 and --warmup >= 0")
+		return cli.Usagef("bench allreduce: --iters must be >= 1 and --warmup >= 0")
 	}
 	exe, err := os.Executable()
 	if err != nil {

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/edl-nomad/edl/internal/cli"
 	"github.com/edl-nomad/edl/jobs"
 )
 
@@ -33,8 +34,8 @@ type e2eResult struct {
 	CancelToGoneAllMs      []float64 `json:"cancel_to_gone_all_ms"`
 }
 
-func runBenchE2E(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench e2e", "Starts edl dev in this process (child Redis, API, planner, local workers) and measures,\nover --runs jobs, the time from POST /v1/jobs to the first applied step, from the\nplanner's +1 decision to the new worker training, and from DELETE to no worker left.\nPrints the medians as one JSON line.", stderr)
+func runBenchE2E(ctx context.Context, env Env, args []string, stdout, stderr io.Writer) error {
+	fs := cli.NewFlagSet("bench e2e", "Starts edl dev in this process (child Redis, API, planner, local workers) and measures,\nover --runs jobs, the time from POST /v1/jobs to the first applied step, from the\nplanner's +1 decision to the new worker training, and from DELETE to no worker left.\nPrints the medians as one JSON line.", stderr)
 	runs := fs.Int("runs", 3, "jobs to measure")
 	slots := fs.Int("slots", 3, "CPU worker slots")
 	_ = fs.Bool("json", true, "print one JSON line (the only output format)")
@@ -44,7 +45,7 @@ func runBenchE2E(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	nomadStarts := fs.Int("nomad-starts", 100, "with --nomad: job starts for the flap count")
 	nomadTrials := fs.Int("nomad-trials", 25, "with --nomad: contended starts (a job shrinks for a new one) for the second flap count; 0 skips it")
 	nomadInterval := fs.Duration("nomad-interval", 20*time.Millisecond, "with --nomad: time between planner rounds")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if *onNomad {
@@ -55,19 +56,19 @@ func runBenchE2E(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return runBenchE2ENomad(ctx, o, stdout)
 	}
 	if *runs < 1 || *slots < 2 {
-		return usageErrorf("bench e2e: need --runs >= 1 and --slots >= 2")
+		return cli.Usagef("bench e2e: need --runs >= 1 and --slots >= 2")
 	}
 	dir, err := os.MkdirTemp("", "edl-bench-e2e-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	d, err := startDev(ctx, devConfig{listen: "127.0.0.1:0", dataDir: dir, slots: *slots, grace: 10 * time.Second,
-		cooldown: time.Second, interval: 200 * time.Millisecond, workerLogLevel: "warn"}, newLogger(io.Discard, 0, false))
+	d, err := env.StartDev(ctx, DevConfig{Listen: "127.0.0.1:0", DataDir: dir, Slots: *slots, Grace: 10 * time.Second,
+		Cooldown: time.Second, Interval: 200 * time.Millisecond, WorkerLogLevel: "warn"}, cli.NewLogger(io.Discard, 0, false))
 	if err != nil {
 		return err
 	}
-	defer d.shutdown()
+	defer d.Shutdown()
 	res := e2eResult{Runs: *runs}
 	for i := 0; i < *runs; i++ {
 		sub, join, gone, err := e2eOnce(ctx, d, i)
@@ -96,7 +97,7 @@ func median(xs []float64) float64 {
 // e2eOnce submits one long job of 1 worker, measures its first step, raises
 // its max to 2 and measures the join from the planner's decision, then
 // cancels it and measures until its last worker is gone.
-func e2eOnce(ctx context.Context, d *devEnv, i int) (submit, join, gone float64, err error) {
+func e2eOnce(ctx context.Context, d *Dev, i int) (submit, join, gone float64, err error) {
 	spec := jobs.Spec{
 		Name: fmt.Sprintf("bench-e2e-%d", i), Workers: jobs.WorkerRange{Min: 1, Max: 1}, Priority: jobs.Guaranteed,
 		Trainer: jobs.Trainer{Kind: jobs.TrainerBuiltin, Builtin: &jobs.BuiltinTrainer{
@@ -108,7 +109,7 @@ func e2eOnce(ctx context.Context, d *devEnv, i int) (submit, join, gone float64,
 	}
 	t0 := time.Now()
 	var created jobs.Job
-	if err := d.api(ctx, "POST", "/v1/jobs", spec, &created); err != nil {
+	if err := d.API(ctx, "POST", "/v1/jobs", spec, &created); err != nil {
 		return 0, 0, 0, err
 	}
 	id := created.ID
@@ -123,7 +124,7 @@ func e2eOnce(ctx context.Context, d *devEnv, i int) (submit, join, gone float64,
 	submit = ms(running.Sub(t0))
 	// Raise the job's max to 2: the planner (woken by the change) hands it
 	// a spare slot, +1 worker, which must start, prepare and join.
-	if err := d.api(ctx, "PATCH", "/v1/jobs/"+id, map[string]any{"spec": map[string]any{"workers": map[string]int{"max": 2}}}, nil); err != nil {
+	if err := d.API(ctx, "PATCH", "/v1/jobs/"+id, map[string]any{"spec": map[string]any{"workers": map[string]int{"max": 2}}}, nil); err != nil {
 		return 0, 0, 0, err
 	}
 	// The new worker's "joined generation" event is stamped when it is
@@ -132,7 +133,7 @@ func e2eOnce(ctx context.Context, d *devEnv, i int) (submit, join, gone float64,
 	var decided, joinedAt time.Time
 	deadline := time.Now().Add(60 * time.Second)
 	for joinedAt.IsZero() {
-		evs, err := d.store.Events(ctx, id, "", 1000)
+		evs, err := d.Store.Events(ctx, id, "", 1000)
 		if err != nil {
 			return 0, 0, 0, err
 		}
@@ -151,16 +152,16 @@ func e2eOnce(ctx context.Context, d *devEnv, i int) (submit, join, gone float64,
 	}
 	join = ms(joinedAt.Sub(decided))
 	t1 := time.Now()
-	if err := d.api(ctx, "DELETE", "/v1/jobs/"+id, nil, nil); err != nil {
+	if err := d.API(ctx, "DELETE", "/v1/jobs/"+id, nil, nil); err != nil {
 		return 0, 0, 0, err
 	}
 	deadline = time.Now().Add(60 * time.Second)
 	for {
-		j, err := d.store.Get(ctx, id)
+		j, err := d.Store.Get(ctx, id)
 		if err != nil {
 			return 0, 0, 0, err
 		}
-		ws, err := d.cluster.Workers(ctx, id)
+		ws, err := d.Cluster.Workers(ctx, id)
 		if err != nil {
 			return 0, 0, 0, err
 		}
@@ -186,10 +187,10 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // waitEvent polls the job's events every 2 ms until one matches, and
 // returns its time.
-func waitEvent(ctx context.Context, d *devEnv, id string, match func(jobs.Event) bool) (time.Time, error) {
+func waitEvent(ctx context.Context, d *Dev, id string, match func(jobs.Event) bool) (time.Time, error) {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		evs, err := d.store.Events(ctx, id, "", 1000)
+		evs, err := d.Store.Events(ctx, id, "", 1000)
 		if err != nil {
 			return time.Time{}, err
 		}
@@ -209,8 +210,8 @@ func waitEvent(ctx context.Context, d *devEnv, id string, match func(jobs.Event)
 	}
 }
 
-// api calls the running API as the dev tenant "default".
-func (d *devEnv) api(ctx context.Context, method, path string, body, out any) error {
+// API calls the running API as the dev tenant "default".
+func (d *Dev) API(ctx context.Context, method, path string, body, out any) error {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -219,11 +220,11 @@ func (d *devEnv) api(ctx context.Context, method, path string, body, out any) er
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, d.apiURL+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, d.APIURL+path, rd)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+d.tokens.Default)
+	req.Header.Set("Authorization", "Bearer "+d.Tokens.Default)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

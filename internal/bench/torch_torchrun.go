@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 
 // The torchrun system of `edl bench torch` (the script under torchrun,
 // c10d rendezvous), and the edl-live lines (benchTorchLive,
-// bench_torch_live.go) on the same worlds.
+// torch_live.go) on the same worlds.
 
 // freePort returns a loopback port nobody listens on now.
 func freePort() (int, error) {
@@ -190,7 +190,7 @@ func (b *torchBench) runTorchrun(ctx context.Context, scenario string) (torchRes
 		Workers: workers, Survivors: f.survivors, Restarted: f.restarted && werr == nil}, nil
 }
 
-// runEdlLive measures one scenario of live mode (bench_torch_live.go) on the
+// runEdlLive measures one scenario of live mode (torch_live.go) on the
 // same worlds as the other systems: scale_out 2->3, scale_in 3->2, failure
 // (one of 3 SIGKILLed).
 func (b *torchBench) runEdlLive(ctx context.Context, script, sc string) (torchResult, error) {

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/edl-nomad/edl/internal/cli"
 	"github.com/edl-nomad/edl/jobs"
 )
 
@@ -29,12 +30,12 @@ func (b *torchBench) runEdlRestart(ctx context.Context, scenario string) (torchR
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return torchResult{}, err
 	}
-	d, err := startDev(ctx, devConfig{listen: "127.0.0.1:0", dataDir: dataDir, slots: 3, grace: 10 * time.Second,
-		cooldown: time.Second, interval: 200 * time.Millisecond, workerLogLevel: "warn"}, newLogger(io.Discard, 0, false))
+	d, err := b.env.StartDev(ctx, DevConfig{Listen: "127.0.0.1:0", DataDir: dataDir, Slots: 3, Grace: 10 * time.Second,
+		Cooldown: time.Second, Interval: 200 * time.Millisecond, WorkerLogLevel: "warn"}, cli.NewLogger(io.Discard, 0, false))
 	if err != nil {
 		return torchResult{}, err
 	}
-	defer d.shutdown()
+	defer d.Shutdown()
 	lo, hi, workers := 2, 2, "2->3"
 	switch scenario {
 	case "scale_in":
@@ -49,14 +50,14 @@ func (b *torchBench) runEdlRestart(ctx context.Context, scenario string) (torchR
 			Env: map[string]string{"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}}},
 		Checkpoint: jobs.CheckpointPolicy{Keep: 2}}
 	var job jobs.Job
-	if err := d.api(ctx, "POST", "/v1/jobs", spec, &job); err != nil {
+	if err := d.API(ctx, "POST", "/v1/jobs", spec, &job); err != nil {
 		if strings.Contains(err.Error(), "status 422") {
 			return torchResult{}, fmt.Errorf("%w (is exec mode, issue 13's core, in this build?): %v", errExecRefused, err)
 		}
 		return torchResult{}, err
 	}
 	defer func() {
-		_ = d.api(context.Background(), "DELETE", "/v1/jobs/"+job.ID, nil, nil)
+		_ = d.API(context.Background(), "DELETE", "/v1/jobs/"+job.ID, nil, nil)
 	}()
 	logDir := filepath.Join(dataDir, "workers", job.ID)
 	log := newStepLog()
@@ -92,14 +93,14 @@ func (b *torchBench) runEdlRestart(ctx context.Context, scenario string) (torchR
 	exclude := map[string]bool{}
 	switch scenario {
 	case "scale_out":
-		if err := d.api(ctx, "PATCH", "/v1/jobs/"+job.ID, map[string]any{"spec": map[string]any{"workers": map[string]int{"min": 2, "max": 3}}}, nil); err != nil {
+		if err := d.API(ctx, "PATCH", "/v1/jobs/"+job.ID, map[string]any{"spec": map[string]any{"workers": map[string]int{"min": 2, "max": 3}}}, nil); err != nil {
 			return torchResult{}, err
 		}
-		if err := d.api(ctx, "POST", "/v1/jobs/"+job.ID+"/scale", map[string]int{"workers": 3}, nil); err != nil {
+		if err := d.API(ctx, "POST", "/v1/jobs/"+job.ID+"/scale", map[string]int{"workers": 3}, nil); err != nil {
 			return torchResult{}, err
 		}
 	case "scale_in":
-		if err := d.api(ctx, "POST", "/v1/jobs/"+job.ID+"/scale", map[string]int{"workers": 2}, nil); err != nil {
+		if err := d.API(ctx, "POST", "/v1/jobs/"+job.ID+"/scale", map[string]int{"workers": 2}, nil); err != nil {
 			return torchResult{}, err
 		}
 	case "failure":
