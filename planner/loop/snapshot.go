@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/edl-nomad/edl/jobs"
-	"github.com/edl-nomad/edl/jobs/jobstore"
 )
 
 // snapshot is the planner's copy of the live jobs, brought up to date each
@@ -21,7 +20,7 @@ type snapshot struct {
 	order  []string // job IDs by creation; nil: to be rebuilt
 }
 
-func (s *snapshot) refresh(ctx context.Context, store *jobstore.Store) error {
+func (s *snapshot) refresh(ctx context.Context, store JobReader) error {
 	if !s.synced {
 		// The sequence first: whatever is written after it shows up in
 		// the next ChangedSince, even if ListActive saw it already.
