@@ -254,7 +254,7 @@ func (d *devEnv) shutdown() {
 // tokens live in <data-dir>/tokens.json.
 func devTenants(path, dataDir string, tok *jobs.DevTokens) (*jobs.Tenants, error) {
 	if path != "" {
-		t, err := jobs.LoadTenants(path)
+		t, err := loadTenants(path)
 		if err != nil {
 			return nil, usageErrorf("dev: --tenants %s: %v", path, err)
 		}
