@@ -25,7 +25,7 @@ func init() {
 }
 
 func benchElastic(ctx context.Context, _ Env, args []string, stdout, stderr io.Writer) error {
-	fs := cli.NewFlagSet("bench elastic", "Runs a job of local `edl worker` processes against its own redis-server and measures\nthe pause of a join (n -> n+1) and a graceful leave, recovery from a SIGKILL, a\nstop-checkpoint-restart baseline, coordination overhead and the sample accounting.", stderr)
+	fs := cli.NewFlagSet("bench elastic", "Runs a job of local `edl worker` processes against its own redis-server and measures\nthe pause of a join (n -> n+1) and a graceful leave, recovery from a SIGKILL, a\nstop-checkpoint-restart baseline, the sample accounting, and the coordination overhead\n(interleaved rounds of a static and an elastic world: the median round and the spread).", stderr)
 	workers := fs.Int("workers", 4, "workers before the join")
 	hidden := fs.String("hidden", "1024,768", "hidden layer widths")
 	features := fs.Int("features", 256, "input features")
@@ -36,6 +36,8 @@ func benchElastic(ctx context.Context, _ Env, args []string, stdout, stderr io.W
 	batch := fs.Int("batch", 128, "global batch")
 	warmup := fs.Int("warmup", 30, "steps before the first event")
 	between := fs.Int("between", 15, "steps between events")
+	ovRounds := fs.Int("overhead-rounds", 5, "coordination overhead: rounds of a static and an elastic world, interleaved (the figure is the median round, with the spread)")
+	ovSteps := fs.Int("overhead-steps", 60, "coordination overhead: steps measured per world and round, after --warmup")
 	redisBin := fs.String("redis-server", "redis-server", "redis-server binary")
 	asJSON := fs.Bool("json", false, "print one JSON line")
 	keep := fs.String("keep-dir", "", "write step logs and worker logs (info level) to this folder and keep them")
@@ -71,7 +73,7 @@ func benchElastic(ctx context.Context, _ Env, args []string, stdout, stderr io.W
 		}}}
 	params := trainer.ModelConfigFrom(*spec.Trainer.Builtin).NumParams()
 	res, err := elasticbench.Run(ctx, elasticbench.Config{Exe: exe, RedisServer: rs, Workers: *workers, Spec: spec,
-		Warmup: *warmup, Between: *between, KeepDir: *keep, Log: cli.NewLogger(stderr, level.Level, false)}, params)
+		Warmup: *warmup, Between: *between, OverheadRounds: *ovRounds, OverheadSteps: *ovSteps, KeepDir: *keep, Log: cli.NewLogger(stderr, level.Level, false)}, params)
 	if err != nil {
 		return fmt.Errorf("bench elastic: %w", err)
 	}
