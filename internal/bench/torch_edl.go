@@ -52,7 +52,7 @@ func (b *torchBench) runEdlRestart(ctx context.Context, scenario string) (torchR
 	var job jobs.Job
 	if err := d.API(ctx, "POST", "/v1/jobs", spec, &job); err != nil {
 		if strings.Contains(err.Error(), "status 422") {
-			return torchResult{}, fmt.Errorf("%w (is exec mode, issue 13's core, in this build?): %v", errExecRefused, err)
+			return torchResult{}, fmt.Errorf("%w (is exec mode in this build?): %v", errExecRefused, err)
 		}
 		return torchResult{}, err
 	}

@@ -93,9 +93,9 @@ type Options struct {
 	// the tiresias policy (2: the two-level Tiresias of the paper's
 	// evaluation); the elastic policies use planner.DefaultConfig's.
 	TiresiasQueues int
-	// LegacyPolicy runs the elastic policies as the planner did before
-	// issue 11 (two queues, guaranteed growth before opportunistic
-	// minimums), to show what the change bought.
+	// LegacyPolicy runs the elastic policies with the earlier policy (two
+	// queues, guaranteed growth before opportunistic minimums), to show
+	// what the current one bought.
 	LegacyPolicy bool
 	// OracleOrder makes the elastic policies rank jobs by their remaining
 	// work, read from the trace, instead of attained service (shortest
