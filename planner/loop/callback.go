@@ -314,3 +314,16 @@ func statusErr(code int) error {
 		return backoff.Permanent(fmt.Errorf("refused with status %d", code))
 	}
 }
+
+// Validate names the field at fault; zero values take the defaults.
+func (c CallbackConfig) Validate() error {
+	switch {
+	case c.Timeout < 0:
+		return fmt.Errorf("callbacks: Timeout %s: must not be negative", c.Timeout)
+	case c.Attempts < 0:
+		return fmt.Errorf("callbacks: Attempts %d: must not be negative", c.Attempts)
+	case c.Backoff < 0:
+		return fmt.Errorf("callbacks: Backoff %s: must not be negative", c.Backoff)
+	}
+	return nil
+}
