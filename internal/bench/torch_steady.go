@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/edl-nomad/edl/internal/freeport"
 )
 
 // The steady scenario of `edl bench torch`: the step time on a fixed world
@@ -214,7 +216,7 @@ func (b *torchBench) steadyDDP(ctx context.Context, sc steadyConfig, round int) 
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		return steadyRun{}, err
 	}
-	port, err := freePort()
+	port, err := freeport.Loopback()
 	if err != nil {
 		return steadyRun{}, err
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,21 +13,13 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/edl-nomad/edl/internal/freeport"
 )
 
 // The torchrun system of `edl bench torch` (the script under torchrun,
 // c10d rendezvous), and the edl-live lines (benchTorchLive,
 // torch_live.go) on the same worlds.
-
-// freePort returns a loopback port nobody listens on now.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
 
 // childPIDs lists the processes whose parent is pid (from /proc).
 func childPIDs(pid int) []int {
@@ -121,7 +112,7 @@ func (b *torchBench) runTorchrun(ctx context.Context, scenario string) (torchRes
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		return torchResult{}, err
 	}
-	port, err := freePort()
+	port, err := freeport.Loopback()
 	if err != nil {
 		return torchResult{}, err
 	}

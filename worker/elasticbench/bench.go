@@ -1,6 +1,7 @@
 package elasticbench
 
 import (
+	"github.com/edl-nomad/edl/internal/freeport"
 	"github.com/edl-nomad/edl/jobs"
 
 	"context"
@@ -9,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -127,12 +127,10 @@ func round(v float64) float64    { return math.Round(v*100) / 100 }
 func ms(d time.Duration) float64 { return round(float64(d) / float64(time.Millisecond)) }
 
 func (b *bench) startRedis(ctx context.Context) (func(), error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Loopback()
 	if err != nil {
 		return nil, err
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
 	cmd := exec.Command(b.cfg.RedisServer, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", b.dir,
 		"--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
