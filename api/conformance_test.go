@@ -14,6 +14,7 @@ import (
 	"github.com/edl-nomad/edl/api"
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/worker/coord"
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
@@ -42,7 +43,7 @@ func TestEveryRouteConformsToTheServedSpec(t *testing.T) {
 			Shards: []api.CheckpointShard{{Name: "params", Size: 16, SHA256: "abc123"}}}}}
 	wl := fakeWorkerLogs{job: job.ID, worker: "w-1"}
 	e := newEnvWith(t, r, api.Config{Checkpoints: fake, SSEKeepAlive: 100 * time.Millisecond,
-		Workers: wl, Logs: wl, Membership: api.RedisMembership{Redis: r.Client, Prefix: r.Prefix}})
+		Workers: wl, Logs: wl, Membership: coord.RedisMembership{Redis: r.Client, Prefix: r.Prefix}})
 
 	served := e.get("/openapi.json", "")
 	loader := openapi3.NewLoader()

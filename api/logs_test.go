@@ -56,7 +56,7 @@ func newLogEnv(t *testing.T) *logEnv {
 		defer cancel()
 		_ = cl.Close(ctx)
 	})
-	e := newEnvWith(t, r, api.Config{Workers: cl, Logs: cl, Membership: api.RedisMembership{Redis: r.Client, Prefix: r.Prefix},
+	e := newEnvWith(t, r, api.Config{Workers: cl, Logs: cl, Membership: coord.RedisMembership{Redis: r.Client, Prefix: r.Prefix},
 		SSEKeepAlive: 50 * time.Millisecond})
 	sub := e.submit(tokA, exampleJob(t))
 	if sub.code != http.StatusCreated {

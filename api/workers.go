@@ -2,8 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -11,9 +9,7 @@ import (
 	"time"
 
 	"github.com/edl-nomad/edl/jobs"
-	"github.com/edl-nomad/edl/worker/coord"
 	"github.com/labstack/echo/v4"
-	"github.com/redis/go-redis/v9"
 )
 
 // WorkerView lists a job's placed workers, finished ones included: the
@@ -28,53 +24,8 @@ type Membership interface {
 }
 
 // MemberGeneration is a job's current generation (Number 0: none formed
-// yet) and the workers' own records.
-type MemberGeneration struct {
-	Number  int64
-	Members []string          // worker IDs by rank
-	States  map[string]string // worker ID -> preparing, ready, active, leaving
-}
-
-// RedisMembership reads the generation from the workers' coordination
-// keys (worker/coord: <prefix>{job}:gen and :members).
-type RedisMembership struct {
-	Redis  redis.UniversalClient
-	Prefix string // the workers' key prefix, default "edl:"
-}
-
-// Generation implements Membership.
-func (m RedisMembership) Generation(ctx context.Context, jobID string) (MemberGeneration, error) {
-	prefix := m.Prefix
-	if prefix == "" {
-		prefix = "edl:"
-	}
-	k := coord.NewKeys(prefix, jobID)
-	var out MemberGeneration
-	raw, err := m.Redis.Get(ctx, k.Gen()).Bytes()
-	switch {
-	case errors.Is(err, redis.Nil):
-	case err != nil:
-		return out, fmt.Errorf("generation of %s: %w", jobID, err)
-	default:
-		var g coord.Generation
-		if err := json.Unmarshal(raw, &g); err != nil {
-			return out, fmt.Errorf("generation of %s: decode: %w", jobID, err)
-		}
-		out.Number, out.Members = g.Number, g.Members
-	}
-	recs, err := m.Redis.HGetAll(ctx, k.Members()).Result()
-	if err != nil {
-		return out, fmt.Errorf("members of %s: %w", jobID, err)
-	}
-	out.States = make(map[string]string, len(recs))
-	for id, v := range recs {
-		var mem coord.Member
-		if json.Unmarshal([]byte(v), &mem) == nil {
-			out.States[id] = string(mem.State)
-		}
-	}
-	return out, nil
-}
+// yet) and the workers' own records (coord.RedisMembership reads it).
+type MemberGeneration = jobs.MemberGeneration
 
 // WorkerInfo is one worker of a job: where the cluster placed it and
 // what its generation made of it.

@@ -278,3 +278,16 @@ func (u *Uploader) emit(e Event) {
 		u.cfg.OnEvent(e)
 	}
 }
+
+// Validate names the field at fault; zero values take the defaults.
+func (c UploaderConfig) Validate() error {
+	switch {
+	case c.MaxAttempts < 0:
+		return fmt.Errorf("uploader: MaxAttempts %d: must not be negative", c.MaxAttempts)
+	case c.Backoff < 0 || c.MaxBackoff < 0:
+		return fmt.Errorf("uploader: Backoff %s, MaxBackoff %s: must not be negative", c.Backoff, c.MaxBackoff)
+	case c.MaxBackoff > 0 && c.MaxBackoff < c.Backoff:
+		return fmt.Errorf("uploader: MaxBackoff %s: below Backoff %s", c.MaxBackoff, c.Backoff)
+	}
+	return nil
+}

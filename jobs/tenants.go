@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 
@@ -77,19 +76,6 @@ type tenantsFile struct {
 func HashToken(token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return hex.EncodeToString(sum[:])
-}
-
-// LoadTenants reads and checks a tenants YAML file.
-func LoadTenants(path string) (*Tenants, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("tenants file: %w", err)
-	}
-	t, err := ParseTenants(data)
-	if err != nil {
-		return nil, fmt.Errorf("tenants file %s: %w", path, err)
-	}
-	return t, nil
 }
 
 // ParseTenants parses the tenants YAML (unknown keys refused).

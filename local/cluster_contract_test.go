@@ -7,15 +7,14 @@ import (
 
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/local"
-	"github.com/edl-nomad/edl/planner"
 	"github.com/edl-nomad/edl/planner/clustertest"
 )
 
-// local.Cluster keeps the planner.Cluster contract, with workers that are
+// local.Cluster keeps the loop.Cluster contract, with workers that are
 // plain sleeping processes.
 func TestClusterContract(t *testing.T) {
 	clustertest.Run(t, clustertest.Backend{
-		New: func(t *testing.T) planner.Cluster {
+		New: func(t *testing.T) clustertest.Cluster {
 			c, err := local.New(local.Config{
 				Command:    []string{"/bin/sh", "-c", "exec sleep 600", "worker"},
 				WorkerArgs: func(jobs.Job, int, string) []string { return nil },

@@ -410,7 +410,7 @@ func TestWatchWakesOnChanges(t *testing.T) {
 	wait("a drain")
 }
 
-// TestDrainMovesWorkersStopFree (issue 12, drains): a node drains with a
+// TestDrainMovesWorkersStopFree: a node drains with a
 // long deadline; the planner grows the job on the other node first, then
 // the drained workers leave gracefully (exit 0, no Nomad stop), and the
 // job ends at its target on the other node without ever shrinking.

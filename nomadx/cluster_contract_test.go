@@ -8,15 +8,14 @@ import (
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/nomadx"
 	"github.com/edl-nomad/edl/nomadx/nomadtest"
-	"github.com/edl-nomad/edl/planner"
 	"github.com/edl-nomad/edl/planner/clustertest"
 )
 
-// nomadx.Cluster on the fake Nomad agent keeps the planner.Cluster
+// nomadx.Cluster on the fake Nomad agent keeps the loop.Cluster
 // contract.
 func TestClusterContract(t *testing.T) {
 	clustertest.Run(t, clustertest.Backend{
-		New: func(t *testing.T) planner.Cluster {
+		New: func(t *testing.T) clustertest.Cluster {
 			srv := nomadtest.New(t, nomadtest.Config{})
 			cfg := nomadx.DefaultConfig()
 			cfg.Address = srv.URL()

@@ -161,7 +161,7 @@ func (c Config) Validate() error {
 	if c.Retry.Timeout <= 0 {
 		bad("retry.timeout", "must be > 0")
 	}
-	if err := c.Exec.validate(); err != nil {
+	if err := c.Exec.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if (c.TLS.ClientCert == "") != (c.TLS.ClientKey == "") {

@@ -55,8 +55,8 @@ type ExecConfig struct {
 
 var archiveExts = []string{".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".tar.zst", ".zip", ".tar"}
 
-// validate names the field at fault.
-func (e ExecConfig) validate() error {
+// Validate names the field at fault.
+func (e ExecConfig) Validate() error {
 	var errs []error
 	if e.ArtifactURL != "" {
 		u, err := url.Parse(e.ArtifactURL)

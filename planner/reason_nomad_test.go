@@ -7,7 +7,7 @@ import (
 	"github.com/edl-nomad/edl/jobs"
 )
 
-// TestReasonsSayWhatHappened (issue 12, defect 5): reasons seen on a real
+// TestReasonsSayWhatHappened: reasons seen on a real
 // Nomad cluster that misled users.
 func TestReasonsSayWhatHappened(t *testing.T) {
 	tests := []struct {

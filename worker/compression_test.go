@@ -17,7 +17,7 @@ import (
 // samples and the per-rank batches are odd (13 and 12), so the offsets the
 // metadata carries are odd integers above 2048, which fp16 cannot hold:
 // had the metadata travelled compressed, the consumption records would be
-// off and samples missed or repeated (issue 16).
+// off and samples missed or repeated.
 func TestFP16KeepsStepMetadataExact(t *testing.T) {
 	r := testenv.NewRedis(t)
 	spec := testSpec(1, 2)

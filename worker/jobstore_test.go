@@ -83,7 +83,7 @@ func TestJobStoreCancellingStopsWorkers(t *testing.T) {
 
 // TestJobStoreShortJobsFinish: one-epoch jobs of 2,000 samples end while
 // the reporter's first Running write may still be in flight; each must end
-// succeeded (issue 15, defect 1: 3 of 4 stayed starting for ever).
+// succeeded (once 3 of 4 stayed starting for ever).
 func TestJobStoreShortJobsFinish(t *testing.T) {
 	r := testenv.NewRedis(t)
 	st := jobstore.New(r.Client, jobstore.Config{Prefix: r.Prefix})
@@ -126,7 +126,7 @@ func TestJobStoreShortJobsFinish(t *testing.T) {
 
 // TestWorkerDeathIsAJobEvent: a SIGKILLed worker shows in the job's events
 // as lost, with its id and the cause; a graceful leave is a "left" event
-// and no loss (issue 15, defect 12).
+// and no loss.
 func TestWorkerDeathIsAJobEvent(t *testing.T) {
 	c, st := jobCluster(t, 3)
 	for range 4 {

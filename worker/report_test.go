@@ -53,7 +53,7 @@ func startingJob(t *testing.T) (*jobstore.Store, string) {
 	return st, j.ID
 }
 
-// TestReporterFinalTransitionWaitsForRunning reproduces issue 15 defect 1:
+// TestReporterFinalTransitionWaitsForRunning reproduces a defect:
 // the background flush took the first progress and started moving the job
 // to running; the final transition, made meanwhile, found nothing queued
 // and sent Succeeded first: "invalid state transition starting ->

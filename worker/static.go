@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -30,6 +31,9 @@ type StaticConfig struct {
 // gradient-plus-metadata buffer as the elastic loop, and nothing touches
 // Redis.
 func RunStatic(ctx context.Context, cfg StaticConfig, tr *collective.Transport) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
 	bt, err := validateSpec(cfg.Spec)
 	if err != nil {
 		return err
@@ -128,4 +132,17 @@ func rendezvous(ctx context.Context, dir string, world, rank int, addr string) (
 		}
 	}
 	return peers, nil
+}
+
+// Validate names the field at fault (the spec is checked by RunStatic).
+func (c StaticConfig) Validate() error {
+	switch {
+	case c.World < 1:
+		return fmt.Errorf("static: World %d: must be at least 1", c.World)
+	case c.Rank < 0 || c.Rank >= c.World:
+		return fmt.Errorf("static: Rank %d: must be in [0, %d)", c.Rank, c.World)
+	case c.Dir == "":
+		return errors.New("static: Dir: the rendezvous folder is required")
+	}
+	return nil
 }

@@ -1,15 +1,8 @@
-// Package apibench measures the jobs API end to end: it serves the real API
-// over a real Redis on a loopback port and drives it with keep-alive HTTP/1.1
-// connections, closed loop (a fixed number of clients) and open loop (a
-// fixed arrival rate, latency from each request's due time), reporting
-// throughput, latency percentiles and CPU per request.
-//
-// It owns no data semantics; the caller provides the Redis (edl bench api
-// starts its own redis-server) and prints the Result.
 package apibench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -98,6 +91,9 @@ const (
 // Run serves the API on a loopback port and measures its phases in turn:
 // closed-loop submit, get and list, then open-loop submit and get.
 func Run(ctx context.Context, cfg Config) (Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return Result{}, err
+	}
 	if cfg.Clients <= 0 {
 		cfg.Clients = 64
 	}
@@ -206,4 +202,19 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	res.Errors = errs.Load()
 	return res, ctx.Err()
+}
+
+// Validate names the field at fault; zero values take the defaults.
+func (c Config) Validate() error {
+	switch {
+	case c.Redis == nil:
+		return errors.New("apibench: Redis: required")
+	case len(c.Spec) == 0:
+		return errors.New("apibench: Spec: the job to submit is required")
+	case c.Clients < 0 || c.OpenWorkers < 0 || c.SSEStreams < 0:
+		return fmt.Errorf("apibench: Clients %d, OpenWorkers %d, SSEStreams %d: must not be negative", c.Clients, c.OpenWorkers, c.SSEStreams)
+	case c.SubmitRate < 0 || c.GetRate < 0 || c.SSEGetRate < 0:
+		return fmt.Errorf("apibench: SubmitRate %g, GetRate %g, SSEGetRate %g: must not be negative", c.SubmitRate, c.GetRate, c.SSEGetRate)
+	}
+	return nil
 }

@@ -1,8 +1,3 @@
-// Package cpbench measures checkpoint throughput against the plain copy of
-// the same bytes on the same disk or server, and the training stall a
-// background checkpoint causes; `edl bench checkpoint` prints its Result.
-//
-// It owns only measuring; it must not assert anything about the figures.
 package cpbench
 
 import (
@@ -60,6 +55,9 @@ type Result struct {
 
 // Run measures; the S3 part runs only when cfg.WeedBin is set.
 func Run(ctx context.Context, cfg Config) (Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return Result{}, err
+	}
 	if cfg.MiB <= 0 {
 		cfg.MiB = 256
 	}
@@ -266,5 +264,16 @@ func measureS3(ctx context.Context, cfg Config, data []byte, res *Result) error 
 	n := len(data)
 	rw, w, rr, r := mibps(n, rawWrite.best), mibps(n, write.best), mibps(n, rawRead.best), mibps(n, read.best)
 	res.S3RawMBps, res.S3WriteMBps, res.S3RawReadMBps, res.S3ReadMBps = &rw, &w, &rr, &r
+	return nil
+}
+
+// Validate names the field at fault; zero values take the defaults.
+func (c Config) Validate() error {
+	switch {
+	case c.MiB < 0:
+		return fmt.Errorf("cpbench: MiB %d: must not be negative", c.MiB)
+	case c.Reps < 0:
+		return fmt.Errorf("cpbench: Reps %d: must not be negative", c.Reps)
+	}
 	return nil
 }

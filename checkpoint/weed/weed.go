@@ -1,10 +1,3 @@
-// Package weed runs SeaweedFS's all-in-one `weed mini` as a child process
-// that serves S3 on loopback, with every port it opens chosen free and one
-// static identity, for tests, benchmarks and single-machine use.
-//
-// It owns only the child process: starting it, waiting until it stores an
-// object, stopping, killing and restarting it on the same ports and data.
-// It must not be used as a production object store manager.
 package weed
 
 import (
@@ -77,8 +70,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.StartTimeout == 0 {
 		cfg.StartTimeout = 90 * time.Second
 	}
-	if cfg.AccessKey == "" || cfg.SecretKey == "" {
-		return nil, errors.New("weed: AccessKey and SecretKey are required")
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	var err error
 	if cfg.Bin, err = filepath.Abs(cfg.Bin); err != nil { // the child runs in Dir
@@ -311,4 +304,15 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// Validate names the field at fault.
+func (c Config) Validate() error {
+	switch {
+	case c.AccessKey == "" || c.SecretKey == "":
+		return errors.New("weed: AccessKey and SecretKey are required")
+	case c.StartTimeout < 0:
+		return fmt.Errorf("weed: StartTimeout %s: must not be negative", c.StartTimeout)
+	}
+	return nil
 }

@@ -2,55 +2,30 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"sort"
+	"log/slog"
+
+	"github.com/edl-nomad/edl/internal/bench"
 )
 
-// benchmark is one `edl bench <name>`; each registers itself from init.
-type benchmark struct {
-	name    string
-	summary string
-	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
-}
-
-var benchmarks = map[string]benchmark{}
-
-func registerBench(b benchmark) {
-	if _, dup := benchmarks[b.name]; dup {
-		panic("edl: benchmark registered twice: " + b.name)
-	}
-	benchmarks[b.name] = b
-}
-
+// `edl bench` lives in internal/bench; this file only lends it `edl dev`,
+// started in this process exactly as the dev command starts it.
 func init() {
 	register(command{
 		name:    "bench",
-		summary: "run a benchmark that prints its figures as JSON (edl bench --help lists them)",
-		run:     runBench,
+		summary: bench.Summary,
+		run: func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+			return bench.Run(ctx, bench.Env{StartDev: startBenchDev}, args, stdout, stderr)
+		},
 	})
 }
 
-func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintln(stderr, "usage: edl bench <name> [flags]")
-		fmt.Fprintln(stderr)
-		names := make([]string, 0, len(benchmarks))
-		for n := range benchmarks {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			fmt.Fprintf(stderr, "  %-10s %s\n", n, benchmarks[n].summary)
-		}
-		if len(args) == 0 {
-			return usageErrorf("bench: name a benchmark")
-		}
-		return nil
+func startBenchDev(ctx context.Context, c bench.DevConfig, log *slog.Logger) (*bench.Dev, error) {
+	d, err := startDev(ctx, devConfig{listen: c.Listen, dataDir: c.DataDir, tenants: c.Tenants, slots: c.Slots,
+		grace: c.Grace, cooldown: c.Cooldown, interval: c.Interval, workerLogLevel: c.WorkerLogLevel, workerEnv: c.WorkerEnv}, log)
+	if err != nil {
+		return nil, err
 	}
-	b, ok := benchmarks[args[0]]
-	if !ok {
-		return usageErrorf("bench: unknown benchmark %q (see 'edl bench --help')", args[0])
-	}
-	return b.run(ctx, args[1:], stdout, stderr)
+	return &bench.Dev{APIURL: d.apiURL, Tokens: d.tokens, Store: d.store, Cluster: d.cluster, RDB: d.rdb, Redis: d.redis,
+		RestartPlanner: d.restartPlanner, Shutdown: d.shutdown}, nil
 }

@@ -305,3 +305,28 @@ func isAPIError(err error, status int) bool {
 	var ae *apiError
 	return errors.As(err, &ae) && ae.Status == status
 }
+
+// verbFlags is a client verb's flag set with the flags every verb shares:
+// --server and --token (into cf) and, when out is not nil, -o.
+func verbFlags(name, usage, summary string, stderr io.Writer, cf *clientFlags, out *outputFlag) *flag.FlagSet {
+	fs := newVerbFlagSet(name, usage, summary, stderr)
+	cf.add(fs)
+	if out != nil {
+		addOutputFlag(fs, out)
+	}
+	return fs
+}
+
+// openJobVerb parses a verb whose one argument is a job ID, opens the
+// client, and returns the job's API path (with suffix appended).
+func openJobVerb(fs *flag.FlagSet, args []string, usage string, cf *clientFlags, suffix ...string) (*client, string, error) {
+	c, pos, err := openVerb(fs, args, usage, 1, cf)
+	if err != nil {
+		return nil, "", err
+	}
+	p, err := jobPath(pos[0], suffix...)
+	if err != nil {
+		return nil, "", err
+	}
+	return c, p, nil
+}

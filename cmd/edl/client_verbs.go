@@ -43,11 +43,9 @@ func (l *labelFlags) Set(v string) error {
 
 func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "edl submit FILE [--watch] [-o table|json]"
-	fs := newVerbFlagSet("submit", usage, "Submits the job spec in FILE (JSON; - reads stdin) and prints the job's ID.\nWith --watch it then follows the job like 'edl watch' and exits with the job's status.", stderr)
 	var cf clientFlags
 	var out outputFlag
-	cf.add(fs)
-	addOutputFlag(fs, &out)
+	fs := verbFlags("submit", usage, "Submits the job spec in FILE (JSON; - reads stdin) and prints the job's ID.\nWith --watch it then follows the job like 'edl watch' and exits with the job's status.", stderr, &cf, &out)
 	watch := fs.Bool("watch", false, "follow the job until it ends (exit 0 succeeded, 3 failed, 4 cancelled)")
 	key := fs.String("idempotency-key", "", "makes a retried submit return the same job")
 	pos, err := parseVerb(fs, args, usage, 1)
@@ -107,12 +105,10 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "edl ls [--status S[,S]] [--label k=v]... [-o table|json]"
-	fs := newVerbFlagSet("ls", usage, "Lists your jobs, newest first.", stderr)
 	var cf clientFlags
 	var out outputFlag
 	var labels labelFlags
-	cf.add(fs)
-	addOutputFlag(fs, &out)
+	fs := verbFlags("ls", usage, "Lists your jobs, newest first.", stderr, &cf, &out)
 	status := fs.String("status", "", "only jobs in these states, comma-separated (pending,running,...)")
 	fs.Var(&labels, "label", "only jobs with this label, key=value (repeat for several)")
 	limit := fs.Int("limit", 0, "at most this many jobs (0: all)")
@@ -201,16 +197,10 @@ func getJob(ctx context.Context, c *client, id string) (jobs.Job, error) {
 
 func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "edl get ID [-o table|json]"
-	fs := newVerbFlagSet("get", usage, "Shows one job: state, workers, progress, last checkpoint.", stderr)
 	var cf clientFlags
 	var out outputFlag
-	cf.add(fs)
-	addOutputFlag(fs, &out)
-	c, pos, err := openVerb(fs, args, usage, 1, &cf)
-	if err != nil {
-		return err
-	}
-	p, err := jobPath(pos[0])
+	fs := verbFlags("get", usage, "Shows one job: state, workers, progress, last checkpoint.", stderr, &cf, &out)
+	c, p, err := openJobVerb(fs, args, usage, &cf)
 	if err != nil {
 		return err
 	}
@@ -280,11 +270,9 @@ func sortedStrings(s []string) []string {
 
 func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "edl scale ID N"
-	fs := newVerbFlagSet("scale", usage, "Pins the job to N workers, within its spec's range; 0 unpins (the planner chooses again).", stderr)
 	var cf clientFlags
 	var out outputFlag
-	cf.add(fs)
-	addOutputFlag(fs, &out)
+	fs := verbFlags("scale", usage, "Pins the job to N workers, within its spec's range; 0 unpins (the planner chooses again).", stderr, &cf, &out)
 	pos, err := parseVerb(fs, args, usage, 2)
 	if err != nil {
 		return err
@@ -318,16 +306,10 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "edl cancel ID"
-	fs := newVerbFlagSet("cancel", usage, "Cancels the job: it goes cancelling at once and cancelled when its workers are gone.", stderr)
 	var cf clientFlags
 	var out outputFlag
-	cf.add(fs)
-	addOutputFlag(fs, &out)
-	c, pos, err := openVerb(fs, args, usage, 1, &cf)
-	if err != nil {
-		return err
-	}
-	p, err := jobPath(pos[0])
+	fs := verbFlags("cancel", usage, "Cancels the job: it goes cancelling at once and cancelled when its workers are gone.", stderr, &cf, &out)
+	c, p, err := openJobVerb(fs, args, usage, &cf)
 	if err != nil {
 		return err
 	}
@@ -356,11 +338,9 @@ func listCheckpoints(ctx context.Context, c *client, id string) ([]api.Checkpoin
 
 func runCheckpoints(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "edl checkpoints ID [-o table|json]"
-	fs := newVerbFlagSet("checkpoints", usage, "Lists the job's committed checkpoints, newest first.", stderr)
 	var cf clientFlags
 	var out outputFlag
-	cf.add(fs)
-	addOutputFlag(fs, &out)
+	fs := verbFlags("checkpoints", usage, "Lists the job's committed checkpoints, newest first.", stderr, &cf, &out)
 	c, pos, err := openVerb(fs, args, usage, 1, &cf)
 	if err != nil {
 		return err
@@ -382,9 +362,8 @@ func runCheckpoints(ctx context.Context, args []string, stdout, stderr io.Writer
 
 func runModel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "edl model ID [--step N] -o FILE"
-	fs := newVerbFlagSet("model", usage, "Downloads the trained parameters of a checkpoint (the newest unless --step) into FILE\n(- for stdout), checking the body against the SHA-256 the checkpoint's manifest records.", stderr)
 	var cf clientFlags
-	cf.add(fs)
+	fs := verbFlags("model", usage, "Downloads the trained parameters of a checkpoint (the newest unless --step) into FILE\n(- for stdout), checking the body against the SHA-256 the checkpoint's manifest records.", stderr, &cf, nil)
 	step := fs.Int64("step", -1, "the checkpoint's step (default: the newest)")
 	file := fs.String("o", "", "where to write the model (- for stdout)")
 	pos, err := parseVerb(fs, args, usage, 1)

@@ -174,11 +174,9 @@ func eventLine(term terminal, ev jobs.Event) string {
 
 func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "edl events ID [-f] [-o table|json]"
-	fs := newVerbFlagSet("events", usage, "Prints the job's event log: state changes, scaling decisions with their reason, worker joins\nand leaves, checkpoints, errors. -f follows it until the job ends. -o json prints one JSON\nevent per line.", stderr)
 	var cf clientFlags
 	var out outputFlag
-	cf.add(fs)
-	addOutputFlag(fs, &out)
+	fs := verbFlags("events", usage, "Prints the job's event log: state changes, scaling decisions with their reason, worker joins\nand leaves, checkpoints, errors. -f follows it until the job ends. -o json prints one JSON\nevent per line.", stderr, &cf, &out)
 	follow := fs.Bool("f", false, "follow: print events as they happen until the job ends")
 	c, pos, err := openVerb(fs, args, usage, 1, &cf)
 	if err != nil {
@@ -211,9 +209,8 @@ func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 func runLogs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "edl logs ID [-f] [--worker W] [--stream stdout|stderr] [--tail N]"
-	fs := newVerbFlagSet("logs", usage, "Prints the output of the job's program (exec mode) from one worker (default: the server's\nchoice, the first). -f follows it.", stderr)
 	var cf clientFlags
-	cf.add(fs)
+	fs := verbFlags("logs", usage, "Prints the output of the job's program (exec mode) from one worker (default: the server's\nchoice, the first). -f follows it.", stderr, &cf, nil)
 	follow := fs.Bool("f", false, "follow the output as it is written")
 	worker := fs.String("worker", "", "the worker's ID (see the job's events)")
 	stream := fs.String("stream", "stdout", "stdout or stderr")
@@ -262,11 +259,9 @@ func runLogs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "edl watch ID [-o table|json]"
-	fs := newVerbFlagSet("watch", usage, "Follows a job until it ends: a live line with its state, epoch and step, a progress bar\nwith the time left, loss, samples/s and workers current/target, and each event (resize,\nworker join or leave, checkpoint) as it happens. Exits 0 when the job succeeded, 3 when it\nfailed, 4 when it was cancelled. -o json prints JSON lines instead.", stderr)
 	var cf clientFlags
 	var out outputFlag
-	cf.add(fs)
-	addOutputFlag(fs, &out)
+	fs := verbFlags("watch", usage, "Follows a job until it ends: a live line with its state, epoch and step, a progress bar\nwith the time left, loss, samples/s and workers current/target, and each event (resize,\nworker join or leave, checkpoint) as it happens. Exits 0 when the job succeeded, 3 when it\nfailed, 4 when it was cancelled. -o json prints JSON lines instead.", stderr, &cf, &out)
 	c, pos, err := openVerb(fs, args, usage, 1, &cf)
 	if err != nil {
 		return err

@@ -18,7 +18,7 @@ func init() {
 		hidden:  true,
 		run: func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			fs := newFlagSet("collective-peer", "One rank of a loopback ring; speaks JSON lines on stdin/stdout.", stderr)
-			level := logLevel{slog.LevelWarn}
+			level := logLevel{Level: slog.LevelWarn}
 			fs.Var(&level, "log-level", "log level: debug, info, warn, error")
 			if err := parseFlags(fs, args); err != nil {
 				return err

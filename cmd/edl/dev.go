@@ -22,7 +22,6 @@ import (
 	"github.com/edl-nomad/edl/jobs/jobstore"
 	"github.com/edl-nomad/edl/local"
 	"github.com/edl-nomad/edl/local/redisproc"
-	"github.com/edl-nomad/edl/planner"
 	"github.com/edl-nomad/edl/planner/loop"
 	"github.com/redis/go-redis/v9"
 )
@@ -207,7 +206,7 @@ func startDev(parent context.Context, c devConfig, log *slog.Logger) (_ *devEnv,
 	lc.Interval = c.interval
 	lc.Holder = "dev-" + strconv.Itoa(os.Getpid())
 	lc.Policy.Cooldown = c.cooldown
-	lc.Tenants = tenantShares(tenants)
+	lc.Tenants = loop.TenantShares(tenants)
 	lc.WorkerAuth = acl
 	plannerWorkers(&lc, c.stragglerFactor, c.stragglerRounds, d.rdb, "edl:") // the workers' default prefix
 	if lc.Callbacks, err = plannerCallbacks("dev", c.callbackAllow, tenants, log); err != nil {
@@ -282,7 +281,7 @@ func (d *devEnv) shutdown() {
 // tokens live in <data-dir>/tokens.json.
 func devTenants(path, dataDir string, tok *jobs.DevTokens) (*jobs.Tenants, error) {
 	if path != "" {
-		t, err := jobs.LoadTenants(path)
+		t, err := loadTenants(path)
 		if err != nil {
 			return nil, usageErrorf("dev: --tenants %s: %v", path, err)
 		}
@@ -302,20 +301,6 @@ func devTenants(path, dataDir string, tok *jobs.DevTokens) (*jobs.Tenants, error
 		return nil, fmt.Errorf("dev: write %s: %w", tokPath, err)
 	}
 	return t, nil
-}
-
-// tenantShares turns the tenants file into the planner's view of it.
-func tenantShares(t *jobs.Tenants) func() []planner.TenantShare {
-	return func() []planner.TenantShare {
-		var out []planner.TenantShare
-		for _, tn := range t.All() {
-			if tn.Admin {
-				continue
-			}
-			out = append(out, planner.TenantShare{Name: tn.Name, QuotaGPUs: tn.GPUQuota, Weight: tn.Weight})
-		}
-		return out
-	}
 }
 
 func printDevBanner(w io.Writer, d *devEnv) {

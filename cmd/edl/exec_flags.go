@@ -8,6 +8,7 @@ import (
 	"github.com/edl-nomad/edl/api"
 	"github.com/edl-nomad/edl/local"
 	"github.com/edl-nomad/edl/nomadx"
+	"github.com/edl-nomad/edl/worker/coord"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -74,5 +75,5 @@ func localExecPolicy() api.ExecPolicy {
 // (their default prefix), and exec allowed.
 func devAPIConfig(ck api.CheckpointView, cl *local.Cluster, rdb redis.UniversalClient) api.Config {
 	return api.Config{Checkpoints: ck, ExecPolicy: localExecPolicy(), Workers: cl, Logs: cl,
-		Membership: api.RedisMembership{Redis: rdb, Prefix: "edl:"}}
+		Membership: coord.RedisMembership{Redis: rdb, Prefix: "edl:"}}
 }

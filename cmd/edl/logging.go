@@ -3,21 +3,13 @@ package main
 import (
 	"io"
 	"log/slog"
-	"strings"
+
+	"github.com/edl-nomad/edl/internal/cli"
 )
 
 // logLevel is a flag.Value for --log-level.
-type logLevel struct{ slog.Level }
+type logLevel = cli.LogLevel
 
-func (l *logLevel) String() string { return strings.ToLower(l.Level.String()) }
-
-func (l *logLevel) Set(s string) error { return l.UnmarshalText([]byte(s)) }
-
-// newLogger builds the process's one logger; components add component=... to it.
 func newLogger(w io.Writer, level slog.Level, json bool) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: level}
-	if json {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return cli.NewLogger(w, level, json)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/edl-nomad/edl/jobs/jobstore"
 	"github.com/edl-nomad/edl/nomadx"
 	"github.com/edl-nomad/edl/planner/loop"
+	"github.com/edl-nomad/edl/worker/coord"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -52,7 +53,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *tenantsFile == "" {
 		return usageErrorf("serve: --tenants is required (see 'edl serve --help')")
 	}
-	tenants, err := jobs.LoadTenants(*tenantsFile)
+	tenants, err := loadTenants(*tenantsFile)
 	if err != nil {
 		return usageErrorf("serve: --tenants: %v", err)
 	}
@@ -99,7 +100,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	setup.Config.Workers, setup.Config.Logs = cluster, cluster
-	setup.Config.Membership = api.RedisMembership{Redis: rdb, Prefix: "edl:"} // the workers' default prefix
+	setup.Config.Membership = coord.RedisMembership{Redis: rdb, Prefix: "edl:"} // the workers' default prefix
 	return serveAPI(ctx, setup, hook)
 }
 

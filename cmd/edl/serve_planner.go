@@ -97,7 +97,7 @@ func (n *nomadFlags) plannerOnNomad(rdb redis.UniversalClient, prefix, redisURL,
 	lc.Policy.Cooldown = n.plannerCooldown
 	host, _ := os.Hostname()
 	lc.Holder = host + "-" + strconv.Itoa(os.Getpid())
-	lc.Tenants = tenantShares(tenants)
+	lc.Tenants = loop.TenantShares(tenants)
 	if acl != nil {
 		lc.WorkerAuth = acl
 	}

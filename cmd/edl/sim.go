@@ -50,7 +50,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	minF := fs.Float64("min-factor", d.MinFactor, "elastic min workers = max(1, round(min-factor * request))")
 	maxF := fs.Float64("max-factor", d.MaxFactor, "elastic max workers = round(max-factor * request)")
 	queue := fs.Float64("queue-threshold", d.QueueThreshold, "the tiresias baseline's (and --legacy-policy's) first queue bound, GPU seconds of attained service; elastic uses the planner's default queues")
-	legacy := fs.Bool("legacy-policy", false, "elastic policies plan as before issue 11 (two attained-service queues, guaranteed growth before opportunistic minimums)")
+	legacy := fs.Bool("legacy-policy", false, "elastic policies plan with the earlier policy: two attained-service queues, and guaranteed jobs grow before opportunistic ones get their minimum (to compare with the current one)")
 	oracle := fs.Bool("oracle-order", false, "elastic policies rank jobs by the remaining work the trace records instead of attained service (shortest remaining first): not realisable, it shows what a perfect size estimate would buy")
 	qpg := fs.Float64("queue-per-gpu", -1, "elastic policies' first queue bound in GPU seconds per GPU of the cluster (28.125: 1 GPU-hour on 128 GPUs, proportionally elsewhere; -1: the planner's default, an absolute 1 GPU-hour at any size)")
 	tq := fs.Int("tiresias-queues", d.TiresiasQueues, "least-attained-service queues of the tiresias baseline (2: two-level Tiresias; 8: the queues elastic uses)")

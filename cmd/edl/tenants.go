@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/edl-nomad/edl/jobs"
 )
@@ -37,4 +38,17 @@ func runTenantToken(ctx context.Context, args []string, stdout, stderr io.Writer
 	fmt.Fprintf(stdout, "# token for %s (shown once): %s\n%s\n  - name: %s\n    token_sha256: %s\n    gpu_quota: %d\n    weight: %g\n",
 		t.Name, token, section, t.Name, t.TokenSHA256, t.GPUQuota, t.Weight)
 	return nil
+}
+
+// loadTenants reads and checks a tenants YAML file (--tenants).
+func loadTenants(path string) (*jobs.Tenants, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("tenants file: %w", err)
+	}
+	t, err := jobs.ParseTenants(data)
+	if err != nil {
+		return nil, fmt.Errorf("tenants file %s: %w", path, err)
+	}
+	return t, nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/edl-nomad/edl/internal/pubsub"
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/redis/go-redis/v9"
 )
@@ -143,22 +144,12 @@ func (s *Store) Subscribe(ctx context.Context) <-chan string {
 	out := make(chan string, 64)
 	go func() {
 		defer close(out)
-		defer ps.Close()
-		ch := ps.Channel()
-		for {
+		pubsub.Each(ctx, ps, func(payload string) {
 			select {
-			case <-ctx.Done():
-				return
-			case m, ok := <-ch:
-				if !ok {
-					return
-				}
-				select {
-				case out <- m.Payload:
-				default:
-				}
+			case out <- payload:
+			default:
 			}
-		}
+		})
 	}()
 	return out
 }

@@ -211,19 +211,12 @@ func (s *Store) ListActive(ctx context.Context) ([]jobs.Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list active jobs: %w", err)
 	}
-	raws, err := s.loadRaw(ctx, entries)
+	all, err := s.decodeEntries(ctx, entries)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]jobs.Job, 0, len(raws))
-	for i, raw := range raws {
-		if raw == nil {
-			continue
-		}
-		var j jobs.Job
-		if err := json.Unmarshal(raw, &j); err != nil {
-			return nil, fmt.Errorf("decode job %v: %w", entries[i].Member, err)
-		}
+	out := all[:0]
+	for _, j := range all {
 		if !j.State.Terminal() {
 			out = append(out, j)
 		}

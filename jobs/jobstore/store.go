@@ -496,3 +496,20 @@ func backoff(ctx context.Context, attempt int) error {
 		return nil
 	}
 }
+
+// Validate names the field at fault; zero values take the defaults.
+func (c Config) Validate() error {
+	switch {
+	case c.EventsMaxLen < 0:
+		return fmt.Errorf("jobstore: EventsMaxLen %d: must not be negative", c.EventsMaxLen)
+	case c.IdempotencyTTL < 0:
+		return fmt.Errorf("jobstore: IdempotencyTTL %s: must not be negative", c.IdempotencyTTL)
+	case c.MaxRetries < 0:
+		return fmt.Errorf("jobstore: MaxRetries %d: must not be negative", c.MaxRetries)
+	case c.ProgressEvery < 0:
+		return fmt.Errorf("jobstore: ProgressEvery %s: must not be negative", c.ProgressEvery)
+	case c.ProgressMaxLen < 0:
+		return fmt.Errorf("jobstore: ProgressMaxLen %d: must not be negative", c.ProgressMaxLen)
+	}
+	return nil
+}

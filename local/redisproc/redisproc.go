@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/edl-nomad/edl/internal/freeport"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -82,12 +83,10 @@ func Start(ctx context.Context, dir string, opts Options) (*Proc, error) {
 	}
 	port := opts.Port
 	if port == 0 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("find free port: %w", err)
+		var err error
+		if port, err = freeport.Loopback(); err != nil {
+			return nil, err
 		}
-		port = l.Addr().(*net.TCPAddr).Port
-		l.Close()
 	}
 	fsync := opts.AppendFsync
 	if fsync == "" {

@@ -317,3 +317,20 @@ func (s *Server) sortedAllocs(keep func(*allocState) bool) []*allocState {
 	})
 	return out
 }
+
+// Validate names the field at fault; zero values take the defaults.
+func (c Config) Validate() error {
+	switch {
+	case c.PlacementDelay < 0 || c.StartDelay < 0 || c.ExitDelay < 0 || c.PlacementJitter < 0:
+		return fmt.Errorf("nomadtest: PlacementDelay %s, StartDelay %s, ExitDelay %s, PlacementJitter %s: must not be negative",
+			c.PlacementDelay, c.StartDelay, c.ExitDelay, c.PlacementJitter)
+	case c.TimeScale < 0:
+		return fmt.Errorf("nomadtest: TimeScale %g: must not be negative", c.TimeScale)
+	}
+	for i, n := range c.Nodes {
+		if n.GPUs < 0 {
+			return fmt.Errorf("nomadtest: Nodes[%d].GPUs %d: must not be negative", i, n.GPUs)
+		}
+	}
+	return nil
+}

@@ -1,7 +1,3 @@
-// Package clustertest is the contract every planner.Cluster keeps, as one
-// set of cases run against each backend (local.Cluster, nomadx.Cluster on
-// nomadtest, the planner loop's test fake): call Run from a _test.go file
-// of the backend's package.
 package clustertest
 
 import (
@@ -11,14 +7,23 @@ import (
 	"time"
 
 	"github.com/edl-nomad/edl/jobs"
-	"github.com/edl-nomad/edl/planner"
 )
+
+// Cluster is the planner loop's (planner/loop.Cluster), restated here so
+// that the loop's own tests can run the contract without an import cycle.
+type Cluster interface {
+	Capacity(ctx context.Context) (jobs.Capacity, error)
+	Workers(ctx context.Context, jobID string) ([]jobs.Worker, error)
+	Scale(ctx context.Context, job jobs.Job, count int, reason string) error
+	StopWorker(ctx context.Context, jobID, workerID, reason string) error
+	Teardown(ctx context.Context, jobID string) error
+}
 
 // Backend is one cluster under test.
 type Backend struct {
 	// New returns a fresh, empty cluster with room for at least 3 workers
 	// of the jobs Job makes.
-	New func(t *testing.T) planner.Cluster
+	New func(t *testing.T) Cluster
 	// Job returns a job with this ID that the backend can run (CPU-only
 	// for local, say).
 	Job func(id string) jobs.Job
@@ -81,7 +86,7 @@ func live(ws []jobs.Worker) []jobs.Worker {
 
 // liveCount waits until exactly n workers of id are pending or running
 // and returns them.
-func liveCount(t *testing.T, b Backend, c planner.Cluster, id string, n int) []jobs.Worker {
+func liveCount(t *testing.T, b Backend, c Cluster, id string, n int) []jobs.Worker {
 	t.Helper()
 	ctx := ctxFor(t)
 	var got []jobs.Worker

@@ -253,18 +253,10 @@ func (c *Callbacks) Notify(ctx context.Context, j jobs.Job, gate func() error) (
 				return struct{}{}, backoff.Permanent(err)
 			}
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
+		req, err := c.request(ctx, u, j, body, secret)
 		if err != nil {
 			class = ClassRefused
 			return struct{}{}, backoff.Permanent(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("User-Agent", "edl-callback/1")
-		req.Header.Set(HeaderJob, j.ID)
-		req.Header.Set(HeaderState, string(j.State))
-		req.Header.Set(HeaderDelivery, j.ID+"."+string(j.State))
-		if secret != "" {
-			req.Header.Set(HeaderSignature, Sign(secret, c.cfg.Now(), body))
 		}
 		resp, err := c.client.Do(req)
 		if err != nil {
@@ -277,14 +269,7 @@ func (c *Callbacks) Notify(ctx context.Context, j jobs.Job, gate func() error) (
 		}
 		resp.Body.Close()
 		class = strconv.Itoa(resp.StatusCode/100) + "xx"
-		switch code := resp.StatusCode; {
-		case code >= 200 && code < 300:
-			return struct{}{}, nil
-		case code >= 500 || code == http.StatusRequestTimeout || code == http.StatusTooManyRequests:
-			return struct{}{}, fmt.Errorf("status %d", code)
-		default: // 1xx, 3xx (redirects are not followed), other 4xx
-			return struct{}{}, backoff.Permanent(fmt.Errorf("refused with status %d", code))
-		}
+		return struct{}{}, statusErr(resp.StatusCode)
 	}
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.Multiplier, b.RandomizationFactor, b.MaxInterval = c.cfg.Backoff, 2, 0.1, 30*c.cfg.Backoff
@@ -297,4 +282,48 @@ func (c *Callbacks) Notify(ctx context.Context, j jobs.Job, gate func() error) (
 		return class, fmt.Errorf("callback of %s to %s: %d tries, last: %w", j.ID, u.Redacted(), try, err)
 	}
 	return class, nil
+}
+
+// request is the callback's POST with its headers, signed when the tenant
+// has a secret.
+func (c *Callbacks) request(ctx context.Context, u *url.URL, j jobs.Job, body []byte, secret string) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "edl-callback/1")
+	req.Header.Set(HeaderJob, j.ID)
+	req.Header.Set(HeaderState, string(j.State))
+	req.Header.Set(HeaderDelivery, j.ID+"."+string(j.State))
+	if secret != "" {
+		req.Header.Set(HeaderSignature, Sign(secret, c.cfg.Now(), body))
+	}
+	return req, nil
+}
+
+// statusErr: nil for a 2xx, an error to retry for a 5xx, 408 or 429, a
+// permanent one otherwise (1xx, 3xx: redirects are not followed, other 4xx).
+func statusErr(code int) error {
+	switch {
+	case code >= 200 && code < 300:
+		return nil
+	case code >= 500 || code == http.StatusRequestTimeout || code == http.StatusTooManyRequests:
+		return fmt.Errorf("status %d", code)
+	default:
+		return backoff.Permanent(fmt.Errorf("refused with status %d", code))
+	}
+}
+
+// Validate names the field at fault; zero values take the defaults.
+func (c CallbackConfig) Validate() error {
+	switch {
+	case c.Timeout < 0:
+		return fmt.Errorf("callbacks: Timeout %s: must not be negative", c.Timeout)
+	case c.Attempts < 0:
+		return fmt.Errorf("callbacks: Attempts %d: must not be negative", c.Attempts)
+	case c.Backoff < 0:
+		return fmt.Errorf("callbacks: Backoff %s: must not be negative", c.Backoff)
+	}
+	return nil
 }

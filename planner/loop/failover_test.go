@@ -12,7 +12,6 @@ import (
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/jobs/jobstore"
-	"github.com/edl-nomad/edl/planner"
 )
 
 // taggedCluster is one planner's view of a shared fake cluster; it logs
@@ -258,7 +257,7 @@ func TestDeposedPlannersWritesAreFenced(t *testing.T) {
 	}
 }
 
-var _ planner.Cluster = taggedCluster{}
+var _ Cluster = taggedCluster{}
 
 // A planner that stops hands the lease over at once: the stand-by does not
 // wait for the TTL.

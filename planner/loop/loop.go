@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/edl-nomad/edl/jobs/jobstore"
-	"github.com/edl-nomad/edl/planner"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -24,7 +23,7 @@ var errLeaseLost = errors.New("planner lease lost")
 type Loop struct {
 	cfg       Config
 	store     *jobstore.Store
-	cluster   planner.Cluster
+	cluster   Cluster
 	lease     *Lease
 	log       *slog.Logger
 	callbacks *Callbacks
@@ -72,7 +71,7 @@ type tracked struct {
 }
 
 // New wires a loop; rdb holds the lease.
-func New(cfg Config, store *jobstore.Store, cluster planner.Cluster, rdb redis.UniversalClient, logger *slog.Logger) (*Loop, error) {
+func New(cfg Config, store *jobstore.Store, cluster Cluster, rdb redis.UniversalClient, logger *slog.Logger) (*Loop, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -214,17 +213,24 @@ func (l *Loop) active(ctx context.Context, fence int64, events <-chan string) {
 		if err != nil && lctx.Err() == nil {
 			l.log.Warn("planner round", "err", err)
 		}
-		d := l.cfg.Interval
-		if !next.IsZero() {
-			d = min(d, max(time.Until(next), 0))
-		}
-		l.mu.Lock()
-		if l.again {
-			l.again, d = false, 0
-		}
-		l.mu.Unlock()
-		timer.Reset(d)
+		timer.Reset(l.untilNext(next))
 	}
+}
+
+// untilNext is how long to wait for the next round: the interval, or less
+// when the round said it is due sooner, or none when a step asked for
+// another round at once.
+func (l *Loop) untilNext(next time.Time) time.Duration {
+	d := l.cfg.Interval
+	if !next.IsZero() {
+		d = min(d, max(time.Until(next), 0))
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.again {
+		l.again, d = false, 0
+	}
+	return d
 }
 
 func drain(ch <-chan string) {

@@ -15,7 +15,6 @@ import (
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/jobs/jobstore"
-	"github.com/edl-nomad/edl/planner"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -181,7 +180,7 @@ func exampleSpec(t *testing.T, min, max int) jobs.Spec {
 	return spec
 }
 
-func newTestLoop(t *testing.T, cl planner.Cluster, opts ...func(*Config)) (*Loop, *jobstore.Store) {
+func newTestLoop(t *testing.T, cl Cluster, opts ...func(*Config)) (*Loop, *jobstore.Store) {
 	t.Helper()
 	r := testenv.NewRedis(t)
 	store := jobstore.New(r.Client, jobstore.Config{Prefix: r.Prefix})

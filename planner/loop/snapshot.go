@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/edl-nomad/edl/jobs"
-	"github.com/edl-nomad/edl/jobs/jobstore"
 )
 
 // snapshot is the planner's copy of the live jobs, brought up to date each
@@ -21,7 +20,7 @@ type snapshot struct {
 	order  []string // job IDs by creation; nil: to be rebuilt
 }
 
-func (s *snapshot) refresh(ctx context.Context, store *jobstore.Store) error {
+func (s *snapshot) refresh(ctx context.Context, store snapshotStore) error {
 	if !s.synced {
 		// The sequence first: whatever is written after it shows up in
 		// the next ChangedSince, even if ListActive saw it already.
@@ -60,7 +59,7 @@ func (s *snapshot) refresh(ctx context.Context, store *jobstore.Store) error {
 // writes are not in the change index; one pipelined read of versions
 // finds them, and a job a worker made terminal is settled (moved to the
 // finished queue) here.
-func (s *snapshot) catchUp(ctx context.Context, store *jobstore.Store) error {
+func (s *snapshot) catchUp(ctx context.Context, store snapshotStore) error {
 	ids := make([]string, 0, len(s.jobs))
 	for id, j := range s.jobs {
 		if j.State != jobs.Pending {

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/edl-nomad/edl/jobs"
-	"github.com/edl-nomad/edl/planner"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -139,7 +138,7 @@ const authEvery = 10 * time.Second
 // workers start (and again every authEvery while it has workers) and
 // removed when it is torn down.
 type authCluster struct {
-	planner.Cluster
+	Cluster
 	auth WorkerAuth
 	now  func() time.Time
 
@@ -148,7 +147,7 @@ type authCluster struct {
 	gone map[string]time.Time // torn-down job -> since when, user still there
 }
 
-func newAuthCluster(c planner.Cluster, auth WorkerAuth, now func() time.Time) *authCluster {
+func newAuthCluster(c Cluster, auth WorkerAuth, now func() time.Time) *authCluster {
 	return &authCluster{Cluster: c, auth: auth, now: now, made: map[string]time.Time{}, gone: map[string]time.Time{}}
 }
 

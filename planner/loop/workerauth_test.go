@@ -9,7 +9,6 @@ import (
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/jobs/jobstore"
-	"github.com/edl-nomad/edl/planner"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -185,7 +184,7 @@ func (a *authFake) Remove(_ context.Context, id string) error {
 
 // workersCluster answers Workers from a map; the rest is a no-op.
 type workersCluster struct {
-	planner.Cluster
+	Cluster
 	ws map[string][]jobs.Worker
 }
 

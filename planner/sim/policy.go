@@ -98,9 +98,9 @@ type Options struct {
 	// bounds, from 1 GPU-hour at any cluster size; 28.125: 1 GPU-hour on
 	// 128 GPUs, proportionally elsewhere).
 	QueuePerGPU float64
-	// LegacyPolicy runs the elastic policies as the planner did before
-	// issue 11 (two queues, guaranteed growth before opportunistic
-	// minimums), to show what the change bought.
+	// LegacyPolicy runs the elastic policies with the earlier policy (two
+	// queues, guaranteed growth before opportunistic minimums), to show
+	// what the current one bought.
 	LegacyPolicy bool
 	// OracleOrder makes the elastic policies rank jobs by their remaining
 	// work, read from the trace, instead of attained service (shortest

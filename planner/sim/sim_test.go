@@ -177,7 +177,7 @@ func TestPhillyPrefixRanking(t *testing.T) {
 // Under overload the legacy policy loses to Tiresias (on the synthetic
 // trace at load 2: every guaranteed job grows before an opportunistic job
 // starts, and the low queue shares GPUs among long jobs), and the policy of
-// issue 11 puts elastic well ahead. The first check failed before the
+// the current policy puts elastic well ahead. The first check failed before the
 // change (legacy elastic 1.33x Tiresias here).
 func TestSyntheticLoadRanking(t *testing.T) {
 	f, err := os.Open(syntheticTrace)

@@ -16,7 +16,7 @@ import (
 // fp16 cannot hold an integer) comes back exact from AllReduceExactTail,
 // while the gradient head is compressed as AllReduce compresses it. The
 // plain AllReduce is shown to lose those integers: the reason the tail
-// exists (issue 16: offsets above 2048 are not exact in fp16).
+// exists (offsets above 2048 are not exact in fp16).
 func TestAllReduceExactTail(t *testing.T) {
 	const grad, world = 3000, 3
 	for _, tc := range []struct {

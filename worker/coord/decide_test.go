@@ -77,7 +77,7 @@ func TestDecide(t *testing.T) {
 		{name: "join names the joiners", snap: Snapshot{Gen: g3, Members: merge(m(Active, "a", "b", "c"), m(Ready, "d", "e")), Alive: alive("a", "b", "c", "d", "e")},
 			members: []string{"a", "b", "c", "d", "e"}, root: 0, applied: -1, joiners: []string{"d", "e"}},
 		// Reports name their generation; only the current one's count
-		// (issue 15, defect 4: a report that landed after setgen cleared
+		// (a report that landed after setgen cleared
 		// the hash dropped healthy members from the next generation).
 		{name: "stale report alone changes nothing",
 			snap: Snapshot{Gen: g3, Members: m(Active, "a", "b", "c"), Alive: alive("a", "b", "c"), FirstReport: t0,

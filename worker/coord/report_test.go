@@ -57,7 +57,7 @@ func tick(t *testing.T, l *Leader) *Generation {
 // TestReportOfOldGenerationRefused: the report script checks the
 // generation in the same step as it writes, so a report about a generation
 // that was replaced (setgen already cleared the reports) is dropped instead
-// of making the next decision eject healthy members (issue 15, defect 4).
+// of making the next decision eject healthy members.
 func TestReportOfOldGenerationRefused(t *testing.T) {
 	ctx := context.Background()
 	a, b, l, clk := pair(t, nil)
@@ -114,8 +114,8 @@ func TestLeaderIgnoresStaleReport(t *testing.T) {
 }
 
 // TestLeaderRecordsLostMembers: a generation formed without a member whose
-// heartbeat lapsed names it, with the cause, to OnFormed (issue 15,
-// defect 12: a worker's death was no job event).
+// heartbeat lapsed names it, with the cause, to OnFormed (a
+// worker's death was once no job event).
 func TestLeaderRecordsLostMembers(t *testing.T) {
 	ctx := context.Background()
 	type formed struct {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/edl-nomad/edl/internal/pubsub"
 )
 
 // Watcher wakes a worker when a generation is announced or the job is done.
@@ -22,28 +24,16 @@ type Watcher struct {
 func (c *Client) Watch(ctx context.Context, poll time.Duration) *Watcher {
 	w := &Watcher{c: c, notify: make(chan struct{}, 1), poll: poll}
 	ps := c.rdb.Subscribe(ctx, c.keys.Channel())
-	go func() {
-		defer ps.Close()
-		ch := ps.Channel()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case m, ok := <-ch:
-				if !ok {
-					return
-				}
-				if n, ok := strings.CutPrefix(m.Payload, "gen:"); ok {
-					if v, err := strconv.ParseInt(n, 10, 64); err == nil && v > w.latest.Load() {
-						w.latest.Store(v)
-					}
-				}
-				if strings.HasPrefix(m.Payload, "gen:") || m.Payload == "done" {
-					w.Poke()
-				}
+	go pubsub.Each(ctx, ps, func(payload string) {
+		if n, ok := strings.CutPrefix(payload, "gen:"); ok {
+			if v, err := strconv.ParseInt(n, 10, 64); err == nil && v > w.latest.Load() {
+				w.latest.Store(v)
 			}
 		}
-	}()
+		if strings.HasPrefix(payload, "gen:") || payload == "done" {
+			w.Poke()
+		}
+	})
 	return w
 }
 

@@ -1,6 +1,7 @@
 package elasticbench
 
 import (
+	"github.com/edl-nomad/edl/internal/freeport"
 	"github.com/edl-nomad/edl/jobs"
 
 	"context"
@@ -9,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,6 +28,10 @@ type Config struct {
 	Spec        jobs.Spec
 	Warmup      int // steps before the first event
 	Between     int // steps between events
+	// OverheadRounds and OverheadSteps size the coordination-overhead
+	// figure: rounds of a static and an elastic world, interleaved, each
+	// measured over OverheadSteps steps after Warmup.
+	OverheadRounds, OverheadSteps int
 	// KeepDir, when set, is where the run's files (step logs, worker logs
 	// at info level) are written and left; default a temporary folder.
 	KeepDir string
@@ -36,23 +40,31 @@ type Config struct {
 
 // Result is the one JSON line `edl bench elastic` prints.
 type Result struct {
-	Workers            int     `json:"workers"`
-	Params             int     `json:"params"`
-	StepMS             float64 `json:"step_ms"`
-	StaticStepMS       float64 `json:"static_step_ms"`
-	ScaleOutPauseMS    float64 `json:"scale_out_pause_ms"`
-	ScaleOutGapMS      float64 `json:"scale_out_gap_ms"`
-	ScaleInPauseMS     float64 `json:"scale_in_pause_ms"`
-	ScaleInGapMS       float64 `json:"scale_in_gap_ms"`
-	FailureRecoveryMS  float64 `json:"failure_recovery_ms"`
-	RestartBaselineMS  float64 `json:"restart_baseline_ms"`
-	PauseRatio         float64 `json:"pause_ratio"`
-	CoordOverheadPct   float64 `json:"coord_overhead_pct"`
-	SamplesMissed      int64   `json:"samples_missed"`
-	SamplesRepeated    int64   `json:"samples_repeated"`
-	FinalLossStatic    float64 `json:"final_loss_static"`
-	FinalLossElastic   float64 `json:"final_loss_elastic"`
-	ElasticAppliedStep int64   `json:"elastic_applied_steps"`
+	Workers           int     `json:"workers"`
+	Params            int     `json:"params"`
+	StepMS            float64 `json:"step_ms"`
+	StaticStepMS      float64 `json:"static_step_ms"`
+	ScaleOutPauseMS   float64 `json:"scale_out_pause_ms"`
+	ScaleOutGapMS     float64 `json:"scale_out_gap_ms"`
+	ScaleInPauseMS    float64 `json:"scale_in_pause_ms"`
+	ScaleInGapMS      float64 `json:"scale_in_gap_ms"`
+	FailureRecoveryMS float64 `json:"failure_recovery_ms"`
+	RestartBaselineMS float64 `json:"restart_baseline_ms"`
+	PauseRatio        float64 `json:"pause_ratio"`
+	// CoordOverheadPct is the median over interleaved rounds of the
+	// elastic world's step time over the static world's, minus 1, in
+	// percent; Min and Max are the smallest and largest round's.
+	CoordOverheadPct      float64 `json:"coord_overhead_pct"`
+	CoordOverheadMinPct   float64 `json:"coord_overhead_min_pct"`
+	CoordOverheadMaxPct   float64 `json:"coord_overhead_max_pct"`
+	CoordOverheadRounds   int     `json:"coord_overhead_rounds"`
+	OverheadStaticStepMS  float64 `json:"overhead_static_step_ms"`
+	OverheadElasticStepMS float64 `json:"overhead_elastic_step_ms"`
+	SamplesMissed         int64   `json:"samples_missed"`
+	SamplesRepeated       int64   `json:"samples_repeated"`
+	FinalLossStatic       float64 `json:"final_loss_static"`
+	FinalLossElastic      float64 `json:"final_loss_elastic"`
+	ElasticAppliedStep    int64   `json:"elastic_applied_steps"`
 }
 
 type bench struct {
@@ -66,6 +78,9 @@ type bench struct {
 
 // Run runs the whole benchmark.
 func Run(ctx context.Context, cfg Config, params int) (Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return Result{}, err
+	}
 	dir := cfg.KeepDir
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "edl-bench-elastic-")
@@ -102,8 +117,8 @@ func Run(ctx context.Context, cfg Config, params int) (Result, error) {
 	if res.ScaleOutPauseMS > 0 {
 		res.PauseRatio = round(res.RestartBaselineMS / res.ScaleOutPauseMS)
 	}
-	if res.StaticStepMS > 0 {
-		res.CoordOverheadPct = round(100 * (res.StepMS - res.StaticStepMS) / res.StaticStepMS)
+	if err := b.overhead(ctx, &res); err != nil {
+		return res, fmt.Errorf("coordination overhead: %w", err)
 	}
 	return res, nil
 }
@@ -112,12 +127,10 @@ func round(v float64) float64    { return math.Round(v*100) / 100 }
 func ms(d time.Duration) float64 { return round(float64(d) / float64(time.Millisecond)) }
 
 func (b *bench) startRedis(ctx context.Context) (func(), error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Loopback()
 	if err != nil {
 		return nil, err
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
 	cmd := exec.Command(b.cfg.RedisServer, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", b.dir,
 		"--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -208,3 +221,22 @@ func (b *bench) static(ctx context.Context, res *Result) error {
 }
 
 func round4(v float64) float64 { return math.Round(v*1e4) / 1e4 }
+
+// Validate names the field at fault.
+func (c Config) Validate() error {
+	switch {
+	case c.Exe == "":
+		return errors.New("elasticbench: Exe: the edl binary is required")
+	case c.RedisServer == "":
+		return errors.New("elasticbench: RedisServer: the redis-server binary is required")
+	case c.Workers < 2:
+		return fmt.Errorf("elasticbench: Workers %d: must be at least 2", c.Workers)
+	case c.Warmup < 2 || c.Between < 1:
+		return fmt.Errorf("elasticbench: Warmup %d, Between %d: need Warmup >= 2 and Between >= 1", c.Warmup, c.Between)
+	case c.OverheadRounds < 1 || c.OverheadSteps < 2:
+		return fmt.Errorf("elasticbench: OverheadRounds %d, OverheadSteps %d: need at least 1 round of 2 steps", c.OverheadRounds, c.OverheadSteps)
+	case c.Log == nil:
+		return errors.New("elasticbench: Log: a logger is required")
+	}
+	return nil
+}

@@ -2,6 +2,7 @@ package loopback
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"slices"
@@ -46,6 +47,9 @@ type BenchResult struct {
 // Bench times AllReduce of MiB mebibytes of float32 across Procs processes.
 // An iteration's time is the slowest rank's; the figures use the median.
 func Bench(ctx context.Context, cfg BenchConfig) (BenchResult, error) {
+	if err := cfg.Validate(); err != nil {
+		return BenchResult{}, err
+	}
 	floats := cfg.MiB << 20 / 4
 	g, err := Start(ctx, cfg.Procs, "bench-allreduce", cfg.Command)
 	if err != nil {
@@ -112,3 +116,18 @@ func Median(xs []float64) float64 {
 }
 
 func round(x float64) float64 { return float64(int64(x*1000+0.5)) / 1000 }
+
+// Validate names the field at fault.
+func (c BenchConfig) Validate() error {
+	switch {
+	case c.Procs < 1:
+		return fmt.Errorf("loopback bench: Procs %d: must be at least 1", c.Procs)
+	case c.MiB < 1:
+		return fmt.Errorf("loopback bench: MiB %d: must be at least 1", c.MiB)
+	case c.Warmup < 0 || c.Iters < 1:
+		return fmt.Errorf("loopback bench: Warmup %d, Iters %d: need Warmup >= 0 and Iters >= 1", c.Warmup, c.Iters)
+	case c.Command == nil:
+		return errors.New("loopback bench: Command: required")
+	}
+	return nil
+}

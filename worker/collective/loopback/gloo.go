@@ -6,12 +6,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"syscall"
+
+	"github.com/edl-nomad/edl/internal/freeport"
 )
 
 // glooScript is the reference: the same all-reduce with torch.distributed's
@@ -54,7 +55,7 @@ func Gloo(ctx context.Context, python string, procs, mib, warmup, iters int) (Be
 	if err := os.WriteFile(script, []byte(glooScript), 0o600); err != nil {
 		return BenchResult{}, err
 	}
-	port, err := freePort()
+	port, err := freeport.Loopback()
 	if err != nil {
 		return BenchResult{}, err
 	}
@@ -103,15 +104,6 @@ func Gloo(ctx context.Context, python string, procs, mib, warmup, iters int) (Be
 	res := resultFrom(procs, mib, iterMax)
 	res.GlooCPUMSPerOp = round(cpu / float64(iters))
 	return res, nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func lastLine(b []byte) string {

@@ -1,0 +1,28 @@
+package nomadtest
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestConfigValidate: the zero value is valid (defaults); an error names
+// the field at fault.
+func TestConfigValidate(t *testing.T) {
+	cases := []struct {
+		cfg   Config
+		field string // "" when valid
+	}{
+		{Config{}, ""},
+		{Config{ExitDelay: -1}, "ExitDelay"},
+		{Config{Nodes: []NodeSpec{{GPUs: -1}}}, "Nodes[0].GPUs"},
+	}
+	for _, tc := range cases {
+		err := tc.cfg.Validate()
+		switch {
+		case tc.field == "" && err != nil:
+			t.Errorf("%+v: %v; want valid", tc.cfg, err)
+		case tc.field != "" && (err == nil || !strings.Contains(err.Error(), tc.field)):
+			t.Errorf("%+v: %v; want an error naming %s", tc.cfg, err, tc.field)
+		}
+	}
+}

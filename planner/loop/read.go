@@ -1,0 +1,217 @@
+package loop
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/planner"
+)
+
+// world is what a round read: the store's live and finished jobs, the
+// cluster's capacity and each job's workers, with the loop's memory of
+// each job brought up to date. Reading writes nothing anywhere.
+type world struct {
+	now      time.Time
+	capacity jobs.Capacity
+	tenants  []planner.TenantShare
+	// finished are the terminal jobs still to tear down or call back.
+	finished []jobs.Job
+	// sending are the finished jobs whose callback is in flight from here.
+	sending map[string]bool
+	jobs    []observed
+}
+
+// observed is one live job as read this round.
+type observed struct {
+	job     *jobs.Job
+	tr      *tracked
+	workers []jobs.Worker // all, finished ones included
+	live    []jobs.Worker // pending or running
+	speeds  []planner.WorkerSpeed
+	// done: the workers' done marker says the training reached its end
+	// (read only once every worker has exited for SettleAfter).
+	done bool
+}
+
+// read takes the round's snapshot. An error about one job drops that job
+// from the round (it is returned, joined, beside a usable world); an error
+// about the whole (the store, the capacity, the lease) returns no world.
+func (l *Loop) read(ctx context.Context) (world, []error, error) {
+	if err := l.snap.refresh(ctx, l.store); err != nil {
+		return world{}, nil, err
+	}
+	capa, err := l.cluster.Capacity(ctx)
+	if err != nil {
+		return world{}, nil, fmt.Errorf("planner snapshot: capacity: %w", err)
+	}
+	l.hook("capacity")
+	if err := l.holding(); err != nil {
+		return world{}, nil, err
+	}
+	var errs []error
+	w := world{now: l.cfg.Now(), capacity: capa, sending: l.sendingNow()}
+	if l.cfg.Tenants != nil {
+		w.tenants = l.cfg.Tenants()
+	}
+	if w.finished, err = l.store.Finished(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	for _, j := range w.finished {
+		l.snap.remove(j.ID)
+		delete(l.track, j.ID)
+	}
+	dt := 0.0
+	if !l.last.IsZero() {
+		dt = w.now.Sub(l.last).Seconds()
+	}
+	l.last = w.now
+	for _, j := range l.snap.list() {
+		o, err := l.observe(ctx, j, w.now, dt)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		w.jobs = append(w.jobs, o)
+	}
+	return w, errs, nil
+}
+
+// observe reads one job's workers (when it may have some) and updates the
+// loop's memory of it: since when every worker has exited, and, for a job
+// the policy plans, its attained service and measured throughput.
+func (l *Loop) observe(ctx context.Context, j *jobs.Job, now time.Time, dt float64) (observed, error) {
+	o := observed{job: j, tr: l.tracked(j)}
+	if l.mayHaveWorkers(j, o.tr) {
+		ws, err := l.cluster.Workers(ctx, j.ID)
+		if err != nil {
+			return o, fmt.Errorf("workers of %s: %w", j.ID, err)
+		}
+		o.workers = ws
+	}
+	o.live = liveWorkers(o.workers)
+	if j.State == jobs.Cancelling {
+		return o, nil
+	}
+	if !allExited(j, o.workers) {
+		o.tr.exitedSince = time.Time{}
+	} else if o.tr.exitedSince.IsZero() {
+		o.tr.exitedSince = now
+	}
+	if !o.tr.exitedSince.IsZero() {
+		if !now.Before(o.tr.exitedSince.Add(l.cfg.SettleAfter)) && l.cfg.Done != nil {
+			st, err := l.cfg.Done.JobDone(ctx, j.ID)
+			if err != nil {
+				return o, fmt.Errorf("settle %s: %w", j.ID, err)
+			}
+			o.done = st == jobs.Succeeded
+		}
+		return o, nil
+	}
+	units := max(j.Spec.GPUsPerWorker, 1)
+	o.tr.attained += dt * float64(len(o.live)*units)
+	if p := j.Progress; p.WorldSize > 0 && p.SamplesPerS > 0 && p.WorldSize == len(o.live) {
+		o.tr.throughput[p.WorldSize] = p.SamplesPerS
+	}
+	if j.State == jobs.Running && l.cfg.Speeds != nil && l.cfg.Policy.Straggler.Factor > 0 {
+		o.speeds = l.speeds(ctx, j.ID, o.live)
+	}
+	return o, nil
+}
+
+// allExited: a starting or running job whose every worker has exited (and
+// none is still stopping) is a candidate for settling.
+func allExited(j *jobs.Job, ws []jobs.Worker) bool {
+	if (j.State != jobs.Starting && j.State != jobs.Running) || len(ws) == 0 || len(liveWorkers(ws)) > 0 {
+		return false
+	}
+	for _, w := range ws {
+		if w.State == jobs.WorkerStopping {
+			return false
+		}
+	}
+	return true
+}
+
+// tracked returns the memory kept about j, seeded from its record when this
+// planner first sees it (after a restart or a takeover).
+func (l *Loop) tracked(j *jobs.Job) *tracked {
+	tr := l.track[j.ID]
+	if tr == nil {
+		tr = &tracked{throughput: map[int]float64{}}
+		if p := j.Planner; p != nil {
+			tr.attained, tr.lastResize, tr.lastReplace = p.AttainedGPUSeconds, p.LastResize, p.LastReplace
+			maps.Copy(tr.throughput, p.Throughput)
+		}
+		tr.saved = l.cfg.Now()
+		l.track[j.ID] = tr
+	}
+	return tr
+}
+
+// mayHaveWorkers says whether the cluster must be asked for j's workers:
+// always the first time this planner sees it (a predecessor may have placed
+// some), then only while it has, or is meant to have, workers. Queued jobs
+// cost no cluster call.
+func (l *Loop) mayHaveWorkers(j *jobs.Job, tr *tracked) bool {
+	if j.State == jobs.Starting || j.State == jobs.Running || j.State == jobs.Cancelling ||
+		j.Workers.Current > 0 || j.Workers.Target > 0 || !tr.exitedSince.IsZero() {
+		return true
+	}
+	if _, seen := l.listed[j.ID]; !seen {
+		l.listed[j.ID] = struct{}{}
+		return true
+	}
+	return false
+}
+
+// liveWorkers are the workers that hold or will hold resources and are not
+// on their way out.
+func liveWorkers(ws []jobs.Worker) []jobs.Worker {
+	var out []jobs.Worker
+	for _, w := range ws {
+		if w.State == jobs.WorkerPending || w.State == jobs.WorkerRunning {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// speeds lists j's running workers with what each last published.
+func (l *Loop) speeds(ctx context.Context, jobID string, live []jobs.Worker) []planner.WorkerSpeed {
+	var running []string
+	for _, w := range live {
+		if w.State == jobs.WorkerRunning {
+			running = append(running, w.ID)
+		}
+	}
+	if len(running) < 3 {
+		return nil
+	}
+	figs, err := l.cfg.Speeds.StepTimes(ctx, jobID)
+	if err != nil {
+		// Not fatal for the round; no replacement this time.
+		l.log.Warn("read worker step times", "job", jobID, "err", err)
+		return nil
+	}
+	slices.Sort(running)
+	out := make([]planner.WorkerSpeed, 0, len(running))
+	for _, id := range running {
+		f, ok := figs[id]
+		if !ok {
+			f = planner.WorkerSpeed{}
+		}
+		f.ID = id
+		out = append(out, f)
+	}
+	return out
+}
+
+func (l *Loop) sendingNow() map[string]bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.sending)
+}
