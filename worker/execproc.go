@@ -67,7 +67,7 @@ func startProgram(argv []string, dir string, env []string, stdout, stderr io.Wri
 		case errors.As(err, &ee):
 			p.res.Code = ee.ExitCode()
 			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				p.res.Signal = ws.Signal().String()
+				p.res.Signal = signalName(ws.Signal())
 			}
 		default:
 			p.res.Code = -1

@@ -48,7 +48,7 @@ func needTorch(t *testing.T) {
 		t.Skipf("no %s with torch: %v", livePython, err)
 	}
 	// The programs these tests run read these; the result cache must see them.
-	testenv.TrackSources(t, "python/edl", "examples/torch")
+	testenv.TrackSources(t, "python/edl", "python/tests", "examples/torch")
 }
 
 func startLive(t *testing.T, min, max int, samples int64, parts int, args ...string) *liveRun {
