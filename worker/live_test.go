@@ -57,7 +57,7 @@ func startLive(t *testing.T, min, max int, samples int64, parts int, args ...str
 	needTorch(t)
 	r := testenv.NewRedis(t)
 	root, _ := filepath.Abs("..")
-	grace := 5
+	grace := 30 // the programs' exit after their loop is awaited that long (slow on a loaded machine)
 	restarts := 0
 	cmd := append([]string{livePython, "examples/torch/train_live.py", "--samples", fmt.Sprint(samples)}, args...)
 	spec := jobs.Spec{Name: "live", Workers: jobs.WorkerRange{Min: min, Max: max},

@@ -7,8 +7,8 @@
     for batch in ctx.steps(loader, state, epochs=3):  # one applied step per batch
         loss = lossf(model(batch[0]), batch[1])
         loss.backward()
-        opt.step(); opt.zero_grad()                   # step() averages the gradients first
         ctx.record(loss)                              # optional: the job's progress loss
+        opt.step(); opt.zero_grad()                   # step() averages the gradients first
 
 What the package does (docs/live.md has the whole story):
 
