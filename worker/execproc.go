@@ -169,7 +169,7 @@ func exitOf(last string, waitErr error) (code int, sig string) {
 	}
 	if v, ok := strings.CutPrefix(last, "signal "); ok {
 		n, _ := strconv.Atoi(v)
-		return -1, syscall.Signal(n).String()
+		return -1, signalName(syscall.Signal(n))
 	}
 	var ee *exec.ExitError
 	switch {
@@ -177,7 +177,7 @@ func exitOf(last string, waitErr error) (code int, sig string) {
 		return 0, ""
 	case errors.As(waitErr, &ee):
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return -1, ws.Signal().String()
+			return -1, signalName(ws.Signal())
 		}
 		return ee.ExitCode(), ""
 	}

@@ -52,7 +52,7 @@ type rootRecord struct {
 type execFailure struct {
 	Worker string `json:"worker"`
 	Rank   int    `json:"rank"`
-	Exit   string `json:"exit"` // "exit code 3", "killed by killed"
+	Exit   string `json:"exit"` // "exit code 3", "killed by SIGKILL"
 	Code   int    `json:"code"`
 	Tail   string `json:"stderr_tail"`
 }

@@ -97,6 +97,9 @@ type liveReply struct {
 	Applied    int64          `json:"applied"`
 	Epoch      int            `json:"epoch"`
 	Progress   *progressState `json:"progress,omitempty"` // the root's, to broadcast
+	// latest: generation Gen's collectives can no longer complete
+	// (genBroken): the program leaves the one it waits in.
+	Broken bool `json:"broken,omitempty"`
 
 	// next
 	Part    int   `json:"part"`
@@ -274,8 +277,15 @@ func (w *liveWorker) handle(ctx context.Context, req liveRequest) (liveReply, fu
 	}
 	if req.Op == "latest" {
 		// The program sets up generation req.Gen and asks whether a newer
-		// one replaced it (a member that skipped it would never come).
-		return liveReply{Gen: w.latestGen(ctx)}, nil
+		// one replaced it (a member that skipped it would never come), or
+		// waits in one of its collectives and asks whether it can still
+		// complete (broken: leave it now, not at the backend's timeout).
+		cur, _ := w.co.ReadGen(ctx)
+		n := w.watch.Latest()
+		if cur != nil {
+			n = max(n, cur.Number)
+		}
+		return liveReply{Gen: n, Broken: w.genBroken(ctx, req.Gen, cur)}, nil
 	}
 	if req.Op != "hello" && req.Op != "gen" && req.Op != "adopt" && (w.g == nil || req.Gen != w.g.Number) {
 		return liveReply{Error: fmt.Sprintf("%s: generation %d is not the worker's current one", req.Op, req.Gen)}, nil
@@ -311,15 +321,6 @@ func (w *liveWorker) handle(ctx context.Context, req liveRequest) (liveReply, fu
 // errStateLost: this worker, without the training state, is the root of a
 // generation the leader formed because no live member holds it.
 var errStateLost = errors.New("named root of a restore generation without training state")
-
-// latestGen is the newest generation number this worker knows of.
-func (w *liveWorker) latestGen(ctx context.Context) int64 {
-	n := w.watch.Latest()
-	if g, err := w.co.ReadGen(ctx); err == nil && g != nil {
-		n = max(n, g.Number)
-	}
-	return n
-}
 
 // liveGen waits for a generation after `after` that names this worker and
 // joins it: the root reconciles the data pipeline with its state (as the
@@ -545,44 +546,4 @@ func (w *liveWorker) reportLive(ctx context.Context, g *coord.Generation) {
 		}
 		return w.co.Report(ctx, g.Number, applied)
 	})
-}
-
-// liveLeave is the graceful exit after this worker's last step: its last
-// commit landed, its partitions handed back, then the exec worker's leave.
-func (w *liveWorker) liveLeave(ctx context.Context) func() error {
-	return func() error {
-		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		w.dc.handBack(fctx, w.st.Epoch)
-		w.lck.wait(ctx)
-		// The generation it leaves: a leader hands its lease to a member
-		// of it (membership.leave), or the survivors would wait for the
-		// lease to lapse before the next generation forms.
-		w.last = w.g
-		err := w.ExecWorker.leave(ctx)
-		w.awaitProgram()
-		return err
-	}
-}
-
-func (w *liveWorker) liveFinish(ctx context.Context, g *coord.Generation, to jobs.State, reason string) func() error {
-	return func() error {
-		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		if err := w.dc.com.flush(fctx); err != nil {
-			w.log.Warn("flush commits at the end", "err", err)
-		}
-		w.lck.wait(ctx)
-		err := w.finish(ctx, g, to, reason)
-		w.awaitProgram()
-		return err
-	}
-}
-
-func (w *liveWorker) liveExit(ctx context.Context, reason string) func() error {
-	return func() error {
-		err := w.exit(ctx, reason)
-		w.awaitProgram()
-		return err
-	}
 }

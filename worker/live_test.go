@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -48,7 +49,7 @@ func needTorch(t *testing.T) {
 		t.Skipf("no %s with torch: %v", livePython, err)
 	}
 	// The programs these tests run read these; the result cache must see them.
-	testenv.TrackSources(t, "python/edl", "examples/torch")
+	testenv.TrackSources(t, "python/edl", "python/tests", "examples/torch")
 }
 
 func startLive(t *testing.T, min, max int, samples int64, parts int, args ...string) *liveRun {
@@ -56,7 +57,7 @@ func startLive(t *testing.T, min, max int, samples int64, parts int, args ...str
 	needTorch(t)
 	r := testenv.NewRedis(t)
 	root, _ := filepath.Abs("..")
-	grace := 5
+	grace := 30 // the programs' exit after their loop is awaited that long (slow on a loaded machine)
 	restarts := 0
 	cmd := append([]string{livePython, "examples/torch/train_live.py", "--samples", fmt.Sprint(samples)}, args...)
 	spec := jobs.Spec{Name: "live", Workers: jobs.WorkerRange{Min: min, Max: max},
@@ -342,11 +343,13 @@ func TestLiveProgramKilledIsRestarted(t *testing.T) {
 	}
 }
 
-// A program SIGKILLed in a world of 3: both survivors' collectives fail
-// at once. The one whose collective waits on the other survivor (not on
-// the dead one) fails only when that survivor closes its connections,
-// which it does as soon as its own collective failed, not at the next
-// setup; otherwise it waits out the live timeout.
+// A program SIGKILLed in a world of 3: both survivors' collectives end
+// at once, far under the live timeout (5 s), wherever the kill lands. The
+// survivor whose collective waits on the other survivor (not on the dead
+// one) used to wait out the timeout whenever the other's failed step
+// still held a reference to its metadata all-reduce, which kept that
+// group's connections open after its destroy: now its worker says the
+// generation is over ("latest": broken) and it leaves the collective.
 func TestLiveKillFailsEverySurvivorAtOnce(t *testing.T) {
 	l := startLive(t, 3, 3, 6000, 8, "--batch", "24", "--hidden", "512,512")
 	l.setMaxRestarts(1)
@@ -356,24 +359,41 @@ func TestLiveKillFailsEverySurvivorAtOnce(t *testing.T) {
 	p := l.waitProgress("steps at world 3", 2*time.Minute, func(p jobs.Progress) bool { return p.Step >= 10 && p.WorldSize == 3 })
 	pid := l.mustProgramPid("w1")
 	mark := len(l.wlog.String())
+	killed := time.Now()
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	l.waitProgress("steps after the kill", 2*time.Minute, func(q jobs.Progress) bool { return q.Generation > p.Generation && q.Step >= p.Step+5 })
 	after := l.wlog.String()[mark:]
-	failed := 0
+	failed := map[string]time.Duration{}
 	for _, line := range strings.Split(after, "\n") {
 		if !strings.Contains(line, "collective failed") || !strings.Contains(line, fmt.Sprintf("gen=%d ", p.Generation)) {
 			continue
 		}
-		failed++
 		if strings.Contains(line, "Timed out") || strings.Contains(line, "Socket Timeout") {
 			t.Errorf("a survivor's collective waited out the live timeout: %s", line)
 		}
+		m := regexp.MustCompile(`time=(\S+) .* worker=(w\d+) `).FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("no time and worker in %q", line)
+		}
+		at, err := time.Parse(time.RFC3339Nano, m[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		failed[m[2]] = at.Sub(killed)
 	}
-	if failed != 2 {
-		t.Errorf("%d survivors' collectives of generation %d failed, want 2", failed, p.Generation)
+	if len(failed) != 2 || failed["w0"] == 0 || failed["w2"] == 0 {
+		t.Errorf("survivors whose collective of generation %d failed: %v, want w0 and w2", p.Generation, failed)
 	}
+	// A fifth of the live timeout: far above the milliseconds it takes,
+	// far below the timeout a survivor waited before.
+	for id, d := range failed {
+		if d > time.Second {
+			t.Errorf("%s's collective ended %s after the kill, want at once (the live timeout is 5 s)", id, d.Round(time.Millisecond))
+		}
+	}
+	t.Logf("each survivor's collective ended after the kill: %v", failed)
 	l.wait(3*time.Minute, 1)
 }
 

@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/worker/coord"
@@ -199,16 +198,6 @@ func (w *liveWorker) programGone(ctx context.Context) (*liveConn, error) {
 	return c, nil
 }
 
-// awaitProgram gives the program a few seconds to return on its own
-// after its last reply, then stops it.
-func (w *liveWorker) awaitProgram() {
-	select {
-	case <-w.prog.done:
-	case <-time.After(min(w.grace(), 10*time.Second) + time.Second):
-		w.prog.stop(w.grace())
-	}
-}
-
 // errBadRequest: a line of the program's that is not a request.
 var errBadRequest = errors.New("not a JSON request")
 
@@ -218,6 +207,13 @@ func (w *liveWorker) serve(ctx context.Context, c *liveConn) error {
 		req, err := c.read()
 		if err != nil {
 			c.close()
+			if errors.Is(err, errLineTooLong) {
+				// Reading on would hold the whole line in the worker's memory.
+				w.log.Warn("program's request too long; connection closed, program stopped", "err", err)
+				w.rep.event(jobs.EventError, fmt.Sprintf("worker %s: its program sent a line of more than %d bytes on the live socket (not a request); its connection is closed and the program stopped",
+					w.cfg.Worker, liveMaxLine), map[string]any{"worker": w.cfg.Worker})
+				w.prog.stop(w.grace())
+			}
 			next, err := w.programGone(ctx)
 			if next == nil {
 				return err
@@ -255,11 +251,29 @@ type liveConn struct {
 
 func newLiveConn(c net.Conn) *liveConn { return &liveConn{c: c, r: bufio.NewReaderSize(c, 64<<10)} }
 
+// liveMaxLine bounds one line of the program's: the largest requests
+// (adopt's counters, a store value) are a few kilobytes; a longer line is
+// not a request, and reading it whole would grow the worker without bound.
+const liveMaxLine = 4 << 20
+
+// errLineTooLong: the program sent a line of more than liveMaxLine bytes.
+var errLineTooLong = errors.New("line too long")
+
 func (l *liveConn) read() (liveRequest, error) {
 	var req liveRequest
-	line, err := l.r.ReadBytes('\n')
-	if err != nil {
-		return req, err
+	var line []byte
+	for {
+		frag, err := l.r.ReadSlice('\n')
+		if len(line)+len(frag) > liveMaxLine {
+			return req, fmt.Errorf("a line of more than %d bytes: %w", liveMaxLine, errLineTooLong)
+		}
+		line = append(line, frag...)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return req, err
+		}
 	}
 	if err := json.Unmarshal(line, &req); err != nil {
 		return req, fmt.Errorf("request %q: %w: %w", truncate(line, 200), errBadRequest, err)

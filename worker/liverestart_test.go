@@ -8,8 +8,8 @@ import (
 	"github.com/edl-nomad/edl/jobs"
 )
 
-// Re-initialising in process fails (EDL_TEST_FAIL_REINIT: every group
-// setup after a process's first fails, as NCCL may): at the first switch
+// Re-initialising in process fails (python/tests/fail_reinit.py runs the
+// program so: every group setup after a process's first fails, as NCCL may): at the first switch
 // (a newcomer joins) the members' rebuilds fail, one program asks for the
 // fallback, and the job switches to restart mode (a job event says so):
 // from then on every program restarts at each generation change (a
@@ -18,7 +18,7 @@ import (
 // every restarted program loaded the state of the step its worker was at.
 func TestLiveFallbackToRestartMode(t *testing.T) {
 	l := startLive(t, 2, 3, 4000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03")
-	l.spec.Trainer.Exec.Env = map[string]string{"OMP_NUM_THREADS": "1", "EDL_TEST_FAIL_REINIT": "1"}
+	l.spec.Trainer.Exec.Command = append([]string{livePython, "python/tests/fail_reinit.py"}, l.spec.Trainer.Exec.Command[1:]...)
 	l.jobs.job.Spec = l.spec
 	stderr := map[string]*lockedWriter{}
 	add := func(id string) {

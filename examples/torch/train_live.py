@@ -107,9 +107,9 @@ def main():
         x, y = x.to(dev), y.to(dev)
         loss = lossf(model(x), y)
         loss.backward()
+        ctx.record(loss)  # before step(): the global batch's mean loss rides in the all-reduce
         opt.step()
         opt.zero_grad()
-        ctx.record(loss)
         step += 1
         recent = (recent + [loss.item()])[-50:]
         print("STEP step=%d time=%.6f rank=%d world=%d gen=%d loss=%.4f applied=%d" % (step, time.time(), ctx.rank, ctx.world, ctx.generation, loss.item(), ctx.applied), flush=True)

@@ -41,6 +41,7 @@ type liveBenchConfig struct {
 	Parts    int      // partitions; default 32
 	Args     []string // more script arguments (--batch, --hidden, ...)
 	Warmup   int64    // applied steps before the event; default 30
+	Kills    int      // kill: events in a row, each of the next rank (0, 1, ...), a new worker after each; default 1
 	After    int64    // applied steps in the new generation before the line is taken; default 10
 	Timeout  time.Duration
 	Log      *slog.Logger
@@ -60,6 +61,14 @@ type liveBenchLine struct {
 	SamplesRepeated int64    `json:"samples_repeated"`
 	StepS           float64  `json:"step_s"` // median time between a survivor's steps before the event
 	World           int      `json:"world"`  // workers before the event
+	// Kills > 1 (--kills): every survivor's wait after each kill, from the
+	// SIGKILL to the moment its step in flight ended (its worker logged
+	// the failed collective), over all kills.
+	Kills        int            `json:"kills,omitempty"`
+	WaitP50S     *float64       `json:"survivor_wait_p50_s,omitempty"`
+	WaitP100S    *float64       `json:"survivor_wait_p100_s,omitempty"`
+	KillsByRank  map[string]int `json:"kills_by_rank,omitempty"`
+	SurvivorWait [][]float64    `json:"survivor_waits_s,omitempty"` // per kill, by survivor
 }
 
 var liveBenchStepRE = regexp.MustCompile(`^STEP step=\d+ time=([0-9.]+) rank=\d+ world=(\d+) gen=(\d+) loss=\S+ applied=(-?\d+)`)
@@ -98,7 +107,7 @@ func benchTorchLive(ctx context.Context, c liveBenchConfig) (liveBenchLine, erro
 		c.After = 10
 	}
 	if c.Timeout == 0 {
-		c.Timeout = 5 * time.Minute
+		c.Timeout = 5*time.Minute + time.Duration(max(c.Kills-1, 0))*2*time.Minute
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
@@ -139,6 +148,13 @@ func benchTorchLive(ctx context.Context, c liveBenchConfig) (liveBenchLine, erro
 	case "leave":
 		err = procs[victim].cmd.Process.Signal(syscall.SIGTERM)
 	case "kill":
+		if c.Kills > 1 {
+			all, err := lc.killRepeated(ctx, c, &line)
+			if err != nil {
+				return line, err
+			}
+			return lc.finishLine(ctx, c, line, all, gen0)
+		}
 		err = syscall.Kill(-procs[victim].cmd.Process.Pid, syscall.SIGKILL) // the worker and its program
 	}
 	if err != nil {
@@ -156,9 +172,17 @@ func benchTorchLive(ctx context.Context, c liveBenchConfig) (liveBenchLine, erro
 	if err != nil {
 		return line, err
 	}
-	line.StallS, line.StepsRedone, line.StepS = liveStall(all, gen0)
+	return lc.finishLine(ctx, c, line, all, gen0)
+}
+
+// finishLine fills the stall from the survivor's steps around gen0 and,
+// once every worker ended, the sample accounting.
+func (lc *liveCluster) finishLine(ctx context.Context, c liveBenchConfig, line liveBenchLine, all []liveBenchStep, gen0 int64) (liveBenchLine, error) {
+	if line.Kills <= 1 {
+		line.StallS, line.StepsRedone, line.StepS = liveStall(all, gen0)
+	}
 	// The accounting needs the whole epoch: wait for the workers to end.
-	for id, p := range procs {
+	for id, p := range lc.procs {
 		select {
 		case <-p.done:
 		case <-ctx.Done():
@@ -277,6 +301,7 @@ func benchTorchLiveCmd(ctx context.Context, _ Env, args []string, stdout, stderr
 	batch := fs.Int("batch", 48, "global batch")
 	hidden := fs.String("hidden", "1024,1024,256", "hidden layer widths (the 1.6M-parameter MLP by default)")
 	warmup := fs.Int64("warmup", 30, "applied steps before the event")
+	kills := fs.Int("kills", 1, "kill: kills in a row, of rank 0, 1, ... in turn, a new worker after each (each survivor's wait after each kill)")
 	python := fs.String("python", "/usr/bin/python3", "Python with torch")
 	script := fs.String("script", "examples/torch/train_live.py", "the live script")
 	scriptArgs := fs.String("script-args", "", "more arguments for the script, space-separated (e.g. \"--device cuda --backend gloo\": scripts/gpu-check.sh)")
@@ -292,7 +317,7 @@ func benchTorchLiveCmd(ctx context.Context, _ Env, args []string, stdout, stderr
 	}
 	for _, sc := range strings.Split(*scenarios, ",") {
 		line, err := benchTorchLive(ctx, liveBenchConfig{Exe: exe, Python: *python, Script: *script, Scenario: strings.TrimSpace(sc),
-			Workers: *workers, Samples: *samples, Warmup: *warmup,
+			Workers: *workers, Samples: *samples, Warmup: *warmup, Kills: *kills,
 			Args: append([]string{"--batch", strconv.Itoa(*batch), "--hidden", *hidden}, strings.Fields(*scriptArgs)...), Log: cli.NewLogger(stderr, level.Level, false)})
 		if err != nil {
 			return fmt.Errorf("bench torch-live: %w", err)
@@ -305,6 +330,12 @@ func benchTorchLiveCmd(ctx context.Context, _ Env, args []string, stdout, stderr
 		}
 		fmt.Fprintf(stdout, "%-8s %-6s world %d: stall %.3f s (step %.3f s), steps redone %d, samples missed %d, repeated %d\n",
 			line.System, line.Scenario, line.World, line.StallS, line.StepS, line.StepsRedone, line.SamplesMissed, line.SamplesRepeated)
+		if line.WaitP50S != nil {
+			for k, w := range line.SurvivorWait {
+				fmt.Fprintf(stdout, "  kill %d: survivors' waits %v s\n", k+1, w)
+			}
+			fmt.Fprintf(stdout, "  %d kills (by rank %v): survivor's wait after a kill p50 %.3f s, p100 %.3f s\n", line.Kills, line.KillsByRank, *line.WaitP50S, *line.WaitP100S)
+		}
 	}
 	return nil
 }

@@ -7,12 +7,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/local/redisproc"
+	"github.com/edl-nomad/edl/worker/coord"
+	"github.com/redis/go-redis/v9"
 )
 
 // liveCluster is what a live-mode measurement runs on: a redis-server of
@@ -144,4 +149,110 @@ func (lc *liveCluster) stop() {
 		lc.rp.Stop()
 	}
 	os.RemoveAll(lc.dir)
+}
+
+// liveFailedRE is a worker's log line for its program's failed step.
+var liveFailedRE = regexp.MustCompile(`^time=(\S+) .*msg="collective failed; step discarded".* gen=(\d+) `)
+
+// killRepeated is the kill scenario repeated (--kills): c.Kills times the
+// worker (with its program) at rank k % world of the current generation
+// is SIGKILLed and a new worker started, the world back to c.Workers
+// before the next kill. For each kill it records every survivor's wait:
+// from the SIGKILL to its worker's log line for the failed step.
+func (lc *liveCluster) killRepeated(ctx context.Context, c liveBenchConfig, line *liveBenchLine) ([]liveBenchStep, error) {
+	opt, err := redis.ParseURL(lc.rp.URL())
+	if err != nil {
+		return nil, err
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	gk := coord.NewKeys("edl:", "bench").Gen()
+	line.Kills, line.KillsByRank = c.Kills, map[string]int{}
+	var waits []float64
+	var all []liveBenchStep
+	next := c.Workers
+	for k := range c.Kills {
+		var g coord.Generation
+		b, err := rdb.Get(ctx, gk).Bytes()
+		if err == nil {
+			err = json.Unmarshal(b, &g)
+		}
+		if err != nil || len(g.Members) != c.Workers {
+			return nil, fmt.Errorf("live bench: generation before kill %d: %v (%d members)", k+1, err, len(g.Members))
+		}
+		rank := k % len(g.Members)
+		victim := g.Members[rank]
+		var survivors []string
+		for _, id := range g.Members {
+			if id != victim {
+				survivors = append(survivors, id)
+			}
+		}
+		lc.survivor = survivors[0]
+		killed := time.Now()
+		if err := syscall.Kill(-lc.procs[victim].cmd.Process.Pid, syscall.SIGKILL); err != nil {
+			return nil, fmt.Errorf("live bench: kill %s: %w", victim, err)
+		}
+		per := make([]float64, 0, len(survivors))
+		for _, id := range survivors {
+			d, err := lc.failedAt(ctx, id, g.Number, killed)
+			if err != nil {
+				return nil, err
+			}
+			per = append(per, d.Seconds())
+		}
+		c.Log.Info("live bench kill", "n", k+1, "rank", rank, "victim", victim, "gen", g.Number, "waits_s", per)
+		line.SurvivorWait = append(line.SurvivorWait, per)
+		line.KillsByRank[strconv.Itoa(rank)]++
+		waits = append(waits, per...)
+		id := fmt.Sprintf("w%d", next)
+		next++
+		if err := lc.start(id); err != nil {
+			return nil, err
+		}
+		all, err = lc.wait(ctx, "the world back after a kill", func(s []liveBenchStep) bool {
+			n := 0
+			for _, x := range s {
+				if x.gen > g.Number && x.world == c.Workers {
+					n++
+				}
+			}
+			return n >= int(c.After)
+		})
+		if err != nil {
+			return nil, err
+		}
+		stall, _, step := liveStall(all, g.Number)
+		line.StallS, line.StepS = max(line.StallS, stall), step
+	}
+	sort.Float64s(waits)
+	p50, p100 := waits[len(waits)/2], waits[len(waits)-1]
+	line.WaitP50S, line.WaitP100S = &p50, &p100
+	return all, nil
+}
+
+// failedAt waits for worker id's log line saying its step of generation
+// gen failed and returns how long after killed it came.
+func (lc *liveCluster) failedAt(ctx context.Context, id string, gen int64, killed time.Time) (time.Duration, error) {
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		b, _ := os.ReadFile(filepath.Join(lc.dir, id+".err"))
+		for _, l := range strings.Split(string(b), "\n") {
+			m := liveFailedRE.FindStringSubmatch(l)
+			if m == nil || m[2] != strconv.FormatInt(gen, 10) {
+				continue
+			}
+			at, err := time.Parse(time.RFC3339Nano, m[1])
+			if err != nil {
+				return 0, fmt.Errorf("live bench: %s's log: %w", id, err)
+			}
+			return at.Sub(killed), nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return 0, fmt.Errorf("live bench: %s logged no failed step of generation %d within a minute of the kill", id, gen)
 }

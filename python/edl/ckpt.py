@@ -106,11 +106,3 @@ def load(path, state, applied=None):
     state.load_state_dict(d["state"])
     return d["applied"]
 
-
-def test_fail_reinit(ctx):
-    """EDL_TEST_FAIL_REINIT=1 (tests only): every group setup after this
-    process's first fails, as a fragile backend's re-initialisation in
-    process would."""
-    ctx._edl_inits = getattr(ctx, "_edl_inits", 0) + 1
-    if os.environ.get("EDL_TEST_FAIL_REINIT") == "1" and ctx._edl_inits > 1:
-        raise RuntimeError("EDL_TEST_FAIL_REINIT: re-initialisation in process disabled (setup %d of this process)" % ctx._edl_inits)

@@ -7,8 +7,8 @@
     for batch in ctx.steps(loader, state, epochs=3):  # one applied step per batch
         loss = lossf(model(batch[0]), batch[1])
         loss.backward()
-        opt.step(); opt.zero_grad()                   # step() averages the gradients first
         ctx.record(loss)                              # optional: the job's progress loss
+        opt.step(); opt.zero_grad()                   # step() averages the gradients first
 
 What the package does (docs/live.md has the whole story):
 
@@ -30,47 +30,23 @@ What the package does (docs/live.md has the whole story):
   scheduler, RNG and data cursor from the root by a broadcast in the new group.
 """
 
-import datetime
+from __future__ import annotations
+
 import os
-import pickle
-import random
-import sys
 import time
 import warnings
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import torch
 import torch.distributed as dist
 
 from . import ckpt, protocol
-from . import store as store_mod
+from .group import (MAX_INIT_FAILURES, MAX_PEER_FAILURES, Abandoned, GroupMixin, _host_store, _log,  # noqa: F401
+                    _peer_failure, _PeersMissing, _Superseded)
 from .protocol import EdlError
+from .state import FIXED_GLOBAL, FIXED_LOCAL, DataLoader, State
 
-__all__ = ["init", "State", "DataLoader", "Context", "EdlError"]
-
-# Consecutive failures to build a group in process with every member
-# present, after which the program asks its worker to restart it (the
-# fallback to restart mode); a setup that lacked a peer does not count.
-MAX_INIT_FAILURES = 3
-
-# Consecutive failures that a peer explains (on gloo: a store or socket
-# timeout, a connection reset, refused or closed: a peer died or froze
-# between the barrier and the end of the setup, or the machine is
-# overloaded) count toward this larger bound only: they are not the
-# backend failing to re-initialise, and under load or repeated kills three
-# of them in a row switched whole jobs to restart mode.
-MAX_PEER_FAILURES = 10
-
-_PEER_ERRORS = ("timeout", "timed out", "connection reset", "connection refused", "connection closed",
-                "broken pipe", "end of file")
-
-
-def _peer_failure(backend, e):
-    """Whether a failed setup is explained by a peer (gloo only: with NCCL
-    every failure counts, since its re-initialisation is what is fragile)."""
-    if backend == "nccl":
-        return False
-    s = repr(e).lower()
-    return any(k in s for k in _PEER_ERRORS)
+__all__ = ["init", "State", "DataLoader", "Context", "EdlError", "FIXED_GLOBAL", "FIXED_LOCAL"]
 
 HOW_TO_RUN = (
     "edl.torch.init(): EDL_SOCKET is not set: this program is not running under an edl worker. "
@@ -80,104 +56,8 @@ HOW_TO_RUN = (
 )
 
 
-# The scheduler attributes edl patches (Context._wrap); a scheduler's
-# state_dict is its __dict__, so they are left out of the hand-over.
-_SCHED_PATCHED = ("step", "_edl_inner_step")
-
-
-def _log(msg):
-    sys.stderr.write("edl: %s\n" % msg)
-    sys.stderr.flush()
-
-
-class State:
-    """What a newcomer receives at a hand-over: model, optimizer, scheduler,
-    the RNG states (torch, Python's random, numpy's when imported) and any
-    extra objects with state_dict/load_state_dict."""
-
-    def __init__(self, model=None, optimizer=None, scheduler=None, **extra):
-        if model is None or not isinstance(model, torch.nn.Module):
-            raise EdlError("State(model=...): want a torch.nn.Module, got %r" % (type(model).__name__,))
-        if optimizer is None:
-            raise EdlError("State(optimizer=...): the optimizer is required: it holds state (momentum) a newcomer "
-                           "must receive, and its step() is where edl averages the gradients")
-        if not isinstance(optimizer, torch.optim.Optimizer):
-            raise EdlError("State(optimizer=...): want a torch.optim.Optimizer, got %r" % (type(optimizer).__name__,))
-        owned = {id(p) for p in model.parameters()}
-        for g in optimizer.param_groups:
-            for p in g["params"]:
-                if id(p) not in owned:
-                    raise EdlError("State: the optimizer holds a parameter that is not the model's")
-        if scheduler is not None and not hasattr(scheduler, "state_dict"):
-            raise EdlError("State(scheduler=...): want an LR scheduler with state_dict(), got %r" % (type(scheduler).__name__,))
-        for k, v in extra.items():
-            if not (hasattr(v, "state_dict") and hasattr(v, "load_state_dict")):
-                raise EdlError("State(%s=...): extra state needs state_dict() and load_state_dict()" % k)
-        self.model, self.optimizer, self.scheduler, self.extra = model, optimizer, scheduler, extra
-
-    def state_dict(self):
-        d = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-             "rng": {"torch": torch.get_rng_state(), "random": random.getstate()}}
-        if self.scheduler is not None:
-            d["scheduler"] = {k: v for k, v in self.scheduler.state_dict().items() if k not in _SCHED_PATCHED}
-        if "numpy" in sys.modules:
-            d["rng"]["numpy"] = sys.modules["numpy"].random.get_state()
-        d["extra"] = {k: v.state_dict() for k, v in self.extra.items()}
-        return d
-
-    def load_state_dict(self, d):
-        self.model.load_state_dict(d["model"])
-        self.optimizer.load_state_dict(d["optimizer"])
-        if self.scheduler is not None and "scheduler" in d:
-            self.scheduler.load_state_dict({k: v for k, v in d["scheduler"].items() if k not in _SCHED_PATCHED})
-        torch.set_rng_state(d["rng"]["torch"])
-        random.setstate(d["rng"]["random"])
-        if "numpy" in d["rng"] and "numpy" in sys.modules:
-            sys.modules["numpy"].random.set_state(d["rng"]["numpy"])
-        for k, v in self.extra.items():
-            if k in d.get("extra", {}):
-                v.load_state_dict(d["extra"][k])
-
-
-FIXED_GLOBAL, FIXED_LOCAL = "fixed_global", "fixed_local"
-
-
-class DataLoader:
-    """Batches of a map-style data set (len and [i]) whose indices come from
-    edl's partitions. policy is the built-in trainer's batch policy:
-    fixed_global (default): batch_size is the global batch, split over the
-    current world each step, the learning rate unchanged; fixed_local:
-    every rank takes batch_size, and the optimizer's learning rate is scaled
-    by world / initial world (the job's workers.min) for the update only
-    (the scheduler keeps seeing the unscaled rate)."""
-
-    def __init__(self, dataset, batch_size, collate_fn=None, policy=FIXED_GLOBAL):
-        if not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
-            raise EdlError("DataLoader: the data set needs __len__ and __getitem__ (a map-style data set)")
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise EdlError("DataLoader(batch_size=%r): want an int >= 1" % (batch_size,))
-        if policy not in (FIXED_GLOBAL, FIXED_LOCAL):
-            raise EdlError("DataLoader(policy=%r): want %r or %r" % (policy, FIXED_GLOBAL, FIXED_LOCAL))
-        self.dataset, self.batch_size, self.policy = dataset, batch_size, policy
-        self.collate_fn = collate_fn or torch.utils.data.default_collate
-
-    def batch(self, ids):
-        if hasattr(self.dataset, "batch"):
-            return self.dataset.batch(ids)  # a data set may fetch a range at once
-        return self.collate_fn([self.dataset[i] for i in ids])
-
-
-class _Superseded(Exception):
-    """A newer generation replaced the one being set up."""
-
-
-class _PeersMissing(RuntimeError):
-    """A generation's setup failed for want of a peer (dead, or elsewhere):
-    not a failure of the in-process re-initialisation itself."""
-
-
 class _Outcome:
-    def __init__(self):
+    def __init__(self) -> None:
         self.stepped = False
         self.failed = None  # the exception of a failed collective
         self.meta = None
@@ -190,10 +70,11 @@ class _Outcome:
         self.loss_reduced = False  # the loss rode in the all-reduce (recorded before step())
 
 
-class Context:
+class Context(GroupMixin):
     """The program's link to its worker; made by init()."""
 
-    def __init__(self, client, timeout, standalone=False, partitions=1, backend=None):
+    def __init__(self, client: Optional[protocol.Client], timeout: float, standalone: bool = False, partitions: int = 1,
+                 backend: Optional[str] = None) -> None:
         self.client = client
         self.timeout = timeout
         self.standalone = standalone
@@ -204,15 +85,19 @@ class Context:
         self._store = None
         self._wstore = None  # the current generation's edl.store.WorkerStore
         self._clients = {}
+        # Collectives left because the generation was over, and the groups
+        # kept until those end (edl/group.py: _destroy).
+        self._abandoned: List[Any] = []
+        self._zombies: List[Tuple[Any, List[Any], Any]] = []
         self._loss = 0.0
         self._pending = None
         self._grad_buf = None  # (params, flat, views): the gradients as views of one flat buffer
         # ended says why steps() returned: "done" (the job's last epoch
         # ended), "leave" (this worker left) or "stop" (cancelled).
-        self.ended = None
-        self._state = None
+        self.ended: Optional[str] = None
+        self._state: Optional[State] = None
         self.initial_world, self._policy = 1, FIXED_GLOBAL
-        self.stats = {"switches": 0, "failures": 0, "handovers": 0}
+        self.stats: Dict[str, int] = {"switches": 0, "failures": 0, "handovers": 0}
         self._saver = ckpt.Saver()  # the checkpoints the worker asks for (edl/ckpt.py)
         if not standalone:
             # Every program hosts a store server; rank 0's serves its group
@@ -221,7 +106,7 @@ class Context:
 
     # --- the step loop -------------------------------------------------
 
-    def record(self, loss):
+    def record(self, loss: Any) -> None:
         """Records this rank's loss of the current batch (a mean over it)
         for the job's progress. Before optimizer.step() it rides in the
         gradient all-reduce (the progress shows the global batch's mean);
@@ -232,12 +117,12 @@ class Context:
             out.loss = self._loss * out.total
 
     @property
-    def finished(self):
+    def finished(self) -> bool:
         """True once steps() returned because training reached its end (not
         because this worker left or the job was cancelled)."""
         return self.ended == "done"
 
-    def steps(self, loader, state, epochs=1):
+    def steps(self, loader: DataLoader, state: State, epochs: int = 1) -> Iterator[Any]:
         """Yields this rank's batch of every step until the job ends or this
         worker leaves; every yielded batch must end in one optimizer.step()."""
         if not isinstance(loader, DataLoader):
@@ -335,7 +220,9 @@ class Context:
                 self.stats["failures"] += 1
                 # Close this rank's connections now, not at the next setup: a
                 # peer blocked on this rank in the same collective then fails
-                # at once instead of when its timeout ends.
+                # at once (unless the collective was abandoned and still runs:
+                # then its group is kept, and the peers hear from their
+                # workers that the generation is over: edl/group.py).
                 self._destroy()
                 self.client.call("failed", gen=self.generation, error=repr(out.failed))
                 return "failed"
@@ -419,6 +306,19 @@ class Context:
                 p.grad = v
         return flat
 
+    def _detach_grads(self, params: List[torch.Tensor]) -> None:
+        """After a failed step: an abandoned gradient all-reduce still runs
+        in the old group's thread and may write into the flat buffer, so
+        the gradients get buffers of their own (the next step makes a new
+        flat one)."""
+        buf, self._grad_buf = self._grad_buf, None
+        if buf is None:
+            return
+        views = {id(v) for v in buf[2]}
+        for p in params:
+            if p.grad is not None and id(p.grad) in views:
+                p.grad = p.grad.detach().clone()
+
     def _collective(self, state, zero):
         """The step's all-reduces, then the update if both completed."""
         meta, n, out = self._pending
@@ -430,7 +330,8 @@ class Context:
                 raise out.meta_err
             mt = out.meta_t
             if out.meta_work is not None:
-                out.meta_work.wait()
+                self._await(out.meta_work, "the metadata all-reduce")
+                out.meta_work = None
             elif mt is None:  # standalone
                 mt = torch.tensor(meta, dtype=torch.float64)
             total = int(round(mt[protocol.COUNT].item()))
@@ -451,7 +352,7 @@ class Context:
                 flat.mul_(n / total)
                 flat[-1] = self._loss * n
                 if not self.standalone:
-                    dist.all_reduce(flat)
+                    self._await(dist.all_reduce(flat, async_op=True), "the gradient all-reduce")
                 out.loss = flat[-1].item()
                 out.loss_reduced = out.loss != 0.0  # some rank recorded before step()
                 if grads is not None:
@@ -461,7 +362,13 @@ class Context:
                         g.copy_(flat[off:off + k].view_as(g))
                         off += k
         except RuntimeError as e:
+            # No reference to the step's works may outlive it (the exception's
+            # frames hold them): they keep the group's connections open, and
+            # a peer waiting on this rank would wait for its timeout.
+            out.meta_work = None
+            e.__traceback__ = None
             out.failed = e
+            self._detach_grads(params)
             return None
         out.stepped = True
         if total > 0:
@@ -480,115 +387,6 @@ class Context:
         return None
 
     # --- groups and hand-over ------------------------------------------
-
-    def _build_group(self, g):
-        ckpt.test_fail_reinit(self)
-        t0 = time.perf_counter()
-        self._destroy()
-        t1 = time.perf_counter()
-        t = datetime.timedelta(seconds=self.timeout)
-        wstore = None
-        try:
-            if self.client is not None:
-                # The generation's store behind this program's own worker
-                # (edl/store.py): no connection to rank 0's program, whose
-                # death torch 1.13 could turn into an abort of this one.
-                base = wstore = store_mod.WorkerStore(self.client, g["gen"], self.timeout)
-                self._wstore = wstore  # referenced while its group lives (edl/store.py)
-            elif g["rank"] == 0:  # no worker (scripts/gpu-check.sh): this program's TCPStore
-                base = self._store
-            else:
-                key = (g["master_addr"], g["master_port"])
-                base = self._clients.get(key)
-                if base is None:
-                    base = dist.TCPStore(g["master_addr"], g["master_port"], is_master=False, timeout=t)
-                    self._clients = {key: base}
-            store = dist.PrefixStore("edl/gen/%d" % g["gen"], base)
-            self._arrive(store, g)
-            t2 = time.perf_counter()
-        except (_Superseded, EdlError):
-            raise
-        except store_mod.StoreSuperseded:
-            raise _Superseded()
-        except (RuntimeError, OSError) as e:  # the store failed, or (TCPStore) rank 0's is gone or frozen
-            # A timed-out request's late answer would desynchronise the
-            # connection: a new one next time.
-            self._clients = {}
-            if isinstance(e, _PeersMissing):
-                raise
-            raise _PeersMissing("generation %d: rank 0's store %s:%s: %r" % (g["gen"], g["master_addr"], g["master_port"], e)) from e
-        try:
-            dist.init_process_group(self.backend, store=store, rank=g["rank"], world_size=g["world"], timeout=t)
-        except RuntimeError:
-            if wstore is not None and wstore.superseded:
-                raise _Superseded()
-            raise
-        if os.environ.get("EDL_LOG_SETUP") == "1":  # the setup's cost, for measurements (docs/live.md)
-            t3 = time.perf_counter()
-            _log("setup of generation %d rank %d/%d: destroy %.1f ms, barrier %.1f ms, init %.1f ms (%s store)"
-                 % (g["gen"], g["rank"], g["world"], 1000 * (t1 - t0), 1000 * (t2 - t1), 1000 * (t3 - t2),
-                    "worker" if wstore is not None else "tcp"))
-
-    def _arrive(self, store, g):
-        """Waits until every rank of generation g has reached its setup, so
-        init_process_group starts together; gives up at once when a newer
-        generation replaced g (a member skipped it: waiting for it would
-        only time out, and the members would keep missing each other's
-        setups), and after the timeout when a rank never came."""
-        world, gen = g["world"], g["gen"]
-        # torch 1.13 sets a store connection's receive timeout only in a
-        # wait: before one, an add to a frozen store (SIGSTOP) would block
-        # forever. A wait on this rank's own key sets it (at once, or after
-        # the timeout when the store does not answer).
-        mine = "edl_rank/%d" % g["rank"]
-        store.set(mine, "1")
-        store.wait([mine], datetime.timedelta(seconds=self.timeout))
-        store.add("edl_arrived", 1)
-        deadline = time.monotonic() + self.timeout
-        asked = 0.0
-        while store.add("edl_arrived", 0) < world:
-            now = time.monotonic()
-            if now >= deadline:
-                raise _PeersMissing("generation %d: %d of %d ranks reached the setup within %.0f s"
-                                    % (gen, store.add("edl_arrived", 0), world, self.timeout))
-            if now - asked >= 0.05:
-                asked = now
-                if self.client.call("latest", gen=gen).get("gen", 0) > gen:
-                    raise _Superseded()
-            time.sleep(0.005)
-
-    def _destroy(self):
-        if dist.is_initialized():
-            try:
-                dist.destroy_process_group()
-            except RuntimeError:
-                pass
-
-    def _sync_state(self, g, state):
-        """Every member at the same applied step keeps its state; otherwise
-        (a newcomer, a member behind, the first generation) the root's state
-        is broadcast, with the worker's training counters."""
-        world, rank, root = g["world"], g["rank"], g["root"]
-        dev = next(state.model.parameters()).device if self.backend == "nccl" else torch.device("cpu")
-        v = torch.zeros(2 * world, dtype=torch.float64, device=dev)
-        if g["have"]:
-            v[2 * rank], v[2 * rank + 1] = g["applied"] + 2, 1
-        dist.all_reduce(v)
-        steps = {int(v[2 * r].item()) for r in range(world)}
-        same = all(v[2 * r + 1].item() == 1 for r in range(world)) and len(steps) == 1 and g["applied"] >= 0
-        if same:
-            return
-        start = time.time()
-        obj = [None]
-        if rank == root:
-            obj = [pickle.dumps({"state": state.state_dict(), "progress": g["progress"]})]
-        dist.broadcast_object_list(obj, src=root)
-        if rank != root:
-            d = pickle.loads(obj[0])
-            state.load_state_dict(d["state"])
-            self.client.call("adopt", progress=d["progress"])
-            self.stats["handovers"] += 1
-            _log("state received in generation %d (step %d, %.0f ms)" % (g["gen"], d["progress"]["applied"], 1000 * (time.time() - start)))
 
     def _exit_for_restart(self, save, applied, state, why):
         """Restart mode: the state goes to the worker's file, then the
@@ -628,18 +426,6 @@ class Context:
                         raise EdlError("steps(): call optimizer.step() once for every batch (it averages the gradients)")
                     self._pending = None
 
-
-def _host_store(timeout):
-    """This program's TCPStore server; a program restarted in place binds
-    its predecessor's port (EDL_STORE_PORT), which its generation names."""
-    t = datetime.timedelta(seconds=timeout)
-    port = int(os.environ.get("EDL_STORE_PORT") or 0)
-    if port:
-        try:
-            return dist.TCPStore("0.0.0.0", port, is_master=True, wait_for_workers=False, timeout=t)
-        except RuntimeError as e:
-            _log("store port %d is taken (%s): another one (the worker re-registers)" % (port, e))
-    return dist.TCPStore("0.0.0.0", 0, is_master=True, wait_for_workers=False, timeout=t)
 
 
 def init(timeout=None, standalone=None, backend=None):

@@ -1,6 +1,10 @@
 """The protocol helpers: no torch needed."""
 
+import os
+
 import pytest
+
+import edl
 
 from edl import protocol
 
@@ -44,3 +48,23 @@ def test_exact_offsets_above_float32():
 def test_client_reports_unreachable_worker(tmp_path):
     with pytest.raises(protocol.EdlError, match="cannot reach the edl worker"):
         protocol.Client(str(tmp_path / "none.sock"), connect_timeout=0.5)
+
+
+def test_pip_install_as_a_library(tmp_path):
+    # A user who prefers pip to PYTHONPATH: the package installs with
+    # Debian's setuptools (no build dependency downloaded), with its
+    # py.typed marker and the version from edl.__version__.
+    import subprocess
+    import sys
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    target = tmp_path / "site"
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--no-index",
+                        "--target", str(target), here], capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (target / "edl" / "py.typed").exists()
+    r = subprocess.run([sys.executable, "-c", "import edl, edl.protocol; print(edl.__version__, edl.protocol.__file__)"],
+                       capture_output=True, text=True, cwd=str(tmp_path), env=dict(os.environ, PYTHONPATH=str(target)))
+    assert r.returncode == 0, r.stderr
+    version, path = r.stdout.split()
+    assert version == edl.__version__ and path.startswith(str(target))

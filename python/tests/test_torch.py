@@ -69,6 +69,8 @@ class FakeWorker:
                     "progress": {"applied": -1, "epoch": 0}}
         if op == "adopt":
             return {"applied": -1, "epoch": 0}
+        if op == "latest":  # asked while a collective waits: the generation is not over
+            return {"gen": req["gen"]}
         if op == "next":
             if self.cur is None or self.cur[1] >= self.cur[2]:
                 self.cur = None

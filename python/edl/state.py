@@ -1,0 +1,100 @@
+"""What a live program hands over: its State, and the DataLoader of its data set.
+
+A newcomer (or a member behind) receives the State from the generation's
+root; the DataLoader turns the worker's sample ranges into batches.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from typing import Any, Callable, Dict, Optional, Sequence
+
+import torch
+
+from .protocol import EdlError
+
+__all__ = ["State", "DataLoader", "FIXED_GLOBAL", "FIXED_LOCAL"]
+
+# The scheduler attributes edl patches (Context._wrap); a scheduler's
+# state_dict is its __dict__, so they are left out of the hand-over.
+_SCHED_PATCHED = ("step", "_edl_inner_step")
+
+
+class State:
+    """What a newcomer receives at a hand-over: model, optimizer, scheduler,
+    the RNG states (torch, Python's random, numpy's when imported) and any
+    extra objects with state_dict/load_state_dict."""
+
+    def __init__(self, model: Optional[torch.nn.Module] = None, optimizer: Optional[torch.optim.Optimizer] = None,
+                 scheduler: Any = None, **extra: Any) -> None:
+        if model is None or not isinstance(model, torch.nn.Module):
+            raise EdlError("State(model=...): want a torch.nn.Module, got %r" % (type(model).__name__,))
+        if optimizer is None:
+            raise EdlError("State(optimizer=...): the optimizer is required: it holds state (momentum) a newcomer "
+                           "must receive, and its step() is where edl averages the gradients")
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise EdlError("State(optimizer=...): want a torch.optim.Optimizer, got %r" % (type(optimizer).__name__,))
+        owned = {id(p) for p in model.parameters()}
+        for g in optimizer.param_groups:
+            for p in g["params"]:
+                if id(p) not in owned:
+                    raise EdlError("State: the optimizer holds a parameter that is not the model's")
+        if scheduler is not None and not hasattr(scheduler, "state_dict"):
+            raise EdlError("State(scheduler=...): want an LR scheduler with state_dict(), got %r" % (type(scheduler).__name__,))
+        for k, v in extra.items():
+            if not (hasattr(v, "state_dict") and hasattr(v, "load_state_dict")):
+                raise EdlError("State(%s=...): extra state needs state_dict() and load_state_dict()" % k)
+        self.model, self.optimizer, self.scheduler, self.extra = model, optimizer, scheduler, extra
+
+    def state_dict(self) -> Dict[str, Any]:
+        d = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+             "rng": {"torch": torch.get_rng_state(), "random": random.getstate()}}
+        if self.scheduler is not None:
+            d["scheduler"] = {k: v for k, v in self.scheduler.state_dict().items() if k not in _SCHED_PATCHED}
+        if "numpy" in sys.modules:
+            d["rng"]["numpy"] = sys.modules["numpy"].random.get_state()
+        d["extra"] = {k: v.state_dict() for k, v in self.extra.items()}
+        return d
+
+    def load_state_dict(self, d: Dict[str, Any]) -> None:
+        self.model.load_state_dict(d["model"])
+        self.optimizer.load_state_dict(d["optimizer"])
+        if self.scheduler is not None and "scheduler" in d:
+            self.scheduler.load_state_dict({k: v for k, v in d["scheduler"].items() if k not in _SCHED_PATCHED})
+        torch.set_rng_state(d["rng"]["torch"])
+        random.setstate(d["rng"]["random"])
+        if "numpy" in d["rng"] and "numpy" in sys.modules:
+            sys.modules["numpy"].random.set_state(d["rng"]["numpy"])
+        for k, v in self.extra.items():
+            if k in d.get("extra", {}):
+                v.load_state_dict(d["extra"][k])
+
+
+FIXED_GLOBAL, FIXED_LOCAL = "fixed_global", "fixed_local"
+
+
+class DataLoader:
+    """Batches of a map-style data set (len and [i]) whose indices come from
+    edl's partitions. policy is the built-in trainer's batch policy:
+    fixed_global (default): batch_size is the global batch, split over the
+    current world each step, the learning rate unchanged; fixed_local:
+    every rank takes batch_size, and the optimizer's learning rate is scaled
+    by world / initial world (the job's workers.min) for the update only
+    (the scheduler keeps seeing the unscaled rate)."""
+
+    def __init__(self, dataset: Any, batch_size: int, collate_fn: Optional[Callable[[list], Any]] = None,
+                 policy: str = FIXED_GLOBAL) -> None:
+        if not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
+            raise EdlError("DataLoader: the data set needs __len__ and __getitem__ (a map-style data set)")
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise EdlError("DataLoader(batch_size=%r): want an int >= 1" % (batch_size,))
+        if policy not in (FIXED_GLOBAL, FIXED_LOCAL):
+            raise EdlError("DataLoader(policy=%r): want %r or %r" % (policy, FIXED_GLOBAL, FIXED_LOCAL))
+        self.dataset, self.batch_size, self.policy = dataset, batch_size, policy
+        self.collate_fn = collate_fn or torch.utils.data.default_collate
+
+    def batch(self, ids: Sequence[int]) -> Any:
+        if hasattr(self.dataset, "batch"):
+            return self.dataset.batch(ids)  # a data set may fetch a range at once
+        return self.collate_fn([self.dataset[i] for i in ids])
