@@ -222,20 +222,6 @@ func (s *Server) Stop() {
 	s.killLocked()
 }
 
-// Kill stops the server at once with SIGKILL, as a crash would.
-func (s *Server) Kill() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.killLocked()
-}
-
-// Restart starts a stopped or killed server again on the same ports and
-// data and waits until it is ready.
-func (s *Server) Restart(ctx context.Context) error {
-	s.Stop()
-	return s.start(ctx)
-}
-
 func (s *Server) killLocked() {
 	if s.cmd == nil {
 		return
@@ -243,7 +229,7 @@ func (s *Server) killLocked() {
 	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 	<-s.done
 	// The group's other processes may hold the ports a moment longer; wait
-	// until the S3 port is free so Restart can bind it again.
+	// until the S3 port is free for whoever binds it next.
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
 		c, err := net.DialTimeout("tcp", s.Endpoint, 100*time.Millisecond)
