@@ -57,7 +57,7 @@ func TestJudgeExit(t *testing.T) {
 		{"rank 0 exits 0", 0, programResult{}, exitSucceeded},
 		{"rank 1 exits 0", 1, programResult{}, exitFinished},
 		{"rank 0 exits 1", 0, programResult{Code: 1}, exitFailed},
-		{"rank 2 killed", 2, programResult{Code: -1, Signal: "killed"}, exitFailed},
+		{"rank 2 killed", 2, programResult{Code: -1, Signal: "SIGKILL"}, exitFailed},
 		{"not started", 0, programResult{Code: -1, StartErr: errors.New("no such file")}, exitFailed},
 	}
 	for _, tc := range tests {

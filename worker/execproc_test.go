@@ -60,7 +60,7 @@ func TestProgramStop(t *testing.T) {
 		// The program handles SIGTERM and exits on its own within the grace period.
 		{"graceful", `trap 'echo bye; exit 7' TERM; echo up; while :; do sleep 0.05; done`, 5 * time.Second, 7, "", 0},
 		// It ignores SIGTERM: SIGKILL after the grace period.
-		{"killed after grace", `trap '' TERM; echo up; while :; do sleep 0.05; done`, 300 * time.Millisecond, -1, "killed", 300 * time.Millisecond},
+		{"killed after grace", `trap '' TERM; echo up; while :; do sleep 0.05; done`, 300 * time.Millisecond, -1, "SIGKILL", 300 * time.Millisecond},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
