@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/edl-nomad/edl/checkpoint/s3ready"
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 )
 
 // Config says where the binary is and where its data lives.
@@ -158,7 +158,7 @@ func (s *Server) waitReady(ctx context.Context, exited <-chan struct{}) error {
 	const bucket = "edl-ready-probe"
 	var last error
 	_, err = backoff.Retry(ctx, func() (struct{}, error) {
-		last = probe(ctx, c, bucket)
+		last = s3ready.Probe(ctx, c, bucket)
 		select {
 		case <-exited:
 			if last != nil {
@@ -179,32 +179,9 @@ func (s *Server) waitReady(ctx context.Context, exited <-chan struct{}) error {
 
 var errExited = errors.New("exited during start")
 
-func probe(ctx context.Context, c *minio.Client, bucket string) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	ok, err := c.BucketExists(ctx, bucket)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		if err := c.MakeBucket(ctx, bucket, minio.MakeBucketOptions{}); err != nil {
-			return err
-		}
-	}
-	body := []byte("ready")
-	if _, err := c.PutObject(ctx, bucket, "probe", bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{}); err != nil {
-		return err
-	}
-	return c.RemoveObject(ctx, bucket, "probe", minio.RemoveObjectOptions{})
-}
-
 // Client returns a minio client for the server with its credentials.
 func (s *Server) Client() (*minio.Client, error) {
-	return minio.New(s.Endpoint, &minio.Options{
-		Creds:      credentials.NewStaticV4(s.cfg.AccessKey, s.cfg.SecretKey, ""),
-		Region:     "us-east-1",
-		MaxRetries: 1,
-	})
+	return s3ready.Client(s.Endpoint, s.cfg.AccessKey, s.cfg.SecretKey)
 }
 
 // Stop shuts the server down (SIGTERM, then SIGKILL after 5 s).
