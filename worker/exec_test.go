@@ -220,12 +220,18 @@ exit 0`
 // A world below workers.min never runs the program: after one of two
 // workers (min 2) leaves, the other waits for a replacement.
 func TestExecWaitsForMinWorkers(t *testing.T) {
+	// Rank 0's exit 0 ends the job and stops the others, so after the
+	// replacement rank 0 waits for rank 1's second run to be on record.
 	script := `echo "$WORLD_SIZE" >> "$OUT/world.$RANK.$$"
-if [ -f "$OUT/finish" ]; then exit 0; fi
+if [ -f "$OUT/finish" ]; then
+  while [ "$RANK" = 0 ] && [ "$(ls "$OUT" | grep -c '^world\.1\.')" -lt 2 ]; do sleep 0.05; done
+  exit 0
+fi
 while :; do sleep 0.05; done`
 	r := newExecRun(t, 2, 3, script, 3)
 	r.add("w0")
 	leave := r.add("w1")
+	waitFiles(t, r.out, "world.0.*", 1)
 	waitFiles(t, r.out, "world.1.*", 1)
 	leave()
 	time.Sleep(2 * time.Second) // a window in which a world of 1 would start
