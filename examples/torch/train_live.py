@@ -51,6 +51,7 @@ def parse_args():
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--hidden", type=str, default="1024,1024,256", help="hidden layer widths")
     p.add_argument("--step-sleep", type=float, default=0.0, help="seconds to sleep after each step (tests)")
+    p.add_argument("--step-sleep-while", default="", help="with --step-sleep: sleep only while this file exists (tests: slow while the test acts, full speed after)")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     p.add_argument("--log-samples", action="store_true", help="print the sample ids of every step")
     p.add_argument("--device", type=str, default="cpu", help="cpu, or cuda: the model and batches on the GPU (scripts/gpu-check.sh)")
@@ -113,7 +114,7 @@ def main():
         step += 1
         recent = (recent + [loss.item()])[-50:]
         print("STEP step=%d time=%.6f rank=%d world=%d gen=%d loss=%.4f applied=%d" % (step, time.time(), ctx.rank, ctx.world, ctx.generation, loss.item(), ctx.applied), flush=True)
-        if args.step_sleep > 0:
+        if args.step_sleep > 0 and (not args.step_sleep_while or os.path.exists(args.step_sleep_while)):
             time.sleep(args.step_sleep)
     mean = sum(recent) / max(len(recent), 1)
     print("DONE step=%d time=%.6f rank=%d loss=%.4f" % (step, time.time(), ctx.rank, mean), flush=True)

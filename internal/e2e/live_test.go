@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,6 +34,25 @@ const (
 
 var liveArgs = []string{"--samples", strconv.Itoa(liveSamples), "--batch", "24", "--hidden", "64",
 	"--epochs", strconv.Itoa(liveEpochs), "--lr", "0.01"}
+
+// slowSteps is a file whose existence keeps train_live.py's
+// --step-sleep on (--step-sleep-while): slow steps while a test acts on
+// the job, full speed once fullSpeed removes it.
+func slowSteps(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "slow")
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func fullSpeed(t *testing.T, slow string) {
+	t.Helper()
+	if err := os.Remove(slow); err != nil {
+		t.Fatal(err)
+	}
+}
 
 func liveJob(name string, min, max int, extra ...string) map[string]any {
 	return map[string]any{
@@ -154,7 +172,8 @@ func TestLiveScaleKillExactlyOnce(t *testing.T) {
 	needTorch(t)
 	t.Setenv("EDL_DEBUG_SAMPLES", "1")
 	d := startDev(t, map[string]string{"alice": "tok-alice"}, "--slots", "3")
-	j := d.submit("alice", liveJob("live", 2, 3, "--step-sleep", "0.15"))
+	slow := slowSteps(t)
+	j := d.submit("alice", liveJob("live", 2, 3, "--step-sleep", "0.15", "--step-sleep-while", slow))
 	d.waitLive(j.ID, 120*time.Second, "first steps", func(s stepLine) bool { return s.step >= 5 })
 	// The planner may start it at 3 (spare slots): 2 -> 3 -> 2 from there.
 	for _, n := range []int{2, 3, 2} {
@@ -210,6 +229,7 @@ func TestLiveScaleKillExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.waitLive(j.ID, 120*time.Second, "a generation after the leader's kill", func(s stepLine) bool { return s.gen > lastGen })
+	fullSpeed(t, slow) // nothing more to do to it: the rest of its steps at full speed
 	got := d.waitJob("alice", j.ID, 5*time.Minute, "succeeded", func(j jobView) bool { return j.State == "succeeded" || j.State == "failed" })
 	if got.State != "succeeded" {
 		t.Fatalf("job %s, want succeeded", got.State)
@@ -248,14 +268,18 @@ func TestLiveScaleKillExactlyOnce(t *testing.T) {
 		}
 	}
 
-	// Same final loss as the static run.
+	// No worse a model than the static run's. One-sided: the world sizes
+	// between the resizes change the batches' order and so the
+	// trajectory, and runs have ended 5 % below the static loss as well
+	// as on it; what the samples check above cannot see is a model that
+	// trains worse.
 	_, evals := d.liveSteps(j.ID)
 	if len(evals) != 1 {
 		t.Fatalf("EVAL lines %v, want one (rank 0 at the end)", evals)
 	}
 	static := staticEval(t)
-	if rel := math.Abs(evals[0]-static) / static; rel > liveLossMargin {
-		t.Errorf("final loss %.4f under resizes and a kill, %.4f static: %.1f %% apart, want <= %.0f %%", evals[0], static, 100*rel, 100*liveLossMargin)
+	if rel := (evals[0] - static) / static; rel > liveLossMargin {
+		t.Errorf("final loss %.4f under resizes and a kill, %.4f static: %.1f %% worse, want <= %.0f %%", evals[0], static, 100*rel, 100*liveLossMargin)
 	}
 	t.Logf("final loss %.4f elastic, %.4f static; %d applied steps", evals[0], static, len(recs))
 }

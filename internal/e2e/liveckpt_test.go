@@ -49,7 +49,8 @@ func TestLiveKillAllCkpt(t *testing.T) {
 	needTorch(t)
 	t.Setenv("EDL_DEBUG_SAMPLES", "1")
 	d := startDev(t, map[string]string{"alice": "tok-alice"}, "--slots", "2")
-	spec := liveJob("live-ckpt", 2, 2, "--step-sleep", "0.05")
+	slow := slowSteps(t)
+	spec := liveJob("live-ckpt", 2, 2, "--step-sleep", "0.05", "--step-sleep-while", slow)
 	spec["checkpoint"] = map[string]any{"every_steps": 20, "keep": 2}
 	j := d.submit("alice", spec)
 	d.waitLive(j.ID, 120*time.Second, "first steps at world 2", func(s stepLine) bool { return s.wrld == 2 && s.step >= 5 })
@@ -71,6 +72,7 @@ func TestLiveKillAllCkpt(t *testing.T) {
 		}
 	}
 	t.Logf("killed both workers at step %d; checkpoints %v", at, d.liveCheckpoints("alice", j.ID))
+	fullSpeed(t, slow) // the restored lineage trains the rest at full speed
 	got := d.waitJob("alice", j.ID, 6*time.Minute, "succeeded", func(j jobView) bool { return j.State == "succeeded" || j.State == "failed" })
 	if got.State != "succeeded" {
 		t.Fatalf("job %s (%s), want succeeded", got.State, got.Reason)
