@@ -1,0 +1,84 @@
+# edl's warm start (worker/warm): run by the job's own interpreter, with the
+# job's own interpreter options, as `python [OPTS] -c <this> SPEC`. It imports
+# what SPEC preloads (torch, by default) ahead of need, says "ready" on one
+# pipe, waits on the other for the generation's environment, then runs the
+# program exactly as `python [OPTS] SCRIPT ARGS` (or `-m MODULE ARGS`) would:
+# a fresh __main__, sys.argv, sys.path[0], __file__, the same traceback. One process runs the
+# program once: no fork, so nothing of one run reaches the next.
+import sys
+
+
+def _edl_warm():
+    import json
+    import os
+
+    spec = json.loads(sys.argv[1])
+    ctl = os.fdopen(spec["ctl"], "rb", buffering=0)
+    ready = os.fdopen(spec["ready"], "wb", buffering=0)
+    failed = []
+    for name in spec.get("preload", []):
+        try:
+            __import__(name)
+        except BaseException as e:  # the program's own import fails the same way, cold or warm
+            failed.append("%s (%s: %s)" % (name, type(e).__name__, e))
+    ready.write(("ready %s\n" % json.dumps(failed)).encode())
+    ready.close()
+    data = ctl.read()
+    ctl.close()
+    if not data:  # the worker gave this interpreter up
+        os._exit(0)
+    msg = json.loads(data)
+    if "cwd" in msg:
+        os.chdir(msg["cwd"])
+    os.environ.clear()
+    os.environ.update(msg["env"])
+    return spec
+
+
+def _edl_run(spec):
+    # How `python [OPTS] SCRIPT` and `python -m MODULE` set up __main__
+    # (CPython 3.11's pymain_run_file and runpy), in a fresh module: boot.py's
+    # own names stay out of the program's globals.
+    import builtins
+    import importlib.machinery
+    import os
+    import types
+
+    main = types.ModuleType("__main__")
+    sys.modules["__main__"] = main
+    safe = getattr(sys.flags, "safe_path", False)
+    if spec.get("module"):
+        import runpy
+
+        sys.argv = ["-m"] + spec["args"]
+        if not safe:
+            sys.path[0] = os.getcwd()
+        return lambda: runpy._run_module_as_main(spec["module"], alter_argv=True)
+    path = os.path.abspath(spec["script"])
+    sys.argv = [spec["script"]] + spec["args"]
+    if not safe:
+        sys.path[0] = os.path.dirname(os.path.realpath(path))
+    main.__dict__.update(__builtins__=builtins, __file__=path, __cached__=None,
+                         __loader__=importlib.machinery.SourceFileLoader("__main__", path))
+
+    def go():
+        with open(path, "rb") as f:
+            code = compile(f.read(), path, "exec", dont_inherit=True)
+        exec(code, main.__dict__)
+
+    return go
+
+
+_edl_go = _edl_run(_edl_warm())
+del _edl_warm, _edl_run
+try:
+    _edl_go()
+except (SystemExit, KeyboardInterrupt):
+    raise
+except BaseException as _edl_e:
+    # The traceback a cold run prints: without boot.py's frames.
+    _edl_tb = _edl_e.__traceback__
+    while _edl_tb is not None and _edl_tb.tb_frame.f_code.co_filename == "<string>":
+        _edl_tb = _edl_tb.tb_next
+    sys.excepthook(type(_edl_e), _edl_e, _edl_tb)
+    sys.exit(1)
