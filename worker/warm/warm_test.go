@@ -71,8 +71,8 @@ def square(x):
     return x * x
 def bye():
     print(json.dumps({"atexit": G}), flush=True)
-atexit.register(bye)
-if __name__ == "__main__":
+if __name__ == "__main__":  # not in the pool's process: it may be terminated
+    atexit.register(bye)
     pool = None
     if os.environ.get("POOL"):
         with mp.get_context("spawn").Pool(1) as p:
@@ -211,8 +211,8 @@ func TestWarmRunsLikeCold(t *testing.T) {
 	}
 }
 
-// split is a run's output lines, sorted (the spawned process's atexit
-// line comes when it exits), less the line on torch, which it returns.
+// split is a run's output lines, sorted, less the line on torch, which it
+// returns.
 func split(out string) (lines []string, torch string) {
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		if strings.HasPrefix(l, `{"torch_before_import"`) {
