@@ -3,37 +3,35 @@ package worker
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
-	"testing"
+	"sync/atomic"
 	"time"
 
 	"github.com/edl-nomad/edl/checkpoint"
-	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/jobs/jobstore"
 	"github.com/edl-nomad/edl/worker/collective"
 	"github.com/redis/go-redis/v9"
 )
 
-// The multi-process tests re-run this test binary as worker processes:
-// with EDL_WORKER_CHILD set, TestMain runs one worker instead of the tests.
-func TestMain(m *testing.M) {
-	if os.Getenv("EDL_WORKER_CHILD") != "" {
-		os.Exit(runChild())
-	}
-	testenv.Main(m)
+// childEnv is what a worker child process of the multi-process tests
+// (cluster.start re-runs the test binary with EDL_WORKER_CHILD set) reads
+// from its environment: its config and deps, ready for the mode's
+// constructor. code != 0: the setup failed (exit with it). done releases
+// what the setup opened (the ring listener).
+type childEnv struct {
+	Cfg  Config
+	Deps Deps
+	Env  func(string) string
+	Log  *slog.Logger
+	Code int
+	Done func()
 }
 
-func runChild() int {
-	// First of all: a SIGTERM that arrives while the process starts is a
-	// graceful stop too (the randomized test sends some that early).
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
+// childSetup reads a worker child's environment (see childEnv).
+func childSetup() childEnv {
 	env := func(k string) string { return os.Getenv("EDL_WORKER_" + k) }
 	level := slog.LevelInfo
 	if env("DEBUG") != "" {
@@ -43,12 +41,12 @@ func runChild() int {
 	var spec jobs.Spec
 	if err := json.Unmarshal([]byte(env("SPEC")), &spec); err != nil {
 		log.Error("bad spec", "err", err)
-		return 2
+		return childEnv{Code: 2}
 	}
 	opts, err := redis.ParseURL(env("REDIS"))
 	if err != nil {
 		log.Error("bad redis url", "err", err)
-		return 2
+		return childEnv{Code: 2}
 	}
 	opts.MaxRetries = -1
 	opts.DialTimeout = 200 * time.Millisecond
@@ -58,9 +56,8 @@ func runChild() int {
 	tr, err := collective.Listen("127.0.0.1:0", job, log)
 	if err != nil {
 		log.Error("listen", "err", err)
-		return 1
+		return childEnv{Code: 1}
 	}
-	defer tr.Close()
 	cfg := DefaultConfig(job, id)
 	cfg.Prefix = env("PREFIX")
 	cfg.Lease = 1500 * time.Millisecond
@@ -77,7 +74,7 @@ func runChild() int {
 	if v := env("COMPRESSION"); v != "" {
 		if cfg.Compression, err = collective.ParseCompression(v); err != nil {
 			log.Error("bad compression", "err", err)
-			return 2
+			return childEnv{Code: 2}
 		}
 	}
 	deps := Deps{Redis: rdb, Transport: tr, Spec: &spec, Log: log}
@@ -94,21 +91,36 @@ func runChild() int {
 		st, err := checkpoint.Open(context.Background(), u, checkpoint.Options{})
 		if err != nil {
 			log.Error("open store", "err", err)
-			return 2
+			return childEnv{Code: 2}
 		}
 		deps.Store = st
 	}
-	if env("LIVE") != "" {
-		return runLiveChild(ctx, cfg, deps, env) // liveckpt_test.go
-	}
-	w, err := New(cfg, deps)
-	if err != nil {
-		log.Error("new worker", "err", err)
-		return 2
-	}
-	if err := w.Run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		return 1
-	}
-	return 0
+	return childEnv{Cfg: cfg, Deps: deps, Env: env, Log: log, Done: func() { _ = tr.Close() }}
 }
+
+// slowRunning is the real job store whose Running transition takes a
+// while, as it does when Redis is slow: the window in which a final
+// transition used to overtake it.
+type slowRunning struct {
+	*jobstore.Store
+	delay    time.Duration
+	entered  chan struct{} // closed when the Running write starts
+	finalErr atomic.Value  // error of the last non-Running transition
+}
+
+func (s *slowRunning) Transition(ctx context.Context, id string, to jobs.State, reason string) (jobs.Job, error) {
+	if to == jobs.Running {
+		select {
+		case <-s.entered:
+		default:
+			close(s.entered)
+		}
+		time.Sleep(s.delay)
+		return s.Store.Transition(ctx, id, to, reason)
+	}
+	j, err := s.Store.Transition(ctx, id, to, reason)
+	s.finalErr.Store(errBox{err})
+	return j, err
+}
+
+type errBox struct{ err error }

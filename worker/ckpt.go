@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"strconv"
 	"time"
 
@@ -14,19 +12,6 @@ import (
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/worker/datapipe"
 )
-
-// CheckpointJob is the job id under which a job's checkpoints live in the
-// store: the API lists them with checkpoint.List(ctx, store,
-// CheckpointJob(id)) and streams a model with checkpoint.OpenModel.
-func CheckpointJob(job string) string { return job }
-
-// dataShard is the checkpoint's data-pipeline shard: the training counters
-// and, as of the same step boundary, the queues and partition records of
-// the epochs in use.
-type dataShard struct {
-	State    progressState         `json:"state"`
-	Pipeline []datapipe.EpochState `json:"pipeline"`
-}
 
 // trainerShard describes the model, for readers of the checkpoint.
 type trainerShard struct {
@@ -58,39 +43,7 @@ func newCheckpointer(w *Worker, store checkpoint.Store) (*checkpointer, error) {
 	return c, nil
 }
 
-// catalogConfig is the retention of a job's checkpoints: the newest
-// spec.checkpoint.keep, whatever wrote them (every_steps, an epoch end, a
-// stop). Keeping the newest of every epoch as well (KeepPerEpoch) let
-// epoch-end checkpoints escape keep: 8 kept with keep 3.
-func catalogConfig(job string, spec jobs.Spec, log *slog.Logger) checkpoint.Config {
-	return checkpoint.Config{Job: CheckpointJob(job), Keep: spec.Checkpoint.Keep, Log: log}
-}
-
 func (c *checkpointer) onEvent(e checkpoint.Event) { reportCheckpointEvent(c.w.log, c.w.rep, c.cat, e) }
-
-// reportCheckpointEvent logs an uploader's event and makes the job's
-// record and events say it; the built-in trainer and live mode share it.
-func reportCheckpointEvent(log *slog.Logger, rep *reporter, cat *checkpoint.Catalog, e checkpoint.Event) {
-	switch e.Kind {
-	case checkpoint.EventCommitted:
-		log.Info("checkpoint committed", "step", e.Step, "bytes", e.Manifest.Size(), "took", e.Took.Round(time.Millisecond))
-		rep.checkpoint(jobs.CheckpointRef{Step: e.Step, Epoch: e.Manifest.Epoch, URL: cat.Store().String(),
-			SizeBytes: e.Manifest.Size(), CreatedAt: e.Manifest.CreatedAt})
-	case checkpoint.EventSkipped:
-		rep.event(jobs.EventCheckpoint, fmt.Sprintf("checkpoint at step %d skipped: the previous one is still uploading", e.Step),
-			map[string]any{"step": e.Step, "skipped": true})
-	case checkpoint.EventRetry:
-		log.Warn("checkpoint upload failed, retrying", "step", e.Step, "attempt", e.Attempt, "err", e.Err)
-		rep.event(jobs.EventCheckpoint, fmt.Sprintf("checkpoint at step %d: attempt %d failed, retrying: %v", e.Step, e.Attempt, e.Err),
-			map[string]any{"step": e.Step, "attempt": e.Attempt})
-	case checkpoint.EventFailed:
-		log.Warn("checkpoint given up", "step", e.Step, "err", e.Err)
-		rep.event(jobs.EventError, fmt.Sprintf("checkpoint at step %d failed: %v; training goes on", e.Step, e.Err),
-			map[string]any{"step": e.Step})
-	case checkpoint.EventPruneErr:
-		log.Warn("checkpoint retention failed", "err", e.Err)
-	}
-}
 
 // due reports whether the step just applied calls for a periodic checkpoint.
 func (c *checkpointer) due(applied int64) bool {
@@ -190,13 +143,4 @@ func (c *checkpointer) load(ctx context.Context) (found bool, st progressState, 
 	w.rep.event(jobs.EventCheckpoint, fmt.Sprintf("restored checkpoint at step %d (epoch %d)", m.Step, m.Epoch),
 		map[string]any{"step": m.Step, "epoch": m.Epoch, "restored": true})
 	return true, st, pipe, nil
-}
-
-func readShard(ctx context.Context, cp *checkpoint.Checkpoint, name string) ([]byte, error) {
-	rc, err := cp.Open(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	defer rc.Close()
-	return io.ReadAll(rc)
 }

@@ -358,3 +358,73 @@ func sampleGaps(recs map[int64]string, ds jobs.SyntheticDataset, epochs int) str
 	sort.Strings(out)
 	return strings.Join(out, "; ")
 }
+
+// leaderID returns the worker holding the leader lease.
+func (c *cluster) leaderID() string {
+	id, _ := c.r.Client.Get(t0ctx, c.coord().Keys().Leader()).Result()
+	return id
+}
+
+func (c *cluster) liveDir() string {
+	for _, e := range c.env {
+		if d, ok := strings.CutPrefix(e, "EDL_WORKER_LIVEDIR="); ok {
+			return d
+		}
+	}
+	return ""
+}
+
+// checkLiveExactlyOnce is checkExactlyOnce for a live job's data set.
+func (c *cluster) checkLiveExactlyOnce(samples int64, parts, epochs int) {
+	c.t.Helper()
+	recs, err := datapipeRecords(c)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	missed, repeated, err := CheckLiveSamples(recs, samples, parts, epochs)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if missed != 0 || repeated != 0 || len(recs) == 0 {
+		c.t.Errorf("samples missed %d, repeated %d over %d applied steps; want 0 and 0", missed, repeated, len(recs))
+	}
+}
+
+// waitLonePartition waits until epoch's queue is empty and exactly one of
+// its partitions is unfinished, with minOff..maxOff samples used (so the
+// others had time to find the queue empty), and returns the worker holding it.
+func (c *cluster) waitLonePartition(epoch int, minOff, maxOff int64, timeout time.Duration) string {
+	c.t.Helper()
+	keys := c.coord().Keys()
+	var holder string
+	c.waitFor("one worker holding the last partition", timeout, func() bool {
+		ctx := context.Background()
+		if n, err := c.r.Client.LLen(ctx, keys.Todo(epoch)).Result(); err != nil || n != 0 {
+			return false
+		}
+		parts, err := c.r.Client.HGetAll(ctx, keys.Parts(epoch)).Result()
+		if err != nil || len(parts) != c.spec.Trainer.Builtin.Dataset.Partitions {
+			return false
+		}
+		open := 0
+		for _, rec := range parts {
+			f := strings.Split(rec, "|")
+			if len(f) != 7 || f[3] != "0" {
+				continue
+			}
+			open++
+			holder = f[0]
+			if off, err := strconv.ParseInt(f[1], 10, 64); err != nil || off < minOff || off > maxOff || holder == "" {
+				return false
+			}
+		}
+		return open == 1
+	})
+	return holder
+}
+
+var t0ctx = context.Background()
+
+func datapipeRecords(c *cluster) (map[int64]string, error) {
+	return datapipe.New(c.r.Client, c.coord().Keys(), "test").DebugRecords(context.Background())
+}

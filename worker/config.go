@@ -103,20 +103,3 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
-
-// validateSpec checks that spec is a built-in trainer job this worker can run.
-func validateSpec(s jobs.Spec) (*jobs.BuiltinTrainer, error) {
-	if s.Trainer.Kind != jobs.TrainerBuiltin || s.Trainer.Builtin == nil {
-		return nil, fmt.Errorf("job spec: trainer: kind %q is not the built-in trainer", s.Trainer.Kind)
-	}
-	b := s.Trainer.Builtin
-	switch {
-	case b.Epochs <= 0:
-		return nil, errors.New("job spec: trainer.builtin.epochs: must be positive")
-	case b.BatchSize <= 0:
-		return nil, errors.New("job spec: trainer.builtin.batch_size: must be positive")
-	case b.Dataset.Partitions <= 0:
-		return nil, errors.New("job spec: trainer.builtin.dataset.partitions: must be positive")
-	}
-	return b, nil
-}

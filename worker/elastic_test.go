@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"context"
 	"syscall"
 	"testing"
 	"time"
@@ -35,12 +34,6 @@ func TestScaleOutAndInMidEpoch(t *testing.T) {
 	c.waitWorld(2, 20*time.Second)
 	c.finish(60 * time.Second)
 	c.checkExactlyOnce()
-}
-
-// leaderID returns the worker holding the leader lease.
-func (c *cluster) leaderID() string {
-	id, _ := c.r.Client.Get(t0ctx, c.coord().Keys().Leader()).Result()
-	return id
 }
 
 func TestSIGKILLOfWorkerAndOfLeader(t *testing.T) {
@@ -85,5 +78,3 @@ func TestRedisRestart(t *testing.T) {
 	c.finish(60 * time.Second)
 	c.checkExactlyOnce()
 }
-
-var t0ctx = context.Background()

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,53 +14,6 @@ import (
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
 )
-
-// execJobs is a JobSource that keeps the job in memory and records what
-// the workers wrote.
-type execJobs struct {
-	mu     sync.Mutex
-	job    jobs.Job
-	events []jobs.Event
-}
-
-func (f *execJobs) Get(ctx context.Context, id string) (jobs.Job, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.job, nil
-}
-func (f *execJobs) SetProgress(ctx context.Context, id string, p jobs.Progress) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.job.Progress = p
-	return nil
-}
-func (f *execJobs) AppendEvent(ctx context.Context, id string, e jobs.Event) (jobs.Event, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.events = append(f.events, e)
-	return e, nil
-}
-func (f *execJobs) Transition(ctx context.Context, id string, to jobs.State, reason string) (jobs.Job, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !jobs.CanTransition(f.job.State, to) {
-		return f.job, &jobs.TransitionError{From: f.job.State, To: to}
-	}
-	f.job.State, f.job.Reason = to, reason
-	return f.job, nil
-}
-func (f *execJobs) SetCheckpoint(ctx context.Context, id string, ref jobs.CheckpointRef) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.job.LastCheckpoint = &ref
-	return nil
-}
-
-func (f *execJobs) state() (jobs.State, string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.job.State, f.job.Reason
-}
 
 // execRun runs exec workers of one job in this process, each with its
 // own folder, until they all return.
@@ -109,12 +61,13 @@ func (run *execRun) add(id string) context.CancelFunc {
 	t.Cleanup(cancel)
 	cfg := DefaultConfig("j1", id)
 	cfg.Prefix = run.r.Prefix
-	w, err := NewExec(cfg, ExecConfig{Dir: filepath.Join(t.TempDir(), "w"), Env: []string{"PATH=" + os.Getenv("PATH")},
+	pw, err := newProgramWorker(cfg, ExecConfig{Dir: filepath.Join(t.TempDir(), "w"), Env: []string{"PATH=" + os.Getenv("PATH")},
 		Poll: 50 * time.Millisecond, SyncEvery: 100 * time.Millisecond},
 		Deps{Redis: run.r.Client, Jobs: run.jobs, Store: run.store})
 	if err != nil {
 		t.Fatal(err)
 	}
+	w := newRestart(pw)
 	run.n++
 	go func() { run.errs <- w.Run(ctx) }()
 	return cancel

@@ -264,14 +264,6 @@ func restoreFile(ctx context.Context, cp *checkpoint.Checkpoint, stage string, f
 	return err
 }
 
-// asCorrupt makes a missing shard a reason to skip the checkpoint.
-func asCorrupt(err error) error {
-	if errors.Is(err, checkpoint.ErrNotFound) {
-		return fmt.Errorf("%w: %v", checkpoint.ErrCorrupt, err)
-	}
-	return err
-}
-
 func linkOrCopy(src, dst string) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err

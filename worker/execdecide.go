@@ -71,25 +71,6 @@ func hasReport(v peerView, id string) bool {
 	return ok
 }
 
-// exitVerdict is what a program's own exit (not one edl caused) means.
-type exitVerdict int
-
-const (
-	exitSucceeded exitVerdict = iota // rank 0 exited 0: the job succeeded
-	exitFinished                     // another rank exited 0: wait for rank 0's
-	exitFailed                       // non-zero or killed: a failure, restarted within max_restarts
-)
-
-func judgeExit(rank int, r programResult) exitVerdict {
-	switch {
-	case r.StartErr != nil || r.Code != 0 || r.Signal != "":
-		return exitFailed
-	case rank == 0:
-		return exitSucceeded
-	}
-	return exitFinished
-}
-
 // countsAsRestart reports whether next, following prev, restarts a failed
 // program (and so counts against max_restarts, as torchrun counts
 // restart_count): a program of prev failed on its own and every member of

@@ -47,7 +47,7 @@ return tonumber(redis.call('GET', KEYS[2]) or '0')`)
 // runGen runs generation g: it counts the restart if g follows a failure,
 // meets the other members at g's start barrier, brings the newest
 // checkpoint into the folder, starts the program and watches it.
-func (w *ExecWorker) runGen(ctx context.Context, g *coord.Generation) genOutcome {
+func (w *restartWorker) runGen(ctx context.Context, g *coord.Generation) genOutcome {
 	rank := g.Rank(w.cfg.Worker)
 	rdb := w.deps.Redis
 	if min := w.minWorkers(ctx); len(g.Members) < min {
@@ -123,7 +123,7 @@ func (w *ExecWorker) runGen(ctx context.Context, g *coord.Generation) genOutcome
 
 // countRestart counts prev's failure against max_restarts when g restarts
 // the same members after it (countsAsRestart).
-func (w *ExecWorker) countRestart(ctx context.Context, prev, g *coord.Generation) {
+func (w *restartWorker) countRestart(ctx context.Context, prev, g *coord.Generation) {
 	rdb := w.deps.Redis
 	n, err := rdb.Exists(ctx, w.keys.Failed(prev.Number)).Result()
 	if err != nil || !countsAsRestart(prev, g, n > 0) {
@@ -138,7 +138,7 @@ func (w *ExecWorker) countRestart(ctx context.Context, prev, g *coord.Generation
 	w.log.Info("restart after a program failure", "failed_gen", prev.Number, "gen", g.Number, "restarts", restarts)
 }
 
-func (w *ExecWorker) failedReason(ctx context.Context, restarts, max int) string {
+func (w *restartWorker) failedReason(ctx context.Context, restarts, max int) string {
 	var f execFailure
 	if b, err := w.deps.Redis.Get(ctx, w.keys.base+"lastfailure").Bytes(); err == nil {
 		_ = json.Unmarshal(b, &f)
@@ -149,7 +149,7 @@ func (w *ExecWorker) failedReason(ctx context.Context, restarts, max int) string
 
 // masterPort is rank 0's rendezvous port: the reserved one, else a free
 // one (the way torchrun's agent picks it: bind port 0, close).
-func (w *ExecWorker) masterPort() (int, error) {
+func (w *restartWorker) masterPort() (int, error) {
 	if w.ecfg.MasterPort > 0 {
 		return w.ecfg.MasterPort, nil
 	}
@@ -163,7 +163,7 @@ func (w *ExecWorker) masterPort() (int, error) {
 
 // waitBarrier waits until g may start (judgeBarrier). It returns the
 // members' entries, or nil and what to do instead.
-func (w *ExecWorker) waitBarrier(ctx context.Context, g *coord.Generation) (map[string]execEntry, genOutcome) {
+func (w *restartWorker) waitBarrier(ctx context.Context, g *coord.Generation) (map[string]execEntry, genOutcome) {
 	t := time.NewTicker(w.ecfg.Poll / 2)
 	defer t.Stop()
 	for {
@@ -201,7 +201,7 @@ func (w *ExecWorker) waitBarrier(ctx context.Context, g *coord.Generation) (map[
 
 // monitor watches the running program and g's members until the
 // generation ends for this worker.
-func (w *ExecWorker) monitor(ctx context.Context, g *coord.Generation, rank int, prog *program) genOutcome {
+func (w *restartWorker) monitor(ctx context.Context, g *coord.Generation, rank int, prog *program) genOutcome {
 	sctx, scancel := context.WithCancel(ctx)
 	synced := make(chan struct{})
 	if rank == 0 && w.sync != nil {
@@ -289,7 +289,7 @@ func (w *ExecWorker) monitor(ctx context.Context, g *coord.Generation, rank int,
 
 // awaitExit gives a program that is finishing on its own (rank 0's
 // already did) a moment before it is stopped.
-func (w *ExecWorker) awaitExit(prog *program, running bool) {
+func (w *restartWorker) awaitExit(prog *program, running bool) {
 	if !running {
 		return
 	}
@@ -301,7 +301,7 @@ func (w *ExecWorker) awaitExit(prog *program, running bool) {
 }
 
 // recordFailure keeps the first failure of g for the job's reason.
-func (w *ExecWorker) recordFailure(ctx context.Context, g *coord.Generation, rank int, res programResult) {
+func (w *restartWorker) recordFailure(ctx context.Context, g *coord.Generation, rank int, res programResult) {
 	w.log.Warn("program failed", "gen", g.Number, "rank", rank, "exit", res.describe(), "stderr_tail", res.Tail)
 	f := execFailure{Worker: w.cfg.Worker, Rank: rank, Exit: res.describe(), Code: res.Code, Tail: res.Tail}
 	b, _ := json.Marshal(f)
@@ -314,7 +314,7 @@ func (w *ExecWorker) recordFailure(ctx context.Context, g *coord.Generation, ran
 
 // report tells the leader that g is broken for this worker, unless a newer
 // generation already replaced it (a late report would break that one).
-func (w *ExecWorker) report(ctx context.Context, g *coord.Generation) {
+func (w *restartWorker) report(ctx context.Context, g *coord.Generation) {
 	_ = retry(ctx, w.log, "report", func() error {
 		if cur, err := w.co.ReadGen(ctx); err == nil && cur != nil && cur.Number > g.Number {
 			return nil
@@ -326,7 +326,7 @@ func (w *ExecWorker) report(ctx context.Context, g *coord.Generation) {
 // syncLoop uploads rank 0's folder whenever the program wrote a new
 // checkpoint into it, so a worker's death loses at most what was not yet
 // uploaded.
-func (w *ExecWorker) syncLoop(ctx context.Context, g *coord.Generation) {
+func (w *restartWorker) syncLoop(ctx context.Context, g *coord.Generation) {
 	t := time.NewTicker(w.ecfg.SyncEvery)
 	defer t.Stop()
 	for {
@@ -341,7 +341,7 @@ func (w *ExecWorker) syncLoop(ctx context.Context, g *coord.Generation) {
 
 // finalSync uploads rank 0's folder once its program is gone and tells
 // the next generation's members they may restore.
-func (w *ExecWorker) finalSync(ctx context.Context, g *coord.Generation, rank int) {
+func (w *restartWorker) finalSync(ctx context.Context, g *coord.Generation, rank int) {
 	if rank != 0 || w.sync == nil {
 		return
 	}
@@ -350,7 +350,7 @@ func (w *ExecWorker) finalSync(ctx context.Context, g *coord.Generation, rank in
 	w.upload(uctx, g, true)
 }
 
-func (w *ExecWorker) upload(ctx context.Context, g *coord.Generation, final bool) {
+func (w *restartWorker) upload(ctx context.Context, g *coord.Generation, final bool) {
 	start := time.Now()
 	m, err := w.sync.Upload(ctx, g.Number, len(g.Members))
 	switch {
@@ -366,7 +366,7 @@ func (w *ExecWorker) upload(ctx context.Context, g *coord.Generation, final bool
 	}
 }
 
-func (w *ExecWorker) setRoot(ctx context.Context, r rootRecord) {
+func (w *restartWorker) setRoot(ctx context.Context, r rootRecord) {
 	b, _ := json.Marshal(r)
 	_ = retry(ctx, w.log, "root record", func() error {
 		_, err := w.deps.Redis.TxPipelined(ctx, func(p redis.Pipeliner) error {
@@ -389,7 +389,7 @@ func sinceStop(at time.Time) time.Duration {
 
 // minWorkers is the job's workers.min as the job store says now (a PATCH
 // may have changed it), else as the worker started with.
-func (w *ExecWorker) minWorkers(ctx context.Context) int {
+func (w *restartWorker) minWorkers(ctx context.Context) int {
 	min := w.spec.Workers.Min
 	if w.deps.Jobs != nil {
 		if j, err := w.deps.Jobs.Get(ctx, w.cfg.Job); err == nil {

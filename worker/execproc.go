@@ -285,3 +285,22 @@ func (t *lineTail) String() string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// exitVerdict is what a program's own exit (not one edl caused) means.
+type exitVerdict int
+
+const (
+	exitSucceeded exitVerdict = iota // rank 0 exited 0: the job succeeded
+	exitFinished                     // another rank exited 0: wait for rank 0's
+	exitFailed                       // non-zero or killed: a failure, restarted within max_restarts
+)
+
+func judgeExit(rank int, r programResult) exitVerdict {
+	switch {
+	case r.StartErr != nil || r.Code != 0 || r.Signal != "":
+		return exitFailed
+	case rank == 0:
+		return exitSucceeded
+	}
+	return exitFinished
+}

@@ -118,7 +118,7 @@ type liveReply struct {
 
 // liveWorker is an exec worker in live mode.
 type liveWorker struct {
-	*ExecWorker
+	*programWorker
 	ds     jobs.ExecDataset
 	epochs int
 
@@ -133,7 +133,7 @@ type liveWorker struct {
 	// applied end and dropped at every generation start (the claim returns
 	// the worker's own unfinished partition at its committed offset), and
 	// the commits of its applied steps. The partition order is not
-	// shuffled (seed 0), partitions as livePartition cuts them.
+	// shuffled (seed 0), partitions as execPartition cuts them.
 	dc dataCursor
 	g  *coord.Generation // the generation the program runs in (nil: none)
 
@@ -152,13 +152,23 @@ type liveWorker struct {
 	fb  liveRestart // the job-level fallback to restart mode (liverestart.go)
 }
 
-// runLive runs the worker in live mode; the spec has been read.
-func (w *ExecWorker) runLive(ctx context.Context) error {
-	lw := &liveWorker{ExecWorker: w, ds: *w.ex.Dataset, st: progressState{Applied: -1}}
-	return lw.run(ctx)
+// newLive is pw in live mode.
+func newLive(pw *programWorker) *liveWorker {
+	return &liveWorker{programWorker: pw, st: progressState{Applied: -1}}
 }
 
+// run reads the job's spec (an exec trainer in live mode) and runs the
+// worker in live mode until the job ends.
 func (w *liveWorker) run(ctx context.Context) error {
+	spec, err := w.readSpec(ctx)
+	if err != nil {
+		return err
+	}
+	if ex := spec.Trainer.Exec; spec.Trainer.Kind != jobs.TrainerExec || ex == nil || !ex.Live() || ex.Dataset == nil || len(ex.Command) == 0 {
+		return fmt.Errorf("job spec: trainer: not an exec trainer in live mode with a command and a dataset")
+	}
+	w.spec, w.ex = *spec, *spec.Trainer.Exec
+	w.ds = *w.ex.Dataset
 	bg, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w.log = w.log.With("mode", "live")
@@ -166,7 +176,7 @@ func (w *liveWorker) run(ctx context.Context) error {
 	w.rep = newReporter(w.deps.Jobs, w.cfg.Job, w.cfg.ProgressEvery, w.log)
 	w.dc = newDataCursor(datapipe.New(w.deps.Redis, w.co.Keys(), w.cfg.Worker), w.log)
 	w.dc.parts, w.dc.seed = w.ds.Partitions, 0
-	w.dc.size = func(p int) int64 { _, size := livePartition(w.ds.Samples, w.ds.Partitions, p); return size }
+	w.dc.size = func(p int) int64 { _, size := execPartition(w.ds.Samples, w.ds.Partitions, p); return size }
 	lck, err := newLiveCkpt(w)
 	if err != nil {
 		return err
@@ -215,15 +225,7 @@ func (w *liveWorker) run(ctx context.Context) error {
 		}
 		return err
 	}
-	minStart := w.cfg.MinStart
-	if minStart == 0 {
-		minStart = max(1, w.spec.Workers.Min)
-	}
-	maxW := w.cfg.MaxWorkers
-	if maxW == 0 {
-		maxW = 1024
-	}
-	w.leader = coord.NewLeader(w.co, coord.LeaderOptions{MinStart: minStart, MaxWorkers: maxW, Window: w.cfg.ReportWindow}, w.deps.Now)
+	w.leader = newLeader(w.cfg, w.spec, w.co, w.deps.Now, nil)
 	w.watch = w.co.Watch(context.WithoutCancel(ctx), 100*time.Millisecond)
 	if err := w.register(ctx, coord.Ready); err != nil {
 		return err
@@ -231,41 +233,20 @@ func (w *liveWorker) run(ctx context.Context) error {
 	w.log.Info("ready", "program", w.ex.Command[0], "socket", w.sock, "addr", w.liveAddr)
 	go func() {
 		<-ctx.Done()
-		w.leaveReq.Store(true)
-		w.poke()
+		w.requestLeave()
 	}()
-	go w.poll(bg)
-	go w.listen(bg)
+	go w.poll(bg, w.deps.Redis, w.deps.Jobs, w.cfg.Job)
+	go w.listen(bg, w.deps.Redis)
 	lctx, lcancel := context.WithCancel(bg)
 	w.stopLead = lcancel
 	go func() { _ = w.leader.Run(lctx) }()
 	return w.serve(bg, conn)
 }
 
-// nextGen is ExecWorker.next that also returns (nil, false, nil) when the
-// program ends.
+// nextGen is the generation wait (membership.waitGen) that also returns
+// (nil, false, nil) when the program ends.
 func (w *liveWorker) nextGen(ctx context.Context, after int64) (*coord.Generation, bool, error) {
-	t := time.NewTicker(w.ecfg.Poll)
-	defer t.Stop()
-	for {
-		if w.leaveReq.Load() || w.stopReq.Load() || w.programExited() {
-			return nil, false, nil
-		}
-		if g, err := w.co.ReadGen(ctx); err == nil && g != nil && g.Number > after {
-			return g, false, nil
-		}
-		if d, err := w.co.Done(ctx); err == nil && d {
-			return nil, true, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, false, ctx.Err()
-		case <-w.prog.done:
-		case <-w.wake:
-		case <-w.watch.Changed():
-		case <-t.C:
-		}
-	}
+	return w.waitGen(ctx, after, w.ecfg.Poll, w.prog.done)
 }
 
 // handle answers one request; after, when set, ends the worker's life
@@ -461,7 +442,7 @@ func (w *liveWorker) liveNext(ctx context.Context, batch int) liveReply {
 	rep.Switch = stale || max(w.dc.seenGen(), w.watch.Latest()) > w.g.Number
 	if cur := w.dc.cur; cur.part >= 0 {
 		my := w.dc.take(int(min(int64(batch), cur.size-cur.off)), rep.Leaving)
-		first, _ := livePartition(w.ds.Samples, w.ds.Partitions, my.Part)
+		first, _ := execPartition(w.ds.Samples, w.ds.Partitions, my.Part)
 		rep.Part, rep.Start, rep.End, rep.First, rep.Fin = my.Part, my.Start, my.End, first, my.Fin
 	}
 	return rep
@@ -479,8 +460,8 @@ func (w *liveWorker) liveClaim(ctx context.Context) (blocked, stale bool) {
 func (w *liveWorker) liveStep(ctx context.Context, req liveRequest) (liveReply, func() error) {
 	g := w.g
 	world, rank := len(g.Members), g.Rank(w.cfg.Worker)
-	if len(req.Meta) != liveMetaLen(world) {
-		return liveReply{Error: fmt.Sprintf("step: metadata of %d values, want %d for world %d", len(req.Meta), liveMetaLen(world), world)}, nil
+	if len(req.Meta) != blockLen(world) {
+		return liveReply{Error: fmt.Sprintf("step: metadata of %d values, want %d for world %d", len(req.Meta), blockLen(world), world)}, nil
 	}
 	v := decideStep(req.Meta, world, rank, w.st.Epoch, w.epochs)
 	if v.Apply {
@@ -511,14 +492,14 @@ func (w *liveWorker) liveStep(ctx context.Context, req liveRequest) (liveReply, 
 // the counters and every rank's consumption (progressState.advance), this
 // rank's commit (dataCursor.applied).
 func (w *liveWorker) liveApply(g *coord.Generation, rank int, meta []int64, loss float64) {
-	total := meta[liveCount]
-	cons, dbg := liveConsumption(meta, g.Members, w.st.Epoch, w.cfg.DebugSamples)
+	total := meta[blockCount]
+	cons, dbg := consumption(meta, g.Members, w.st.Epoch, w.cfg.DebugSamples)
 	w.st.advance(total, loss, cons, dbg)
 	var debug []datapipe.DebugRecord
 	if w.cfg.DebugSamples {
 		debug = append(debug, datapipe.DebugRecord{Step: w.st.Applied, Payload: w.st.Debug})
 	}
-	w.dc.applied(g.Number, w.st.Applied, w.st.Epoch, liveSlot(meta, rank), debug...)
+	w.dc.applied(g.Number, w.st.Applied, w.st.Epoch, readSlot(meta, rank), debug...)
 	if rank == 0 {
 		now := w.deps.Now()
 		var rate float64

@@ -108,17 +108,18 @@ func (l *liveRun) addTee(id string, stderr io.Writer) {
 	out := &lockedWriter{b: &strings.Builder{}}
 	l.logs[id] = out
 	l.dirs[id] = filepath.Join(l.t.TempDir(), id)
-	w, err := NewExec(cfg, ExecConfig{Dir: l.dirs[id], Env: []string{"PATH=" + os.Getenv("PATH")},
+	pw, err := newProgramWorker(cfg, ExecConfig{Dir: l.dirs[id], Env: []string{"PATH=" + os.Getenv("PATH")},
 		Stdout: out, Stderr: progErr, Poll: 50 * time.Millisecond, LiveTimeout: 5 * time.Second},
 		Deps{Redis: l.r.Client, Jobs: l.jobs, Log: slog.New(slog.NewTextHandler(l.wlog, nil))})
 	if err != nil {
 		l.t.Fatal(err)
 	}
+	w := newLive(pw)
 	ctx, cancel := context.WithCancel(context.Background())
 	l.t.Cleanup(cancel)
 	l.cancel[id] = cancel
 	l.n++
-	go func() { l.errs <- w.Run(ctx) }()
+	go func() { l.errs <- w.run(ctx) }()
 }
 
 // waitProgress waits until the job's progress satisfies ok.

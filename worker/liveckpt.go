@@ -116,7 +116,7 @@ func (c *liveCkpt) onEvent(e checkpoint.Event) { reportCheckpointEvent(c.w.log, 
 func liveCkptReason(v stepVerdict, applied, every int64, meta []int64, world int) string {
 	leavers := 0
 	for r := range world {
-		if liveSlot(meta, r).Leaving {
+		if readSlot(meta, r).Leaving {
 			leavers++
 		}
 	}

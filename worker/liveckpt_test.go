@@ -14,7 +14,6 @@ import (
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/jobs/jobstore"
-	"github.com/edl-nomad/edl/worker/datapipe"
 )
 
 // runLiveChild is the worker process of the live multi-process tests
@@ -22,13 +21,14 @@ import (
 // folder is EDL_WORKER_LIVEDIR/<id>; its program dies with it (Pdeathsig).
 func runLiveChild(ctx context.Context, cfg Config, deps Deps, env func(string) string) int {
 	deps.Transport = nil
-	w, err := NewExec(cfg, ExecConfig{Dir: filepath.Join(env("LIVEDIR"), cfg.Worker), Env: []string{"PATH=" + os.Getenv("PATH")},
+	pw, err := newProgramWorker(cfg, ExecConfig{Dir: filepath.Join(env("LIVEDIR"), cfg.Worker), Env: []string{"PATH=" + os.Getenv("PATH")},
 		Stdout: os.Stdout, Stderr: os.Stderr, Poll: 50 * time.Millisecond, LiveTimeout: 5 * time.Second}, deps)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "new exec worker:", err)
 		return 2
 	}
-	if err := w.Run(ctx); err != nil {
+	w := newLive(pw)
+	if err := w.run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		return 1
 	}
@@ -84,15 +84,6 @@ func livePrograms(dir string) []int {
 		}
 	}
 	return out
-}
-
-func (c *cluster) liveDir() string {
-	for _, e := range c.env {
-		if d, ok := strings.CutPrefix(e, "EDL_WORKER_LIVEDIR="); ok {
-			return d
-		}
-	}
-	return ""
 }
 
 func jobEvents(t *testing.T, st *jobstore.Store, id string) []jobs.Event {
@@ -244,31 +235,11 @@ func TestLiveCheckpointOnlyMemberProgramDies(t *testing.T) {
 	}
 }
 
-// checkLiveExactlyOnce is checkExactlyOnce for a live job's data set.
-func (c *cluster) checkLiveExactlyOnce(samples int64, parts, epochs int) {
-	c.t.Helper()
-	recs, err := datapipeRecords(c)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	missed, repeated, err := CheckLiveSamples(recs, samples, parts, epochs)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	if missed != 0 || repeated != 0 || len(recs) == 0 {
-		c.t.Errorf("samples missed %d, repeated %d over %d applied steps; want 0 and 0", missed, repeated, len(recs))
-	}
-}
-
-func datapipeRecords(c *cluster) (map[int64]string, error) {
-	return datapipe.New(c.r.Client, c.coord().Keys(), "test").DebugRecords(context.Background())
-}
-
 func TestLiveCkptReason(t *testing.T) {
 	leaving := func(world int, who ...int) []int64 {
-		m := make([]int64, liveMetaLen(world))
+		m := make([]int64, blockLen(world))
 		for _, r := range who {
-			m[liveHead+slotWidth*r+3] = flagLeaving
+			m[blockHead+slotWidth*r+3] = flagLeaving
 		}
 		return m
 	}

@@ -61,7 +61,7 @@ func (w *liveWorker) liveLeave(ctx context.Context) func() error {
 		// of it (membership.leave), or the survivors would wait for the
 		// lease to lapse before the next generation forms.
 		w.last = w.g
-		err := w.ExecWorker.leave(ctx)
+		err := w.programWorker.leave(ctx)
 		w.awaitProgram()
 		return err
 	}

@@ -138,7 +138,7 @@ func (w *liveWorker) programGone(ctx context.Context) (*liveConn, error) {
 	}
 	w.synced = false
 	if w.leaveReq.Load() || w.stopReq.Load() {
-		return nil, w.ExecWorker.leave(ctx)
+		return nil, w.programWorker.leave(ctx)
 	}
 	// Out of the membership while the new program starts: the next
 	// generation forms without this worker (the survivors' reports, or its

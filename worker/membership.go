@@ -48,6 +48,10 @@ type membership struct {
 
 	leaveReq atomic.Bool
 	stopReq  atomic.Bool
+	// wake, when not nil, gets a token at every request and every event
+	// on the job's channel (listen): the program modes' generation wait
+	// (waitGen) wakes on it.
+	wake chan struct{}
 }
 
 // register writes this worker's member record in state s (retrying while
@@ -64,7 +68,43 @@ func (m *membership) register(ctx context.Context, s coord.MemberState) error {
 // requestLeave asks the step loop to leave after its current step.
 func (m *membership) requestLeave() {
 	m.leaveReq.Store(true)
-	m.watch.Poke()
+	if m.watch != nil {
+		m.watch.Poke()
+	}
+	m.poke()
+}
+
+// requestStop asks the step loop to stop: the job is being cancelled.
+func (m *membership) requestStop() {
+	m.stopReq.Store(true)
+	m.poke()
+}
+
+// poke wakes the generation wait (waitGen), if any.
+func (m *membership) poke() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// listen pokes on every event of the job's channel (reports, leaves,
+// member states, generations, the end).
+func (m *membership) listen(ctx context.Context, rdb redis.UniversalClient) {
+	ps := rdb.Subscribe(ctx, m.co.Keys().Channel())
+	defer ps.Close()
+	ch := ps.Channel()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+			m.poke()
+		}
+	}
 }
 
 // poll notices, off the step loop, that this worker was marked leaving or
@@ -85,11 +125,11 @@ func (m *membership) poll(ctx context.Context, rdb redis.UniversalClient, js Job
 			}
 		}
 		if n, err := rdb.Exists(ctx, m.co.Keys().Stop()).Result(); err == nil && n > 0 {
-			m.stopReq.Store(true)
+			m.requestStop()
 		}
 		if js != nil {
 			if j, err := js.Get(ctx, job); err == nil && (j.State == jobs.Cancelling || j.State.Terminal()) {
-				m.stopReq.Store(true)
+				m.requestStop()
 			}
 		}
 	}
@@ -123,6 +163,45 @@ func (m *membership) nextGen(ctx context.Context, gen int64) (*coord.Generation,
 		if ctx.Err() != nil {
 			return nil, true
 		}
+	}
+}
+
+// waitGen is the program modes' generation wait: it returns a generation
+// numbered above after, or done when the job is done, or (nil, false, nil)
+// when woken for a leave or a stop or when exited is closed (live mode:
+// the program ended; nil: never). It reads Redis every poll and on every
+// wake-up (listen, the watcher).
+func (m *membership) waitGen(ctx context.Context, after int64, poll time.Duration, exited <-chan struct{}) (*coord.Generation, bool, error) {
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for {
+		if m.leaveReq.Load() || m.stopReq.Load() || isClosed(exited) {
+			return nil, false, nil
+		}
+		if g, err := m.co.ReadGen(ctx); err == nil && g != nil && g.Number > after {
+			return g, false, nil
+		}
+		if d, err := m.co.Done(ctx); err == nil && d {
+			return nil, true, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		case <-exited:
+		case <-m.wake:
+		case <-m.watch.Changed():
+		case <-t.C:
+		}
+	}
+}
+
+// isClosed reports whether c is closed (a nil c never is).
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
 

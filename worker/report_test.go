@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,33 +9,6 @@ import (
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/jobs/jobstore"
 )
-
-// slowRunning is the real job store whose Running transition takes a
-// while, as it does when Redis is slow: the window in which a final
-// transition used to overtake it.
-type slowRunning struct {
-	*jobstore.Store
-	delay    time.Duration
-	entered  chan struct{} // closed when the Running write starts
-	finalErr atomic.Value  // error of the last non-Running transition
-}
-
-func (s *slowRunning) Transition(ctx context.Context, id string, to jobs.State, reason string) (jobs.Job, error) {
-	if to == jobs.Running {
-		select {
-		case <-s.entered:
-		default:
-			close(s.entered)
-		}
-		time.Sleep(s.delay)
-		return s.Store.Transition(ctx, id, to, reason)
-	}
-	j, err := s.Store.Transition(ctx, id, to, reason)
-	s.finalErr.Store(errBox{err})
-	return j, err
-}
-
-type errBox struct{ err error }
 
 func startingJob(t *testing.T) (*jobstore.Store, string) {
 	t.Helper()

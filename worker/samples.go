@@ -23,7 +23,7 @@ func CheckSamples(records map[int64]string, ds jobs.SyntheticDataset, epochs int
 // CheckLiveSamples is CheckSamples for a live-mode job's data set
 // (trainer.exec.dataset: samples in partitions).
 func CheckLiveSamples(records map[int64]string, samples int64, partitions, epochs int) (missed, repeated int64, err error) {
-	return checkSampleRecords(records, partitions, func(p int) (int64, int64) { return livePartition(samples, partitions, p) }, epochs)
+	return checkSampleRecords(records, partitions, func(p int) (int64, int64) { return execPartition(samples, partitions, p) }, epochs)
 }
 
 func checkSampleRecords(records map[int64]string, parts int, partition func(int) (int64, int64), epochs int) (missed, repeated int64, err error) {

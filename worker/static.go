@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -60,7 +61,7 @@ func RunStatic(ctx context.Context, cfg StaticConfig, tr *collective.Transport) 
 	defer ring.Close()
 	plan := planBatch(bt, cfg.Spec.Workers.Min, cfg.World, cfg.Rank)
 	np, feat := model.NumParams(), data.Features()
-	buf := make([]float32, np+metaLen(cfg.World))
+	buf := make([]float32, np+1+blockLen(cfg.World)) // gradient, loss, step block
 	grad, meta := buf[:np], buf[np:]
 	x, labels := make([]float32, plan.local*feat), make([]int32, plan.local)
 	var ids []int64
@@ -84,11 +85,11 @@ func RunStatic(ctx context.Context, cfg StaticConfig, tr *collective.Transport) 
 				loss = model.Gradient(x[:n*feat], labels[:n], n, grad)
 				off += int64(n)
 			}
-			meta[metaLoss], meta[metaCount] = float32(loss), float32(n)
+			meta[0], meta[1+blockCount] = float32(loss), float32(n)
 			if err := ring.AllReduceExactTail(ctx, buf, len(meta)); err != nil {
 				return fmt.Errorf("static step %d: %w", step, err)
 			}
-			total := count(meta, metaCount)
+			total := int(math.Round(float64(meta[1+blockCount])))
 			if total == 0 {
 				break
 			}
@@ -99,7 +100,7 @@ func RunStatic(ctx context.Context, cfg StaticConfig, tr *collective.Transport) 
 			opt.LR = plan.lr
 			opt.Step(model.Params(), grad)
 			if cfg.StepLog != nil {
-				fmt.Fprintf(cfg.StepLog, "%d %d %d %d %d %.6f\n", time.Now().UnixNano(), step, 1, cfg.World, epoch, float64(meta[metaLoss])/float64(total))
+				fmt.Fprintf(cfg.StepLog, "%d %d %d %d %d %.6f\n", time.Now().UnixNano(), step, 1, cfg.World, epoch, float64(meta[0])/float64(total))
 			}
 			step++
 		}

@@ -39,9 +39,9 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 	np := w.ts.model.NumParams()
 	plan := planBatch(w.bt, w.spec.Workers.Min, world, rank)
 	w.mem.trainedIn = g
-	if need := np + metaLen(world); cap(w.buf) < need {
+	if need := np + 1 + blockLen(world); cap(w.buf) < need {
 		// Room for a few more ranks: a join does not reallocate 4 MB.
-		w.buf = make([]float32, need, np+metaLen(world+8))
+		w.buf = make([]float32, need, np+1+blockLen(world+8))
 	} else {
 		w.buf = w.buf[:need]
 	}
@@ -50,7 +50,9 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 		w.x = make([]float32, plan.local*feat)
 		w.labels = make([]int32, plan.local)
 	}
+	// The buffer: the gradient, the step's loss, the step block (block.go).
 	grad, meta := w.buf[:np], w.buf[np:]
+	block := meta[1:]
 	for {
 		clear(w.buf)
 		// A joiner whose state is still on its way takes part with nothing.
@@ -80,18 +82,18 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 			// Compute only (StepDelay counts: it stands for a slow device).
 			w.speed.observe(time.Since(computeStart), g.Number, len(g.Members))
 		}
-		meta[metaLoss] = float32(loss)
-		meta[metaCount] = float32(n)
+		meta[0] = float32(loss)
+		block[blockCount] = float32(n)
 		if stale || max(w.dc.seenGen(), w.mem.watch.Latest()) > g.Number {
-			meta[metaSwitch] = 1
+			block[blockSwitch] = 1
 		}
 		if w.mem.stopReq.Load() {
-			meta[metaStop] = 1
+			block[blockStop] = 1
 		}
 		if blocked {
-			meta[metaBlocked] = 1
+			block[blockBlocked] = 1
 		}
-		putSlot(meta, rank, my)
+		putSlot(block, rank, my)
 		if err := w.ring.AllReduceExactTail(ctx, w.buf, len(meta)); err != nil { // the metadata never in fp16
 			w.log.Warn("all-reduce failed; step discarded", "gen", g.Number, "step", w.ts.st.Applied+1, "err", err)
 			return outFailed, nil
@@ -107,10 +109,10 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 		}
 		// The decision is live mode's (decideStep): the same block, read
 		// as integers, gives the same verdict on every member.
-		w.exact = exactMeta(meta, world, w.exact)
+		w.exact = exactBlock(block, world, w.exact)
 		v := decideStep(w.exact, world, rank, w.ts.st.Epoch, w.bt.Epochs)
 		if v.Apply {
-			w.apply(g, rank, world, plan, grad, meta[metaLoss], w.exact)
+			w.apply(g, rank, world, plan, grad, meta[0], w.exact)
 			if d := w.sw.end(w.log, g.Number); d > 0 && rank == 0 {
 				// The switch's cost as this member timed it: from the step
 				// that decided it to the first step applied in g (the
@@ -146,7 +148,7 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 			}
 			return outLeave, nil
 		case actSwitch:
-			voted := w.exact[liveSwitch] > 0 // not a leaver's switch: timed
+			voted := w.exact[blockSwitch] > 0 // not a leaver's switch: timed
 			if voted {
 				w.sw.begin()
 			}
@@ -162,30 +164,19 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 	}
 }
 
-// allLeaving reports whether every rank of a step's block (exactMeta)
-// leaves after it.
-func allLeaving(m []int64, world int) bool {
-	for r := range world {
-		if !liveSlot(m, r).Leaving {
-			return false
-		}
-	}
-	return true
-}
-
 // apply takes the summed gradient as one applied step: the update, the
-// counters and every rank's consumption (m: the step's block, exactMeta;
+// counters and every rank's consumption (m: the step's block, exactBlock;
 // loss: the sum of the per-sample losses), this rank's commit.
 func (w *Worker) apply(g *coord.Generation, rank, world int, plan batchPlan, grad []float32, loss float32, m []int64) {
-	total := int(m[liveCount])
+	total := int(m[blockCount])
 	w.ts.update(grad, total, plan.lr)
-	cons, dbg := liveConsumption(m, g.Members, w.ts.st.Epoch, w.cfg.DebugSamples)
+	cons, dbg := consumption(m, g.Members, w.ts.st.Epoch, w.cfg.DebugSamples)
 	w.ts.st.advance(int64(total), float64(loss), cons, dbg)
 	var debug []datapipe.DebugRecord
 	if w.cfg.DebugSamples {
 		debug = append(debug, datapipe.DebugRecord{Step: w.ts.st.Applied, Payload: w.ts.st.Debug})
 	}
-	w.dc.applied(g.Number, w.ts.st.Applied, w.ts.st.Epoch, liveSlot(m, rank), debug...)
+	w.dc.applied(g.Number, w.ts.st.Applied, w.ts.st.Epoch, readSlot(m, rank), debug...)
 	now := w.deps.Now()
 	if w.deps.StepLog != nil {
 		fmt.Fprintf(w.deps.StepLog, "%d %d %d %d %d %.6f\n", now.UnixNano(), w.ts.st.Applied, g.Number, world, w.ts.st.Epoch, w.ts.st.Loss)

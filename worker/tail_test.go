@@ -1,9 +1,6 @@
 package worker
 
 import (
-	"context"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -44,37 +41,4 @@ func TestLeaveWhileOthersSawEmptyQueue(t *testing.T) {
 			c.checkExactlyOnce()
 		})
 	}
-}
-
-// waitLonePartition waits until epoch's queue is empty and exactly one of
-// its partitions is unfinished, with minOff..maxOff samples used (so the
-// others had time to find the queue empty), and returns the worker holding it.
-func (c *cluster) waitLonePartition(epoch int, minOff, maxOff int64, timeout time.Duration) string {
-	c.t.Helper()
-	keys := c.coord().Keys()
-	var holder string
-	c.waitFor("one worker holding the last partition", timeout, func() bool {
-		ctx := context.Background()
-		if n, err := c.r.Client.LLen(ctx, keys.Todo(epoch)).Result(); err != nil || n != 0 {
-			return false
-		}
-		parts, err := c.r.Client.HGetAll(ctx, keys.Parts(epoch)).Result()
-		if err != nil || len(parts) != c.spec.Trainer.Builtin.Dataset.Partitions {
-			return false
-		}
-		open := 0
-		for _, rec := range parts {
-			f := strings.Split(rec, "|")
-			if len(f) != 7 || f[3] != "0" {
-				continue
-			}
-			open++
-			holder = f[0]
-			if off, err := strconv.ParseInt(f[1], 10, 64); err != nil || off < minOff || off > maxOff || holder == "" {
-				return false
-			}
-		}
-		return open == 1
-	})
-	return holder
 }

@@ -4,36 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
-	"strings"
 	"time"
 
-	"github.com/edl-nomad/edl/checkpoint"
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/worker/collective"
 	"github.com/edl-nomad/edl/worker/coord"
 	"github.com/edl-nomad/edl/worker/datapipe"
 	"github.com/edl-nomad/edl/worker/trainer"
-	"github.com/redis/go-redis/v9"
 )
-
-// Deps are the concrete things a worker talks to; cmd/edl wires them.
-type Deps struct {
-	Redis     redis.UniversalClient
-	Transport *collective.Transport // the ring listener, open for the worker's life
-	Jobs      JobSource             // nil: no progress, events or state changes
-	Spec      *jobs.Spec            // nil: read from Jobs
-	Log       *slog.Logger
-	Now       func() time.Time
-	// Store, when set, is where rank 0 writes checkpoints and where a job
-	// with no live training state restores from (checkpoint.Open).
-	Store checkpoint.Store
-	// StepLog, when set, gets one line per applied step:
-	// "unix_ns step generation world epoch loss".
-	StepLog io.Writer
-}
 
 // Worker is one elastic worker process's state. Its protocol state is in
 // three parts, each keeping its own invariants (see their doc comments):
@@ -59,7 +38,7 @@ type Worker struct {
 	data      *trainer.Dataset
 	ring      *collective.Ring
 	buf       []float32 // gradient ++ metadata, all-reduced every step
-	exact     []int64   // the step's metadata as integers (exactMeta)
+	exact     []int64   // the step's metadata as integers (exactBlock)
 	ids       []int64
 	x         []float32
 	labels    []int32
@@ -72,17 +51,8 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if deps.Redis == nil || deps.Transport == nil {
-		return nil, errors.New("worker: Redis and Transport are required")
-	}
-	if deps.Jobs == nil && deps.Spec == nil {
-		return nil, errors.New("worker: either Jobs or Spec is required")
-	}
-	if deps.Log == nil {
-		deps.Log = slog.New(slog.DiscardHandler)
-	}
-	if deps.Now == nil {
-		deps.Now = time.Now
+	if err := deps.check(true); err != nil {
+		return nil, err
 	}
 	log := deps.Log.With("component", "worker", "job", cfg.Job, "worker", cfg.Worker)
 	cc := coord.Config{Prefix: cfg.Prefix, Job: cfg.Job, Worker: cfg.Worker, Lease: cfg.Lease, Heartbeat: cfg.Heartbeat}
@@ -152,13 +122,9 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 func (w *Worker) prepare(ctx context.Context) error {
-	spec := w.deps.Spec
-	if spec == nil {
-		j, err := w.deps.Jobs.Get(ctx, w.cfg.Job)
-		if err != nil {
-			return fmt.Errorf("worker: read job %s: %w", w.cfg.Job, err)
-		}
-		spec = &j.Spec
+	spec, err := w.deps.readSpec(ctx, w.cfg.Job)
+	if err != nil {
+		return err
 	}
 	bt, err := validateSpec(*spec)
 	if err != nil {
@@ -183,18 +149,7 @@ func (w *Worker) prepare(ctx context.Context) error {
 	w.dc.parts, w.dc.seed = w.data.NumPartitions(), bt.Dataset.Seed
 	w.dc.size = func(p int) int64 { _, size := w.data.Partition(p); return size }
 	w.warmUp()
-	minStart, maxW := w.cfg.MinStart, w.cfg.MaxWorkers
-	if minStart == 0 {
-		minStart = max(1, spec.Workers.Min)
-	}
-	if maxW == 0 {
-		// The planner decides how many workers run; the spec's max read at
-		// start may be stale (a PATCH can raise it), so the leader admits
-		// every ready worker up to the API's hard limit.
-		maxW = 1024
-	}
-	w.mem.leader = coord.NewLeader(w.mem.co, coord.LeaderOptions{MinStart: minStart, MaxWorkers: maxW, Window: w.cfg.ReportWindow,
-		OnFormed: w.lostEvents}, w.deps.Now)
+	w.mem.leader = newLeader(w.cfg, *spec, w.mem.co, w.deps.Now, w.lostEvents)
 	w.mem.watch = w.mem.co.Watch(context.WithoutCancel(ctx), 100*time.Millisecond)
 	w.rep = newReporter(w.deps.Jobs, w.cfg.Job, w.cfg.ProgressEvery, w.log)
 	if w.deps.Store != nil {
@@ -222,22 +177,19 @@ func (w *Worker) warmUp() {
 	w.ts.model.Gradient(x, labels, n, make([]float32, w.ts.model.NumParams()))
 }
 
-// AdvertiseAddr resolves an --advertise value against the listener's
-// address: "host:port" is used as is, a bare "host" gets the listener's
-// port (useful with --listen 0.0.0.0:0), "" means the listener's address.
-func AdvertiseAddr(advertise, listenAddr string) (string, error) {
-	if advertise == "" {
-		return listenAddr, nil
+// validateSpec checks that spec is a built-in trainer job this worker can run.
+func validateSpec(s jobs.Spec) (*jobs.BuiltinTrainer, error) {
+	if s.Trainer.Kind != jobs.TrainerBuiltin || s.Trainer.Builtin == nil {
+		return nil, fmt.Errorf("job spec: trainer: kind %q is not the built-in trainer", s.Trainer.Kind)
 	}
-	if _, _, err := net.SplitHostPort(advertise); err == nil {
-		return advertise, nil
+	b := s.Trainer.Builtin
+	switch {
+	case b.Epochs <= 0:
+		return nil, errors.New("job spec: trainer.builtin.epochs: must be positive")
+	case b.BatchSize <= 0:
+		return nil, errors.New("job spec: trainer.builtin.batch_size: must be positive")
+	case b.Dataset.Partitions <= 0:
+		return nil, errors.New("job spec: trainer.builtin.dataset.partitions: must be positive")
 	}
-	_, port, err := net.SplitHostPort(listenAddr)
-	if err != nil {
-		return "", fmt.Errorf("advertise %q: listener address %q: %w", advertise, listenAddr, err)
-	}
-	if strings.ContainsAny(advertise, "[]") {
-		return "", fmt.Errorf("advertise %q: want host or host:port", advertise)
-	}
-	return net.JoinHostPort(advertise, port), nil
+	return b, nil
 }
