@@ -28,8 +28,8 @@ type Worker struct {
 	spec jobs.Spec
 	bt   *jobs.BuiltinTrainer
 
-	mem core.Membership // who this worker is in the job (membership.go)
-	dc  core.DataCursor // where it is in the data (datacursor.go)
+	mem core.Membership // who this worker is in the job (core/membership.go)
+	dc  core.DataCursor // where it is in the data (core/datacursor.go)
 	ts  trainState      // model, optimizer, counters, hand-over (trainstate.go)
 
 	rep   *core.Reporter

@@ -102,7 +102,7 @@ type StepVerdict struct {
 }
 
 // decideStep is the post-all-reduce decision of the built-in trainer's
-// step loop (step.go: (*Worker).train), as a pure function: a step with
+// step loop (worker/builtin step.go: (*Worker).train) and of live mode, as a pure function: a step with
 // samples is applied; an empty step without votes ends the epoch (the
 // last one ends the job); a stop vote stops, a switch vote switches; a
 // leaver leaves after its last step and the others switch.

@@ -127,7 +127,7 @@ type ProgramWorker struct {
 	Spec jobs.Spec
 	Ex   jobs.ExecTrainer
 
-	// membership is the built-in worker's (membership.go): the member
+	// Membership is the one the built-in worker holds (membership.go): the member
 	// record, the leader, the generations watched, the leave and stop
 	// requests. trainedIn is not used (last is the exec worker's); addr is
 	// set by register (the address changes in live mode).
@@ -139,7 +139,7 @@ type ProgramWorker struct {
 	// last is the generation this worker's program last ran in (nil: none yet).
 	Last *coord.Generation
 
-	LiveAddr string // live mode: host:port of the program's store (worker/live.go)
+	LiveAddr string // live mode: host:port of the program's store (worker/live)
 }
 
 // newProgramWorker checks its arguments and fills in the defaults; it

@@ -8,7 +8,7 @@ import (
 	"github.com/edl-nomad/edl/worker/datapipe"
 )
 
-// progressState is the part of a worker's training state besides the model
+// ProgressState is the part of a worker's training state besides the model
 // and optimizer: it travels with them when a generation starts.
 type ProgressState struct {
 	Applied   int64                  `json:"applied"` // last applied step, -1 before the first
@@ -22,7 +22,7 @@ type ProgressState struct {
 
 // advance records the step just applied: total samples with a summed
 // loss, every rank's consumption in it and its debug record (the data
-// planes' common part of applying a step: step.go apply, live mode).
+// planes' common part of applying a step: builtin/step.go apply, live mode).
 func (p *ProgressState) Advance(total int64, loss float64, cons []datapipe.Consumption, debug string) {
 	p.Applied++
 	p.MetaEpoch = p.Epoch

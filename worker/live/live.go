@@ -36,7 +36,7 @@ import (
 //     all-reduce; liveApply keeps it in st.Meta; the root's goes into
 //     Reconcile (liveJoin);
 //   - flush before claim and asOf: liveClaim is the built-in trainer's
-//     dataCursor.claim (datacursor.go): it flushes the committer before it
+//     core.DataCursor.Claim (core/datacursor.go): it flushes the committer before it
 //     claims and stamps claims with st.Applied;
 //   - one-level rollback and the commit fence: Reconcile, commitScript.
 //
@@ -449,8 +449,8 @@ func (w *Worker) liveNext(ctx context.Context, batch int) liveReply {
 	return rep
 }
 
-// liveClaim is the built-in trainer's claim (datacursor.go:
-// (*dataCursor).claim, called by step.go: (*Worker).train) for the live
+// liveClaim is the built-in trainer's claim (core/datacursor.go:
+// (*DataCursor).Claim, called by builtin/step.go: (*Worker).train) for the live
 // data plane: flush before claim, asOf = the last applied step, within
 // half the live timeout (the program's collectives wait that long).
 func (w *Worker) liveClaim(ctx context.Context) (blocked, stale bool) {
@@ -489,7 +489,7 @@ func (w *Worker) liveStep(ctx context.Context, req liveRequest) (liveReply, func
 	return rep, nil
 }
 
-// liveApply is the built-in trainer's apply (step.go) without the model:
+// liveApply is the built-in trainer's apply (builtin/step.go) without the model:
 // the counters and every rank's consumption (progressState.advance), this
 // rank's commit (dataCursor.applied).
 func (w *Worker) liveApply(g *coord.Generation, rank int, meta []int64, loss float64) {
