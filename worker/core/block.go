@@ -31,13 +31,13 @@ const (
 	flagFin     = 2
 )
 
-// maxExact is the largest integer a float32 slot carries exactly.
+// MaxExact is the largest integer a float32 slot carries exactly.
 const MaxExact = 1 << 24
 
-// blockLen is the length of a step block for world ranks.
+// BlockLen is the length of a step block for world ranks.
 func BlockLen(world int) int { return BlockHead + SlotWidth*world }
 
-// slot is one rank's consumption in a step.
+// Slot is one rank's consumption in a step.
 type Slot struct {
 	Part       int // -1: none
 	Start, End int64
@@ -45,7 +45,7 @@ type Slot struct {
 	Fin        bool
 }
 
-// putSlot writes rank's slot into a float32 block (the built-in trainer's).
+// PutSlot writes rank's slot into a float32 block (the built-in trainer's).
 func PutSlot(block []float32, rank int, s Slot) {
 	b := block[BlockHead+SlotWidth*rank:]
 	b[0] = float32(s.Part + 1)
@@ -61,13 +61,13 @@ func PutSlot(block []float32, rank int, s Slot) {
 	b[3] = float32(f)
 }
 
-// readSlot reads rank's slot from a summed block.
+// ReadSlot reads rank's slot from a summed block.
 func ReadSlot(block []int64, rank int) Slot {
 	b := block[BlockHead+SlotWidth*rank:]
 	return Slot{Part: int(b[0]) - 1, Start: b[1], End: b[2], Leaving: b[3]&FlagLeaving != 0, Fin: b[3]&flagFin != 0}
 }
 
-// exactBlock reads a summed float32 block of world ranks as integers into
+// ExactBlock reads a summed float32 block of world ranks as integers into
 // out (reused when large enough): the same layout, rounded.
 func ExactBlock(block []float32, world int, out []int64) []int64 {
 	n := BlockLen(world)
@@ -92,7 +92,7 @@ const (
 	ActStop     stepAction = "stop"     // the job is cancelled
 )
 
-// stepVerdict is the decision after a step's all-reduce completed on every
+// StepVerdict is the decision after a step's all-reduce completed on every
 // member: identical on every member, since it reads only the summed block.
 type StepVerdict struct {
 	Apply     bool // the step's samples count: one applied step
@@ -101,7 +101,7 @@ type StepVerdict struct {
 	Action    stepAction
 }
 
-// decideStep is the post-all-reduce decision of the built-in trainer's
+// DecideStep is the post-all-reduce decision of the built-in trainer's
 // step loop (worker/builtin step.go: (*Worker).train) and of live mode, as a pure function: a step with
 // samples is applied; an empty step without votes ends the epoch (the
 // last one ends the job); a stop vote stops, a switch vote switches; a
@@ -146,7 +146,7 @@ func DecideStep(meta []int64, world, rank, epoch, epochs int) StepVerdict {
 	return v
 }
 
-// consumption is every rank's consumption in an applied step, for the
+// Consumption is every rank's consumption in an applied step, for the
 // training state (the root's copy goes into reconcile: datapipe/doc.go,
 // mechanism 1), and the step's debug record payload.
 func Consumption(meta []int64, members []string, epoch int, debug bool) ([]datapipe.Consumption, string) {
@@ -174,7 +174,7 @@ func Consumption(meta []int64, members []string, epoch int, debug bool) ([]datap
 	return out, string(dbg)
 }
 
-// execPartition is partition p of an exec data set of samples samples in
+// ExecPartition is partition p of an exec data set of samples samples in
 // parts partitions: its first global sample index and its size (the
 // built-in data set's layout, trainer.Dataset.Partition).
 func ExecPartition(samples int64, parts, p int) (first, size int64) {
@@ -183,7 +183,7 @@ func ExecPartition(samples int64, parts, p int) (first, size int64) {
 	return first, samples*int64(p+1)/n - first
 }
 
-// allLeaving reports whether every rank of a step's block (exactBlock)
+// AllLeaving reports whether every rank of a step's block (exactBlock)
 // leaves after it.
 func AllLeaving(m []int64, world int) bool {
 	for r := range world {

@@ -18,7 +18,7 @@ import (
 // CheckpointJob(id)) and streams a model with checkpoint.OpenModel.
 func CheckpointJob(job string) string { return job }
 
-// dataShard is the checkpoint's data-pipeline shard: the training counters
+// DataShard is the checkpoint's data-pipeline shard: the training counters
 // and, as of the same step boundary, the queues and partition records of
 // the epochs in use.
 type DataShard struct {
@@ -26,7 +26,7 @@ type DataShard struct {
 	Pipeline []datapipe.EpochState `json:"pipeline"`
 }
 
-// catalogConfig is the retention of a job's checkpoints: the newest
+// CatalogConfig is the retention of a job's checkpoints: the newest
 // spec.checkpoint.keep, whatever wrote them (every_steps, an epoch end, a
 // stop). Keeping the newest of every epoch as well (KeepPerEpoch) let
 // epoch-end checkpoints escape keep: 8 kept with keep 3.
@@ -34,7 +34,7 @@ func CatalogConfig(job string, spec jobs.Spec, log *slog.Logger) checkpoint.Conf
 	return checkpoint.Config{Job: CheckpointJob(job), Keep: spec.Checkpoint.Keep, Log: log}
 }
 
-// reportCheckpointEvent logs an uploader's event and makes the job's
+// ReportCheckpointEvent logs an uploader's event and makes the job's
 // record and events say it; the built-in trainer and live mode share it.
 func ReportCheckpointEvent(log *slog.Logger, rep *Reporter, cat *checkpoint.Catalog, e checkpoint.Event) {
 	switch e.Kind {
@@ -67,7 +67,7 @@ func ReadShard(ctx context.Context, cp *checkpoint.Checkpoint, name string) ([]b
 	return io.ReadAll(rc)
 }
 
-// asCorrupt makes a missing shard a reason to skip the checkpoint.
+// AsCorrupt makes a missing shard a reason to skip the checkpoint.
 func AsCorrupt(err error) error {
 	if errors.Is(err, checkpoint.ErrNotFound) {
 		return fmt.Errorf("%w: %v", checkpoint.ErrCorrupt, err)

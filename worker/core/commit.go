@@ -81,7 +81,7 @@ func (c *committer) sendNow(cm datapipe.Commit) {
 	}, backoff.WithBackOff(newBackOff()), backoff.WithMaxElapsedTime(0))
 }
 
-// run sends queued work until ctx ends, retrying with backoff. It is not
+// Run sends queued work until ctx ends, retrying with backoff. It is not
 // a plain retry: what failed is merged with what was queued meanwhile.
 func (c *committer) Run(ctx context.Context) {
 	context.AfterFunc(ctx, c.end)
@@ -137,7 +137,7 @@ func (c *committer) Run(ctx context.Context) {
 	}
 }
 
-// flush waits until everything queued so far has been sent (or dropped).
+// Flush waits until everything queued so far has been sent (or dropped).
 func (c *committer) Flush(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {

@@ -18,7 +18,7 @@ type cursor struct {
 	noMore bool // the epoch's queue is empty for this worker
 }
 
-// dataCursor is a worker's side of the data pipeline (datapipe): the
+// DataCursor is a worker's side of the data pipeline (datapipe): the
 // partition it holds, the commits of its applied steps, and the data
 // set's layout it claims from. It knows the training counters only as
 // arguments (epoch, the last applied step), never the model.
@@ -58,18 +58,18 @@ func NewDataCursor(pipe *datapipe.Pipe, log *slog.Logger) DataCursor {
 	return DataCursor{Pipe: pipe, Com: newCommitter(pipe, log), log: log, Cur: cursor{Part: -1}}
 }
 
-// restart drops the partition held: the next claim asks Redis, which
+// Restart drops the partition held: the next claim asks Redis, which
 // returns this worker's own unfinished partition at its committed
 // offset first. For a generation start and an epoch's end.
 func (d *DataCursor) Restart() { d.Cur = cursor{Part: -1} }
 
-// keep keeps the partition held across a switch in which every member
+// Keep keeps the partition held across a switch in which every member
 // kept its state, but forgets that the queue was empty: a leave or a
 // failure may just have put partitions back in it, and a member that
 // believed it empty would never claim them (samples missed).
 func (d *DataCursor) Keep() { d.Cur.noMore = false }
 
-// claim makes sure the worker holds a partition of epoch with samples
+// Claim makes sure the worker holds a partition of epoch with samples
 // left, claiming one as of step asOf (its last applied step) in
 // generation gen if needed. blocked: Redis could not be reached (within
 // wait, for the flush and the claim); stale: gen is no longer current.
@@ -107,7 +107,7 @@ func (d *DataCursor) Claim(ctx context.Context, wait time.Duration, gen int64, e
 	return false, false
 }
 
-// take is this rank's slot for a step that uses the next n samples of
+// Take is this rank's slot for a step that uses the next n samples of
 // its partition (n from the data set, at most what is left); the cursor
 // does not move until the step is applied.
 func (d *DataCursor) Take(n int, leaving bool) Slot {
@@ -115,7 +115,7 @@ func (d *DataCursor) Take(n int, leaving bool) Slot {
 	return Slot{Part: d.Cur.Part, Start: d.Cur.Off, End: end, Leaving: leaving, Fin: end >= d.Cur.Size}
 }
 
-// applied records this rank's slot my of step `step` (applied in
+// Applied records this rank's slot my of step `step` (applied in
 // generation gen, epoch epoch): the cursor moves to its end and the
 // commit is queued, with the step's debug records (my.Part < 0: nothing
 // consumed, only the records).
@@ -128,10 +128,10 @@ func (d *DataCursor) Applied(gen, step int64, epoch int, my Slot, debug ...datap
 	d.Com.add(cm, debug...)
 }
 
-// seenGen is the newest generation number Redis reported to a commit.
+// SeenGen is the newest generation number Redis reported to a commit.
 func (d *DataCursor) SeenGen() int64 { return d.Com.seenGen.Load() }
 
-// reconcile puts the data pipeline where the root's training state st
+// Reconcile puts the data pipeline where the root's training state st
 // says it stands at the start of generation g (datapipe/doc.go:
 // consumption at L, the rollback, the fence), retrying while Redis is
 // away; returned: partitions put back in the queue.
@@ -145,7 +145,7 @@ func (d *DataCursor) Reconcile(ctx context.Context, g *coord.Generation, st Prog
 	return returned, err
 }
 
-// handBack is a leaver's last word on the data: its commits landed, its
+// HandBack is a leaver's last word on the data: its commits landed, its
 // partitions of epoch and the next put back in the queue.
 func (d *DataCursor) HandBack(ctx context.Context, epoch int) {
 	if err := d.Com.Flush(ctx); err != nil {

@@ -53,7 +53,7 @@ func AdvertiseAddr(advertise, listenAddr string) (string, error) {
 	return net.JoinHostPort(advertise, port), nil
 }
 
-// check fills in the defaults of d (a discarding logger, time.Now) and
+// Check fills in the defaults of d (a discarding logger, time.Now) and
 // says what is missing: Redis always, Transport when the mode runs the
 // ring in process (the built-in trainer), and Jobs or Spec.
 func (d *Deps) Check(transport bool) error {
@@ -74,7 +74,7 @@ func (d *Deps) Check(transport bool) error {
 	return nil
 }
 
-// readSpec returns the job's spec: d.Spec, else the job store's.
+// ReadSpec returns the job's spec: d.Spec, else the job store's.
 func (d Deps) ReadSpec(ctx context.Context, job string) (*jobs.Spec, error) {
 	if d.Spec != nil {
 		return d.Spec, nil
@@ -86,7 +86,7 @@ func (d Deps) ReadSpec(ctx context.Context, job string) (*jobs.Spec, error) {
 	return &j.Spec, nil
 }
 
-// newLeader is the leader every mode runs: generation 1 waits for
+// NewLeader is the leader every mode runs: generation 1 waits for
 // cfg.MinStart ready workers (default the spec's minimum), a generation
 // holds up to cfg.MaxWorkers (default the API's limit: the planner decides
 // how many run; the spec's max read at start may be stale, a PATCH can

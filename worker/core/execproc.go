@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-// program is one run of the user's program under its reaper (reaper.go):
+// Program is one run of the user's program under its reaper (reaper.go):
 // the reaper is in its own process group (so edl dev's SIGTERM to the
 // worker's group does not reach it before the worker decides), kills every
 // process of the program when asked or when the worker dies, and reports
@@ -32,7 +32,7 @@ type Program struct {
 	stopped bool // we sent SIGTERM: its exit is ours, not its own
 }
 
-// programResult is how a program run ended.
+// ProgramResult is how a program run ended.
 type ProgramResult struct {
 	Code     int    // exit status; -1 when killed by a signal
 	Signal   string // the signal that killed it, if any
@@ -46,7 +46,7 @@ type ProgramResult struct {
 // dead by then, so this only matters if the reaper itself was killed.
 const pipeDrain = 500 * time.Millisecond
 
-// startProgram starts argv in dir with env; stdout goes to stdout, stderr
+// StartProgram starts argv in dir with env; stdout goes to stdout, stderr
 // to stderr and to a tail of the last tailLines lines.
 func StartProgram(argv []string, dir string, env []string, stdout, stderr io.Writer, tailLines int) *Program {
 	return startContained(containAuto, argv, dir, env, stdout, stderr, tailLines)
@@ -187,7 +187,7 @@ func exitOf(last string, waitErr error) (code int, sig string) {
 // Pid is the program's process id (0 if it never started).
 func (p *Program) Pid() int { return p.pid }
 
-// stop asks the reaper to SIGTERM the program's processes, to SIGKILL
+// Stop asks the reaper to SIGTERM the program's processes, to SIGKILL
 // them after grace, and waits until they are all gone.
 func (p *Program) Stop(grace time.Duration) ProgramResult {
 	p.mu.Lock()
@@ -222,7 +222,7 @@ func (p *Program) Stop(grace time.Duration) ProgramResult {
 	return p.Res
 }
 
-// describe is an exit for a job's reason and event log.
+// Describe is an exit for a job's reason and event log.
 func (r ProgramResult) Describe() string {
 	switch {
 	case r.StartErr != nil:
@@ -286,7 +286,7 @@ func (t *lineTail) String() string {
 	return strings.Join(lines, "\n")
 }
 
-// exitVerdict is what a program's own exit (not one edl caused) means.
+// ExitVerdict is what a program's own exit (not one edl caused) means.
 type ExitVerdict int
 
 const (

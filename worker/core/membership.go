@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// membership is a worker's place in its job: its member record, its bid
+// Membership is a worker's place in its job: its member record, its bid
 // for leadership, the generations it watches, and the requests to leave
 // or stop that reach it off the step loop. It knows nothing of data or
 // training state. The built-in Worker holds one (mem); ExecWorker, and so
@@ -48,13 +48,13 @@ type Membership struct {
 
 	LeaveReq atomic.Bool
 	StopReq  atomic.Bool
-	// wake, when not nil, gets a token at every request and every event
+	// Wake, when not nil, gets a token at every request and every event
 	// on the job's channel (listen): the program modes' generation wait
 	// (waitGen) wakes on it.
 	Wake chan struct{}
 }
 
-// register writes this worker's member record in state s (retrying while
+// Register writes this worker's member record in state s (retrying while
 // Redis is away) and remembers s once it landed.
 func (m *Membership) Register(ctx context.Context, s coord.MemberState) error {
 	rec := coord.Member{Addr: m.Addr, State: s, Since: m.Now()}
@@ -65,7 +65,7 @@ func (m *Membership) Register(ctx context.Context, s coord.MemberState) error {
 	return err
 }
 
-// requestLeave asks the step loop to leave after its current step.
+// RequestLeave asks the step loop to leave after its current step.
 func (m *Membership) RequestLeave() {
 	m.LeaveReq.Store(true)
 	if m.Watch != nil {
@@ -88,7 +88,7 @@ func (m *Membership) poke() {
 	}
 }
 
-// listen pokes on every event of the job's channel (reports, leaves,
+// Listen pokes on every event of the job's channel (reports, leaves,
 // member states, generations, the end).
 func (m *Membership) Listen(ctx context.Context, rdb redis.UniversalClient) {
 	ps := rdb.Subscribe(ctx, m.Co.Keys().Channel())
@@ -107,7 +107,7 @@ func (m *Membership) Listen(ctx context.Context, rdb redis.UniversalClient) {
 	}
 }
 
-// poll notices, off the step loop, that this worker was marked leaving or
+// Poll notices, off the step loop, that this worker was marked leaving or
 // that the job is being cancelled (the stop key, or the job's state in
 // js when there is one).
 func (m *Membership) Poll(ctx context.Context, rdb redis.UniversalClient, js JobSource, job string) {
@@ -135,7 +135,7 @@ func (m *Membership) Poll(ctx context.Context, rdb redis.UniversalClient, js Job
 	}
 }
 
-// cancelOnNewer cancels a join when a newer generation replaces gen.
+// CancelOnNewer cancels a join when a newer generation replaces gen.
 func (m *Membership) CancelOnNewer(ctx context.Context, cancel context.CancelFunc, gen int64) {
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
@@ -152,7 +152,7 @@ func (m *Membership) CancelOnNewer(ctx context.Context, cancel context.CancelFun
 	}
 }
 
-// nextGen waits for the generation after gen; done: the job is done (or
+// NextGen waits for the generation after gen; done: the job is done (or
 // ctx ended).
 func (m *Membership) NextGen(ctx context.Context, gen int64) (*coord.Generation, bool) {
 	for {
@@ -166,7 +166,7 @@ func (m *Membership) NextGen(ctx context.Context, gen int64) (*coord.Generation,
 	}
 }
 
-// waitGen is the program modes' generation wait: it returns a generation
+// WaitGen is the program modes' generation wait: it returns a generation
 // numbered above after, or done when the job is done, or (nil, false, nil)
 // when woken for a leave or a stop or when exited is closed (live mode:
 // the program ended; nil: never). It reads Redis every poll and on every
@@ -205,7 +205,7 @@ func isClosed(c <-chan struct{}) bool {
 	}
 }
 
-// report tells the leader this worker's ring of generation gen broke and
+// Report tells the leader this worker's ring of generation gen broke and
 // what it applied last (coord.NoState: no training state); it retries
 // while Redis is away. A newer generation makes the report moot: the
 // script refuses it (coord.ErrStaleReport), and retry gives up at once.
@@ -214,7 +214,7 @@ func (m *Membership) Report(ctx context.Context, gen, applied int64) {
 	_ = Retry(ctx, m.Log, "report", func() error { return m.Co.Report(ctx, gen, applied) })
 }
 
-// leave is the graceful exit from the job (the built-in and the exec
+// Leave is the graceful exit from the job (the built-in and the exec
 // worker alike): the lease handed to the next member of g (nil: none
 // known), the record removed, a "left" event flushed.
 func (m *Membership) Leave(ctx context.Context, g *coord.Generation, rep *Reporter) {
@@ -236,7 +236,7 @@ func (m *Membership) Leave(ctx context.Context, g *coord.Generation, rep *Report
 	rep.Flush(ctx)
 }
 
-// exit removes the record without handing the lease over (it lapses).
+// Exit removes the record without handing the lease over (it lapses).
 func (m *Membership) Exit(ctx context.Context) {
 	m.StopLead()
 	if err := m.Co.Leave(ctx); err != nil {

@@ -60,7 +60,7 @@ func (c ExecConfig) Validate() error {
 	return nil
 }
 
-// readSpec returns the job's spec (Deps.Spec, else the job store's).
+// ReadSpec returns the job's spec (Deps.Spec, else the job store's).
 func (w *ProgramWorker) ReadSpec(ctx context.Context) (*jobs.Spec, error) {
 	return w.Deps.ReadSpec(ctx, w.Cfg.Job)
 }
@@ -77,7 +77,7 @@ func (w *ProgramWorker) Register(ctx context.Context, s coord.MemberState) error
 	return w.Membership.Register(ctx, s)
 }
 
-// leave is the graceful exit: peers are told first (state leaving) so
+// Leave is the graceful exit: peers are told first (state leaving) so
 // they stop their programs at once, the program is stopped, rank 0's
 // folder synced, the lease handed over, the record deleted.
 func (w *ProgramWorker) Leave(ctx context.Context) error {
@@ -89,7 +89,7 @@ func (w *ProgramWorker) Leave(ctx context.Context) error {
 	return nil
 }
 
-// finish ends the job: to is succeeded (rank 0's program exited 0),
+// Finish ends the job: to is succeeded (rank 0's program exited 0),
 // failed (restart budget spent) or cancelled. Rank 0 of g, or the only
 // one left when g is nil, records it.
 func (w *ProgramWorker) Finish(ctx context.Context, g *coord.Generation, to jobs.State, reason string) error {
@@ -115,7 +115,7 @@ func (w *ProgramWorker) Exit(ctx context.Context, reason string) error {
 
 func (w *ProgramWorker) Grace() time.Duration { return time.Duration(w.Ex.Grace()) * time.Second }
 
-// programWorker is what the two modes that run a user's program (restart
+// ProgramWorker is what the two modes that run a user's program (restart
 // and live) share: the config, the job's spec, the membership (member
 // record, leader, generations watched, leave and stop requests), the
 // reporter, the worker's folder and the wake-ups of the generation wait.
@@ -136,13 +136,13 @@ type ProgramWorker struct {
 
 	CkptDir string
 
-	// last is the generation this worker's program last ran in (nil: none yet).
+	// Last is the generation this worker's program last ran in (nil: none yet).
 	Last *coord.Generation
 
 	LiveAddr string // live mode: host:port of the program's store (worker/live)
 }
 
-// newProgramWorker checks its arguments and fills in the defaults; it
+// NewProgramWorker checks its arguments and fills in the defaults; it
 // does no I/O. Deps.Transport is not used.
 func NewProgramWorker(cfg Config, ecfg ExecConfig, deps Deps) (*ProgramWorker, error) {
 	if err := cfg.Validate(); err != nil {

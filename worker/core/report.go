@@ -10,7 +10,7 @@ import (
 	"github.com/edl-nomad/edl/jobs"
 )
 
-// reporter writes progress and events to the job store off the step loop:
+// Reporter writes progress and events to the job store off the step loop:
 // the newest progress at most every `every`, events in order.
 //
 // Every write goes through send, one flush at a time. The job's state
@@ -62,7 +62,7 @@ func (r *Reporter) Event(typ jobs.EventType, msg string, data map[string]any) {
 	r.wake()
 }
 
-// checkpoint records a committed checkpoint on the job (and, through the
+// Checkpoint records a committed checkpoint on the job (and, through the
 // store, as an event).
 func (r *Reporter) Checkpoint(ref jobs.CheckpointRef) {
 	if r.jobs == nil {
@@ -98,7 +98,7 @@ func (r *Reporter) Run(ctx context.Context) {
 	}
 }
 
-// flush sends what is queued now; it returns once it has landed (or failed).
+// Flush sends what is queued now; it returns once it has landed (or failed).
 func (r *Reporter) Flush(ctx context.Context) {
 	if r.jobs == nil {
 		return
@@ -147,7 +147,7 @@ func (r *Reporter) markRunning(ctx context.Context) error {
 	return err
 }
 
-// transition moves the job to a final state, synchronously, after every
+// Transition moves the job to a final state, synchronously, after every
 // queued write and any flush in flight. It retries while the store is
 // away, until ctx ends: a lost final transition leaves the job unfinished.
 func (r *Reporter) Transition(ctx context.Context, to jobs.State, reason string) {

@@ -33,7 +33,7 @@ func permanent(err error) bool {
 		errors.Is(err, jobs.ErrInvalidTransition)
 }
 
-// retry runs f until it succeeds, fails permanently, or ctx ends, backing
+// Retry runs f until it succeeds, fails permanently, or ctx ends, backing
 // off: Redis may be briefly away. It is bounded by ctx only; callers that
 // must not wait for ever pass a deadline.
 func Retry(ctx context.Context, log *slog.Logger, what string, f func() error) error {

@@ -20,7 +20,7 @@ type ProgressState struct {
 	Loss      float64                `json:"loss"`       // mean loss of step Applied
 }
 
-// advance records the step just applied: total samples with a summed
+// Advance records the step just applied: total samples with a summed
 // loss, every rank's consumption in it and its debug record (the data
 // planes' common part of applying a step: builtin/step.go apply, live mode).
 func (p *ProgressState) Advance(total int64, loss float64, cons []datapipe.Consumption, debug string) {
@@ -31,12 +31,12 @@ func (p *ProgressState) Advance(total int64, loss float64, cons []datapipe.Consu
 	p.Meta, p.Debug = cons, debug
 }
 
-// encodeState is: 4-byte length of the JSON header, the header, the model state.
+// EncodeState is: 4-byte length of the JSON header, the header, the model state.
 func EncodeState(p ProgressState, model []byte) []byte {
 	return append(EncodeHeader(p, len(model)), model...)
 }
 
-// encodeHeader is encodeState's header, with room for extra bytes of model
+// EncodeHeader is encodeState's header, with room for extra bytes of model
 // state to be appended (trainer.Model.AppendState) without another copy.
 func EncodeHeader(p ProgressState, extra int) []byte {
 	h, _ := json.Marshal(p)

@@ -56,7 +56,7 @@ type liveRequest struct {
 	StorePort  int   `json:"store_port"`
 	Epochs     int   `json:"epochs"`
 	PID        int   `json:"pid"`
-	// gen, latest, next, step, failed, fallback
+	// Gen, latest, next, step, failed, fallback
 	Gen   int64 `json:"gen"`
 	After int64 `json:"after"`
 	// next
@@ -158,7 +158,7 @@ func New(pw *core.ProgramWorker) *Worker {
 	return &Worker{ProgramWorker: pw, st: core.ProgressState{Applied: -1}}
 }
 
-// run reads the job's spec (an exec trainer in live mode) and runs the
+// Run reads the job's spec (an exec trainer in live mode) and runs the
 // worker in live mode until the job ends.
 func (w *Worker) Run(ctx context.Context) error {
 	spec, err := w.ReadSpec(ctx)

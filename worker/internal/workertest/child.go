@@ -125,7 +125,7 @@ func ChildSetup() ChildEnv {
 	return ChildEnv{Cfg: cfg, Deps: deps, Env: env, Log: log, Done: func() { _ = tr.Close() }}
 }
 
-// slowRunning is the real job store whose Running transition takes a
+// SlowRunning is the real job store whose Running transition takes a
 // while, as it does when Redis is slow: the window in which a final
 // transition used to overtake it.
 type SlowRunning struct {

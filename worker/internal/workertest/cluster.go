@@ -23,7 +23,7 @@ import (
 	"github.com/edl-nomad/edl/worker/trainer"
 )
 
-// cluster runs worker processes of one job against a real Redis.
+// Cluster runs worker processes of one job against a real Redis.
 type Cluster struct {
 	t     *testing.T
 	R     *testenv.Redis
@@ -34,7 +34,7 @@ type Cluster struct {
 	Jobs  bool   // workers read the spec from, and report to, the job store
 	Full  bool   // every switch broadcasts the state to everyone (no direct hand-over)
 	Save  string // rank 0 writes the final training state here
-	// runningDelay slows the workers' job store writes to running.
+	// RunningDelay slows the workers' job store writes to running.
 	RunningDelay time.Duration
 	Env          []string // more EDL_WORKER_* settings for every worker
 
@@ -93,7 +93,7 @@ func Tail(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// start launches a new worker process and returns its id.
+// Start launches a new worker process and returns its id.
 func (c *Cluster) Start() string {
 	c.t.Helper()
 	c.mu.Lock()
@@ -132,7 +132,7 @@ func (c *Cluster) Start() string {
 	return id
 }
 
-// output is what worker id wrote so far (read it after the worker exited).
+// Output is what worker id wrote so far (read it after the worker exited).
 func (c *Cluster) Output(id string) string {
 	c.mu.Lock()
 	p := c.procs[id]
@@ -148,7 +148,7 @@ func (c *Cluster) Signal(id string, sig syscall.Signal) {
 	_ = p.cmd.Process.Signal(sig)
 }
 
-// stop sends SIGSTOP to the workers and waits until every thread of each
+// Stop sends SIGSTOP to the workers and waits until every thread of each
 // is stopped (kill returns before the signal takes effect).
 func (c *Cluster) Stop(ids ...string) {
 	c.t.Helper()
@@ -184,7 +184,7 @@ func allStopped(pid int) bool {
 	return true
 }
 
-// wait waits for worker id to exit and returns its error.
+// Wait waits for worker id to exit and returns its error.
 func (c *Cluster) Wait(id string, timeout time.Duration) error {
 	c.mu.Lock()
 	p := c.procs[id]
@@ -205,7 +205,7 @@ func (c *Cluster) Coord() *coord.Client {
 	return cc
 }
 
-// gen returns the current generation (nil before the first).
+// Gen returns the current generation (nil before the first).
 func (c *Cluster) Gen() *coord.Generation {
 	g, err := c.Coord().ReadGen(context.Background())
 	if err != nil {
@@ -214,7 +214,7 @@ func (c *Cluster) Gen() *coord.Generation {
 	return g
 }
 
-// waitFor polls cond until it holds.
+// WaitFor polls cond until it holds.
 func (c *Cluster) WaitFor(what string, timeout time.Duration, cond func() bool) {
 	c.t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -226,7 +226,7 @@ func (c *Cluster) WaitFor(what string, timeout time.Duration, cond func() bool) 
 	}
 }
 
-// waitWorld waits until the current generation has n members and has
+// WaitWorld waits until the current generation has n members and has
 // applied steps past the given one.
 func (c *Cluster) WaitWorld(n int, timeout time.Duration) {
 	c.t.Helper()
@@ -236,7 +236,7 @@ func (c *Cluster) WaitWorld(n int, timeout time.Duration) {
 	})
 }
 
-// steps returns the highest applied step in the debug records.
+// Steps returns the highest applied step in the debug records.
 func (c *Cluster) Steps() int64 {
 	recs, err := datapipe.New(c.R.Client, c.Coord().Keys(), "test").DebugRecords(context.Background())
 	if err != nil {
@@ -249,14 +249,14 @@ func (c *Cluster) Steps() int64 {
 	return m
 }
 
-// waitSteps waits until k more steps were applied.
+// WaitSteps waits until k more steps were applied.
 func (c *Cluster) WaitSteps(k int64, timeout time.Duration) {
 	c.t.Helper()
 	from := c.Steps()
 	c.WaitFor(fmt.Sprintf("%d more steps after %d", k, from), timeout, func() bool { return c.Steps() >= from+k })
 }
 
-// finish waits for every worker to exit 0 and the job to be done.
+// Finish waits for every worker to exit 0 and the job to be done.
 func (c *Cluster) Finish(timeout time.Duration) {
 	c.t.Helper()
 	c.mu.Lock()
@@ -288,7 +288,7 @@ func (c *Cluster) killed(id string) bool {
 	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
 }
 
-// checkExactlyOnce checks, from the debug records, that every sample of
+// CheckExactlyOnce checks, from the debug records, that every sample of
 // every epoch went into exactly one applied step.
 func (c *Cluster) CheckExactlyOnce() {
 	c.t.Helper()
@@ -360,7 +360,7 @@ func sampleGaps(recs map[int64]string, ds jobs.SyntheticDataset, epochs int) str
 	return strings.Join(out, "; ")
 }
 
-// leaderID returns the worker holding the leader lease.
+// LeaderID returns the worker holding the leader lease.
 func (c *Cluster) LeaderID() string {
 	id, _ := c.R.Client.Get(t0ctx, c.Coord().Keys().Leader()).Result()
 	return id
@@ -375,7 +375,7 @@ func (c *Cluster) LiveDir() string {
 	return ""
 }
 
-// checkLiveExactlyOnce is checkExactlyOnce for a live job's data set.
+// CheckLiveExactlyOnce is checkExactlyOnce for a live job's data set.
 func (c *Cluster) CheckLiveExactlyOnce(samples int64, parts, epochs int) {
 	c.t.Helper()
 	recs, err := datapipeRecords(c)
@@ -391,7 +391,7 @@ func (c *Cluster) CheckLiveExactlyOnce(samples int64, parts, epochs int) {
 	}
 }
 
-// waitLonePartition waits until epoch's queue is empty and exactly one of
+// WaitLonePartition waits until epoch's queue is empty and exactly one of
 // its partitions is unfinished, with minOff..maxOff samples used (so the
 // others had time to find the queue empty), and returns the worker holding it.
 func (c *Cluster) WaitLonePartition(epoch int, minOff, maxOff int64, timeout time.Duration) string {

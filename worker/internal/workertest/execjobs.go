@@ -7,7 +7,7 @@ import (
 	"github.com/edl-nomad/edl/jobs"
 )
 
-// execJobs is a JobSource that keeps the job in memory and records what
+// ExecJobs is a JobSource that keeps the job in memory and records what
 // the workers wrote.
 type ExecJobs struct {
 	Mu     sync.Mutex

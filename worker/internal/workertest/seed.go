@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// testSeed is EDL_TEST_SEED when set (to replay a failure), else a fresh
+// TestSeed is EDL_TEST_SEED when set (to replay a failure), else a fresh
 // seed; either way a failing test says how to replay it.
 func TestSeed(t *testing.T) uint64 {
 	t.Helper()
