@@ -41,7 +41,8 @@ import (
 //   - one-level rollback and the commit fence: Reconcile, commitScript.
 //
 // Requests (op): hello, gen, latest, adopt, next, step, failed, fallback,
-// and the store's store_* (livestore.go); see liveRequest.
+// and the store's store_* (livestore.go); protocol.json describes each
+// op's request and reply, and protocol.go holds every message to it.
 
 // LiveExitRestart is the exit status by which the edl package asks its
 // worker to restart it (the in-process re-initialisation failed): the
@@ -70,6 +71,8 @@ type liveRequest struct {
 	Error string `json:"error"`
 
 	liveStoreRequest // store_*: livestore.go
+
+	bad string // why the request does not match protocol.json ("": it does)
 }
 
 // liveReply is the worker's answer; Error set means the request was wrong.
@@ -253,6 +256,9 @@ func (w *Worker) nextGen(ctx context.Context, after int64) (*coord.Generation, b
 // handle answers one request; after, when set, ends the worker's life
 // once the reply is sent.
 func (w *Worker) handle(ctx context.Context, req liveRequest) (liveReply, func() error) {
+	if req.bad != "" {
+		return liveReply{Error: req.bad}, nil // not a request of protocol.json
+	}
 	w.liveOp(req.Op)
 	if rep, ok := w.liveStoreOp(ctx, req); ok {
 		return rep, nil // the generation's rendezvous store (livestore.go)

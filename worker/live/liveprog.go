@@ -84,22 +84,28 @@ func (w *Worker) startProgram(ctx context.Context) (*liveConn, error) {
 		w.prog.Stop(w.Grace())
 		return nil, fmt.Errorf("worker: live mode: the program's first request is not hello: %v %q", err, req.Op)
 	}
+	if req.bad != "" {
+		msg := req.bad
+		_ = lc.write("hello", liveReply{Error: msg})
+		w.prog.Stop(w.Grace())
+		return nil, fmt.Errorf("worker: live mode: %s", msg)
+	}
 	if req.DatasetLen != w.ds.Samples {
 		msg := fmt.Sprintf("data set has %d samples but the job's trainer.exec.dataset.samples is %d", req.DatasetLen, w.ds.Samples)
-		_ = lc.write(liveReply{Error: msg})
+		_ = lc.write("hello", liveReply{Error: msg})
 		<-w.prog.Done
 		w.Rep.Event(jobs.EventError, "worker "+w.Cfg.Worker+": "+msg, map[string]any{"worker": w.Cfg.Worker})
 		return nil, fmt.Errorf("worker: live mode: %s", msg)
 	}
 	if req.Epochs < 1 || req.StorePort <= 0 || req.StorePort > 65535 {
 		msg := fmt.Sprintf("hello: epochs %d (want >= 1), store_port %d (want 1-65535)", req.Epochs, req.StorePort)
-		_ = lc.write(liveReply{Error: msg})
+		_ = lc.write("hello", liveReply{Error: msg})
 		w.prog.Stop(w.Grace())
 		return nil, fmt.Errorf("worker: live mode: %s", msg)
 	}
 	w.epochs = req.Epochs
 	w.LiveAddr = net.JoinHostPort(w.Ecfg.Host, strconv.Itoa(req.StorePort))
-	if err := lc.write(liveReply{Job: w.Cfg.Job, Worker: w.Cfg.Worker, Samples: w.ds.Samples, Partitions: w.ds.Partitions,
+	if err := lc.write("hello", liveReply{Job: w.Cfg.Job, Worker: w.Cfg.Worker, Samples: w.ds.Samples, Partitions: w.ds.Partitions,
 		InitialWorld: max(1, w.Spec.Workers.Min),
 		TimeoutS:     w.liveTimeoutS(ctx)}); err != nil {
 		w.prog.Stop(w.Grace())
@@ -234,7 +240,7 @@ func (w *Worker) serve(ctx context.Context, c *liveConn) error {
 			c = next
 			continue
 		}
-		if err := c.write(rep); err != nil {
+		if err := c.write(req.Op, rep); err != nil {
 			w.Log.Warn("reply to the program", "err", err)
 		}
 		if after != nil {
@@ -279,11 +285,15 @@ func (l *liveConn) read() (liveRequest, error) {
 	if err := json.Unmarshal(line, &req); err != nil {
 		return req, fmt.Errorf("request %q: %w: %w", truncate(line, 200), errBadRequest, err)
 	}
+	if err := protocol.checkRequest(line); err != nil {
+		req.bad = err.Error() // answered with this error (protocol.json)
+	}
 	return req, nil
 }
 
-func (l *liveConn) write(rep liveReply) error {
-	b, err := json.Marshal(rep)
+// write sends the reply to op, shaped by protocol.json.
+func (l *liveConn) write(op string, rep liveReply) error {
+	b, err := protocol.encodeReply(op, rep)
 	if err != nil {
 		return err
 	}
