@@ -17,7 +17,7 @@ func TestPythonPackage(t *testing.T) {
 		}
 		t.Skipf("no %s with torch and pytest: %v", python, err)
 	}
-	testenv.TrackSources(t, "python/edl", "python/tests") // the result cache must see them
+	testenv.TrackSources(t, "python/edl", "python/tests", "worker/live/protocol.json") // the result cache must see them
 	cmd := exec.Command(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests")
 	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1", "OMP_NUM_THREADS=1")
 	out, err := cmd.CombinedOutput()

@@ -16,7 +16,7 @@ import (
 func TestRedisSpeedsReadsTheWorkersHash(t *testing.T) {
 	r := testenv.NewRedisServer(t)
 	ctx := context.Background()
-	// The key and value format the workers write (worker/speed.go).
+	// The key and value format the workers write (worker/builtin/speed.go).
 	key := coord.NewKeys(r.Prefix, "job1").Speed()
 	at := time.UnixMilli(1700000000000)
 	if err := r.Client.HSet(ctx, key, "alloc-a", `{"ms":12.5,"gen":3,"world":2,"at":1700000000000}`,

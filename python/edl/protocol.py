@@ -2,7 +2,9 @@
 
 One JSON object per line each way over the Unix socket named by EDL_SOCKET;
 every request gets one reply; a reply with "error" means the request was
-wrong (the message names what). The Go side is worker/live.go.
+wrong (the message names what). Every op's request and reply is
+described once in worker/live/protocol.json; the Go side (worker/live)
+checks every message against it, and python/tests checks this package's.
 
 Per-step metadata (the one small extra all-reduce) is a vector of
 META_HEAD + SLOT_WIDTH * world numbers, summed over the ranks; each rank

@@ -2,7 +2,7 @@
 
 A torch.distributed.Store whose calls go to this program's worker over its
 socket (ops store_set, store_get, store_add, store_cas, store_wait,
-store_check, store_num_keys, store_delete; worker/livestore.go), which keeps
+store_check, store_num_keys, store_delete; worker/live/livestore.go), which keeps
 the keys in Redis under the job's key base, one hash per generation (a fresh
 namespace every generation; it expires after it). No program connects to
 another program's store, so a peer that dies cannot take a survivor's store

@@ -181,7 +181,7 @@ class Context(GroupMixin):
                             self._exit_for_restart(rep["save"], g["applied"], state, "the fallback")
                         _log("in-process re-initialisation failed %d times (%r); asking the worker to restart this program"
                              % (init_failures + peer_failures, e))
-                        os._exit(75)  # LiveExitRestart in worker/live.go
+                        os._exit(75)  # LiveExitRestart in worker/live/live.go
                     self.client.call("failed", gen=after, error=repr(e))
                     continue
                 action = yield from self._generation(loader, state)
@@ -396,7 +396,7 @@ class Context(GroupMixin):
             self._saver.save(state, save, applied, background=False)
         _log("restart mode: exiting for %s (state of step %d %s)" % (why, applied, "saved" if save else "none"))
         self.client.close()
-        os._exit(75)  # LiveExitRestart in worker/live.go
+        os._exit(75)  # LiveExitRestart in worker/live/live.go
 
     def _restore(self, g, state):
         start = time.time()

@@ -6,7 +6,7 @@
 Once ctx.steps() returned because training finished, rank 0's program
 then: MODE "sleep" sleeps 2 s and prints "AFTERLOOP exit time=<t>" just
 before it exits 0; "fail" writes "saving the model failed" to stderr and
-exits 3; "hang" never returns. worker/liveend_test.go checks that the job
+exits 3; "hang" never returns. worker/live/liveend_test.go checks that the job
 ends by what the program does, not before.
 """
 

@@ -5,7 +5,7 @@
 
 Every group setup after this process's first raises, as a fragile
 backend's re-initialisation in process would (NCCL): the test of the
-fallback to restart mode (worker/liverestart_test.go) runs its program so.
+fallback to restart mode (worker/live/liverestart_test.go) runs its program so.
 The hook lives here, on the tests' side, not in the edl package.
 """
 

@@ -1,4 +1,4 @@
-"""The store ops of worker/livestore.go for the tests' fake workers: one
+"""The store ops of worker/live/livestore.go for the tests' fake workers: one
 dict per generation; a get waits for its key; a wait is bounded by its
 timeout_ms and ends at once, superseded, once latest passed its generation."""
 

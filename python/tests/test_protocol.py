@@ -6,11 +6,12 @@ import pytest
 
 import edl
 
+import protocol_schema
 from edl import protocol
 
 
 def test_meta_layout_matches_worker():
-    # worker/livedecide.go: liveCount 0, liveSwitch 1, liveStop 2, liveBlocked 3, liveHead 4, slotWidth 4
+    # worker/core/block.go: blockCount 0, blockSwitch 1, blockStop 2, blockBlocked 3, blockHead 4, slotWidth 4
     assert (protocol.COUNT, protocol.SWITCH, protocol.STOP, protocol.BLOCKED, protocol.META_HEAD) == (0, 1, 2, 3, 4)
     assert protocol.meta_len(3) == 16
 
@@ -68,3 +69,48 @@ def test_pip_install_as_a_library(tmp_path):
     assert r.returncode == 0, r.stderr
     version, path = r.stdout.split()
     assert version == edl.__version__ and path.startswith(str(target))
+
+
+def test_protocol_schema_is_well_formed():
+    schema = protocol_schema.load()
+    assert schema["ops"], "no ops"
+    for op, o in schema["ops"].items():
+        for part in ("request", "reply"):
+            for k, desc in o[part].items():
+                words = desc.split()
+                assert words[0] in protocol_schema.TYPES and words[1:] in ([], ["always"]), "%s %s %s: %r" % (op, part, k, desc)
+
+
+def test_every_request_in_the_source_is_in_the_schema():
+    # A field python/edl sends that protocol.json (and so the worker) lacks fails here.
+    schema = protocol_schema.load()
+    sent = protocol_schema.sent_in_source()
+    assert len(sent) >= 10, sent
+    for op, fields, where in sent:
+        assert op in schema["ops"], "%s: op %r is not in protocol.json" % (where, op)
+        extra = fields - set(schema["ops"][op]["request"])
+        assert not extra, "%s: %s sends %s, not in protocol.json" % (where, op, sorted(extra))
+
+
+def test_the_source_sends_every_op_and_field_of_the_schema():
+    # An op or a request field protocol.json (and so the worker) has that
+    # python/edl never sends fails here.
+    schema = protocol_schema.load()
+    sent = {}
+    for op, fields, _ in protocol_schema.sent_in_source():
+        sent.setdefault(op, set()).update(fields)
+    for op, o in schema["ops"].items():
+        assert op in sent, "python/edl never sends %r" % op
+        missing = set(o["request"]) - sent[op]
+        assert not missing, "python/edl sends %s without %s" % (op, sorted(missing))
+
+
+def test_checks_catch_a_field_on_one_side_only():
+    schema = protocol_schema.load()
+    with pytest.raises(AssertionError, match="not in protocol.json"):
+        protocol_schema.check_request(schema, {"op": "next", "gen": 1, "batch": 4, "size": 2})
+    with pytest.raises(AssertionError, match="not of type int"):
+        protocol_schema.check_request(schema, {"op": "next", "gen": 1, "batch": "4"})
+    with pytest.raises(AssertionError, match="not in protocol.json"):
+        protocol_schema.check_reply(schema, "latest", {"gen": 2, "applied": 3})
+    protocol_schema.check_reply(schema, "store_get", {"error": "timeout", "superseded": True})

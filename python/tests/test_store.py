@@ -1,6 +1,6 @@
 """edl.store.WorkerStore against a fake worker speaking the store ops of
-worker/livestore.go (tests/fakestore.py: the same semantics; the Go side's
-own test is worker/livestore_test.go's TestLiveStoreOps)."""
+worker/live/livestore.go (tests/fakestore.py: the same semantics; the Go side's
+own test is worker/live/livestore_test.go's TestLiveStoreOps)."""
 
 import datetime
 import json

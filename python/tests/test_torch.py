@@ -1,4 +1,4 @@
-"""edl.torch against a fake worker speaking the protocol of worker/live.go
+"""edl.torch against a fake worker speaking the protocol of worker/live/live.go
 (one process, a real gloo group of one)."""
 
 import json
@@ -17,7 +17,7 @@ from fakestore import StoreOps
 
 
 class FakeWorker:
-    """Hands out partitions in order, applies steps like worker/live.go's
+    """Hands out partitions in order, applies steps like worker/live/live.go's
     liveStep (decideStep), and records every applied step's ranges."""
 
     def __init__(self, path, samples, partitions, fail_hello=None, initial_world=1):

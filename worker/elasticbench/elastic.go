@@ -7,8 +7,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/edl-nomad/edl/worker"
 	"github.com/edl-nomad/edl/worker/coord"
+	"github.com/edl-nomad/edl/worker/core"
 	"github.com/edl-nomad/edl/worker/datapipe"
 )
 
@@ -96,7 +96,7 @@ func (b *bench) elastic(ctx context.Context, res *Result) error {
 		return err
 	}
 	bt := b.cfg.Spec.Trainer.Builtin
-	res.SamplesMissed, res.SamplesRepeated, err = worker.CheckSamples(recs, bt.Dataset, bt.Epochs)
+	res.SamplesMissed, res.SamplesRepeated, err = core.CheckSamples(recs, bt.Dataset, bt.Epochs)
 	if err != nil {
 		return err
 	}

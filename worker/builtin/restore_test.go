@@ -1,0 +1,81 @@
+package builtin
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/edl-nomad/edl/checkpoint"
+	"github.com/edl-nomad/edl/internal/testenv"
+	"github.com/edl-nomad/edl/worker/core"
+	"github.com/edl-nomad/edl/worker/internal/workertest"
+)
+
+// TestRestoreAfterEveryWorkerKilled trains with periodic checkpoints,
+// SIGKILLs every worker at once, starts fresh ones, and checks that they
+// resume from the newest checkpoint and that every sample of every epoch
+// still went into exactly one applied step.
+func TestRestoreAfterEveryWorkerKilled(t *testing.T) {
+	r := testenv.NewRedis(t)
+	dir := t.TempDir()
+	spec := workertest.TestSpec(3, 2)
+	spec.Checkpoint.EverySteps, spec.Checkpoint.Keep = 10, 3
+	c := workertest.NewCluster(t, r, spec, 5*time.Millisecond)
+	c.Store = "file://" + dir
+	store, err := checkpoint.Open(context.Background(), c.Store, checkpoint.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newest := func() int64 {
+		ms, err := checkpoint.List(context.Background(), store, core.CheckpointJob(c.Job))
+		if err != nil || len(ms) == 0 {
+			return -1
+		}
+		return ms[len(ms)-1].Step
+	}
+	a, b := c.Start(), c.Start()
+	c.WaitWorld(2, 20*time.Second)
+	c.WaitFor("a checkpoint", 30*time.Second, func() bool { return newest() >= 19 })
+	// Freeze both workers (SIGSTOP) at a moment when steps were applied
+	// after the newest checkpoint: stopped, neither applies a step nor
+	// finishes an upload, so the checkpoint the fresh workers must restore,
+	// and that there are steps to redo, is known before the kill. Read
+	// while they ran, a checkpoint could land between the read and the kill.
+	var cp, before int64
+	c.WaitFor("both workers stopped with steps applied after the newest checkpoint", 60*time.Second, func() bool {
+		c.WaitSteps(3, 20*time.Second)
+		c.Stop(a, b)
+		cp, before = newest(), c.Steps()
+		if cp >= 19 && before > cp {
+			return true
+		}
+		c.Signal(a, syscall.SIGCONT)
+		c.Signal(b, syscall.SIGCONT)
+		return false
+	})
+	c.Signal(a, syscall.SIGKILL)
+	c.Signal(b, syscall.SIGKILL)
+	_ = c.Wait(a, 10*time.Second)
+	_ = c.Wait(b, 10*time.Second)
+	n1, n2 := c.Start(), c.Start()
+	c.Finish(90 * time.Second)
+	want := fmt.Sprintf("from_checkpoint=true step=%d", cp)
+	if out := c.Output(n1) + c.Output(n2); !strings.Contains(out, want) {
+		t.Errorf("fresh workers' logs do not say %q", want)
+	}
+	c.CheckExactlyOnce()
+	if cp < 0 || before <= cp {
+		t.Fatalf("checkpoint %d, steps applied before the kill %d: want steps after the checkpoint", cp, before)
+	}
+	g := c.Gen()
+	if g == nil || g.Number < 2 {
+		t.Fatalf("generation after restore: %+v", g)
+	}
+	if last := newest(); last <= before {
+		t.Fatalf("final checkpoint at step %d, want after %d", last, before)
+	}
+	t.Logf("restored from step %d after %d applied steps; final checkpoint at %d", cp, before, newest())
+}

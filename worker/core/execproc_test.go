@@ -1,0 +1,73 @@
+package core
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestProgramOutputAndExit(t *testing.T) {
+	var out, errb syncBuf
+	p := StartProgram([]string{"/bin/sh", "-c", `echo "hello $WHO"; for i in 1 2 3 4 5; do echo "err $i" >&2; done; printf partial >&2; exit 3`},
+		t.TempDir(), []string{"WHO=edl"}, &out, &errb, 3)
+	<-p.Done
+	if p.Res.Code != 3 || p.Res.Stopped || p.Res.Signal != "" {
+		t.Fatalf("result %+v, want exit code 3, not stopped", p.Res)
+	}
+	if out.String() != "hello edl\n" {
+		t.Errorf("stdout %q", out.String())
+	}
+	if !strings.HasPrefix(errb.String(), "err 1\n") {
+		t.Errorf("stderr %q", errb.String())
+	}
+	if want := "err 4\nerr 5\npartial"; p.Res.Tail != want {
+		t.Errorf("tail %q, want %q", p.Res.Tail, want)
+	}
+	if got := JudgeExit(0, p.Res); got != ExitFailed {
+		t.Errorf("verdict %v, want failed", got)
+	}
+}
+
+func TestProgramStop(t *testing.T) {
+	tests := []struct {
+		name     string
+		script   string
+		grace    time.Duration
+		wantCode int
+		wantSig  string
+		atLeast  time.Duration
+	}{
+		// The program handles SIGTERM and exits on its own within the grace period.
+		{"graceful", `trap 'echo bye; exit 7' TERM; echo up; while :; do sleep 0.05; done`, 5 * time.Second, 7, "", 0},
+		// It ignores SIGTERM: SIGKILL after the grace period.
+		{"killed after grace", `trap '' TERM; echo up; while :; do sleep 0.05; done`, 300 * time.Millisecond, -1, "SIGKILL", 300 * time.Millisecond},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out syncBuf
+			p := StartProgram([]string{"/bin/sh", "-c", tc.script}, "", nil, &out, &out, 5)
+			for !strings.Contains(out.String(), "up") {
+				time.Sleep(10 * time.Millisecond)
+			}
+			start := time.Now()
+			res := p.Stop(tc.grace)
+			if !res.Stopped || res.Code != tc.wantCode || res.Signal != tc.wantSig {
+				t.Fatalf("result %+v, want stopped, code %d, signal %q", res, tc.wantCode, tc.wantSig)
+			}
+			if took := time.Since(start); took < tc.atLeast {
+				t.Errorf("stopped after %s, before the grace period %s", took, tc.atLeast)
+			}
+		})
+	}
+}
+
+func TestProgramNotFound(t *testing.T) {
+	p := StartProgram([]string{"/nonexistent/prog"}, "", nil, &syncBuf{}, &syncBuf{}, 5)
+	<-p.Done
+	if p.Res.StartErr == nil || JudgeExit(0, p.Res) != ExitFailed || !strings.Contains(p.Res.Describe(), "could not start") {
+		t.Fatalf("result %+v (%s), want a start error judged a failure", p.Res, p.Res.Describe())
+	}
+	if r := p.Stop(time.Second); r.StartErr == nil {
+		t.Error("stop of a program that never started lost its result")
+	}
+}

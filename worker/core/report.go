@@ -1,0 +1,173 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/edl-nomad/edl/jobs"
+)
+
+// Reporter writes progress and events to the job store off the step loop:
+// the newest progress at most every `every`, events in order.
+//
+// Every write goes through send, one flush at a time. The job's state
+// moves starting -> running with the first progress and running ->
+// succeeded (or cancelled) at the end; the store refuses starting ->
+// succeeded, so the final transition must not overtake the Running write
+// of a flush still in flight (it once did: the job stayed starting for
+// ever). transition therefore takes send too, and makes the Running
+// write itself when no flush has landed one yet.
+type Reporter struct {
+	jobs  JobSource
+	job   string
+	every time.Duration
+	log   *slog.Logger
+
+	mu     sync.Mutex // guards the queue below
+	prog   *jobs.Progress
+	events []jobs.Event
+	ckpt   *jobs.CheckpointRef
+	kick   chan struct{}
+
+	send sync.Mutex // held for a whole flush or transition
+	// running: the job was moved to running, or the store said it is past
+	// starting already (another rank 0 moved it). Guarded by send; set
+	// only once the write landed, so a failed one is tried again.
+	running bool
+}
+
+func NewReporter(js JobSource, job string, every time.Duration, log *slog.Logger) *Reporter {
+	return &Reporter{jobs: js, job: job, every: every, log: log, kick: make(chan struct{}, 1)}
+}
+
+func (r *Reporter) Progress(p jobs.Progress) {
+	if r.jobs == nil {
+		return
+	}
+	r.mu.Lock()
+	r.prog = &p
+	r.mu.Unlock()
+}
+
+func (r *Reporter) Event(typ jobs.EventType, msg string, data map[string]any) {
+	if r.jobs == nil {
+		return
+	}
+	r.mu.Lock()
+	r.events = append(r.events, jobs.Event{Type: typ, Message: msg, Data: data})
+	r.mu.Unlock()
+	r.wake()
+}
+
+// Checkpoint records a committed checkpoint on the job (and, through the
+// store, as an event).
+func (r *Reporter) Checkpoint(ref jobs.CheckpointRef) {
+	if r.jobs == nil {
+		return
+	}
+	r.mu.Lock()
+	r.ckpt = &ref
+	r.mu.Unlock()
+	r.wake()
+}
+
+func (r *Reporter) wake() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (r *Reporter) Run(ctx context.Context) {
+	if r.jobs == nil {
+		return
+	}
+	t := time.NewTicker(r.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-r.kick:
+		}
+		r.Flush(ctx)
+	}
+}
+
+// Flush sends what is queued now; it returns once it has landed (or failed).
+func (r *Reporter) Flush(ctx context.Context) {
+	if r.jobs == nil {
+		return
+	}
+	r.send.Lock()
+	defer r.send.Unlock()
+	r.flushLocked(ctx)
+}
+
+func (r *Reporter) flushLocked(ctx context.Context) {
+	r.mu.Lock()
+	p, evs, ck := r.prog, r.events, r.ckpt
+	r.prog, r.events, r.ckpt = nil, nil, nil
+	r.mu.Unlock()
+	for _, e := range evs {
+		if _, err := r.jobs.AppendEvent(ctx, r.job, e); err != nil {
+			r.log.Debug("append job event failed", "err", err)
+		}
+	}
+	if ck != nil {
+		if err := r.jobs.SetCheckpoint(ctx, r.job, *ck); err != nil {
+			r.log.Debug("record checkpoint on the job failed", "err", err)
+		}
+	}
+	if p == nil {
+		return
+	}
+	if p.Step >= 0 && !r.running {
+		if err := r.markRunning(ctx); err != nil {
+			r.log.Debug("move job to running", "err", err)
+		}
+	}
+	if err := r.jobs.SetProgress(ctx, r.job, *p); err != nil {
+		r.log.Debug("set job progress failed", "err", err)
+	}
+}
+
+// markRunning moves the job to running once. A refused transition means
+// the job is past starting already (running, or cancelling): nothing to do.
+func (r *Reporter) markRunning(ctx context.Context) error {
+	_, err := r.jobs.Transition(ctx, r.job, jobs.Running, "training")
+	if err == nil || errors.Is(err, jobs.ErrInvalidTransition) {
+		r.running = true
+		return nil
+	}
+	return err
+}
+
+// Transition moves the job to a final state, synchronously, after every
+// queued write and any flush in flight. It retries while the store is
+// away, until ctx ends: a lost final transition leaves the job unfinished.
+func (r *Reporter) Transition(ctx context.Context, to jobs.State, reason string) {
+	if r.jobs == nil {
+		return
+	}
+	r.send.Lock()
+	defer r.send.Unlock()
+	r.flushLocked(ctx)
+	err := Retry(ctx, r.log, "job state change to "+string(to), func() error {
+		if to == jobs.Succeeded && !r.running {
+			// Only running may succeed; no progress write has moved it yet.
+			if err := r.markRunning(ctx); err != nil {
+				return err
+			}
+		}
+		_, err := r.jobs.Transition(ctx, r.job, to, reason)
+		return err
+	})
+	if err != nil {
+		r.log.Warn("job state change failed", "to", to, "err", err)
+	}
+}

@@ -1,0 +1,221 @@
+package restart
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edl-nomad/edl/checkpoint"
+	"github.com/edl-nomad/edl/internal/testenv"
+	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/worker/core"
+	"github.com/edl-nomad/edl/worker/internal/workertest"
+)
+
+// execRun runs exec workers of one job in this process, each with its
+// own folder, until they all return.
+type execRun struct {
+	t     *testing.T
+	r     *testenv.Redis
+	out   string // the programs' shared output folder ($OUT)
+	jobs  *workertest.ExecJobs
+	store checkpoint.Store
+	errs  chan error
+	n     int
+}
+
+func startExec(t *testing.T, n int, script string, restarts int) *execRun {
+	t.Helper()
+	run := newExecRun(t, n, n, script, restarts)
+	for i := range n {
+		run.add(fmt.Sprintf("w%d", i))
+	}
+	return run
+}
+
+func newExecRun(t *testing.T, min, max int, script string, restarts int) *execRun {
+	t.Helper()
+	r := testenv.NewRedis(t)
+	out := t.TempDir()
+	grace := 5
+	spec := jobs.Spec{Name: "x", Workers: jobs.WorkerRange{Min: min, Max: max}, Checkpoint: jobs.CheckpointPolicy{Keep: 2},
+		Trainer: jobs.Trainer{Kind: jobs.TrainerExec, Exec: &jobs.ExecTrainer{
+			Command: []string{"/bin/sh", "-c", script}, Env: map[string]string{"OUT": out},
+			GracePeriodS: &grace, MaxRestarts: &restarts}}}
+	store, err := checkpoint.NewFileStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &execRun{t: t, r: r, out: out, jobs: &workertest.ExecJobs{Job: jobs.Job{ID: "j1", State: jobs.Running, Spec: spec}},
+		store: store, errs: make(chan error, 16)}
+}
+
+// add starts worker id; cancelling the returned function is its SIGTERM.
+func (run *execRun) add(id string) context.CancelFunc {
+	t := run.t
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	cfg := core.DefaultConfig("j1", id)
+	cfg.Prefix = run.r.Prefix
+	pw, err := core.NewProgramWorker(cfg, core.ExecConfig{Dir: filepath.Join(t.TempDir(), "w"), Env: []string{"PATH=" + os.Getenv("PATH")},
+		Poll: 50 * time.Millisecond, SyncEvery: 100 * time.Millisecond},
+		core.Deps{Redis: run.r.Client, Jobs: run.jobs, Store: run.store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := New(pw)
+	run.n++
+	go func() { run.errs <- w.Run(ctx) }()
+	return cancel
+}
+
+// wait waits for every worker to return and for the job to end.
+func (r *execRun) wait(timeout time.Duration) (jobs.State, string) {
+	r.t.Helper()
+	deadline := time.After(timeout)
+	for range r.n {
+		select {
+		case err := <-r.errs:
+			if err != nil {
+				r.t.Errorf("worker returned %v", err)
+			}
+		case <-deadline:
+			st, reason := r.jobs.State()
+			r.t.Fatalf("workers still running after %s; job %s (%s)", timeout, st, reason)
+		}
+	}
+	return r.jobs.State()
+}
+
+// lines reads the program output files named glob in $OUT, in order.
+func (r *execRun) lines(glob string) []string {
+	files, _ := filepath.Glob(filepath.Join(r.out, glob))
+	sort.Strings(files)
+	var out []string
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if l != "" {
+				out = append(out, l)
+			}
+		}
+	}
+	return out
+}
+
+func TestExecOneWorkerSucceeds(t *testing.T) {
+	r := startExec(t, 1, `echo "$RANK $WORLD_SIZE $LOCAL_RANK $EDL_GENERATION $TORCHELASTIC_RESTART_COUNT $TORCHELASTIC_RUN_ID" > "$OUT/env"; [ "$MASTER_PORT" -gt 0 ] && [ -d "$EDL_CHECKPOINT_DIR" ]`, 3)
+	st, reason := r.wait(30 * time.Second)
+	if st != jobs.Succeeded {
+		t.Fatalf("job %s (%s), want succeeded", st, reason)
+	}
+	if got := r.lines("env"); len(got) != 1 || got[0] != "0 1 0 1 0 j1" {
+		t.Errorf("program saw %q, want rank 0 of 1, generation 1, restart 0, run id j1", got)
+	}
+}
+
+func TestExecFailureIsRestartedThenFailsTheJob(t *testing.T) {
+	r := startExec(t, 1, `echo "run $TORCHELASTIC_RESTART_COUNT/$TORCHELASTIC_MAX_RESTARTS" >> "$OUT/runs"; echo "bad input at line 7" >&2; exit 5`, 2)
+	st, reason := r.wait(60 * time.Second)
+	if st != jobs.Failed {
+		t.Fatalf("job %s (%s), want failed", st, reason)
+	}
+	if got, want := strings.Join(r.lines("runs"), ","), "run 0/2,run 1/2,run 2/2"; got != want {
+		t.Errorf("runs %q, want %q (one start and max_restarts restarts)", got, want)
+	}
+	for _, part := range []string{"exit code 5", "bad input at line 7", "max_restarts 2"} {
+		if !strings.Contains(reason, part) {
+			t.Errorf("reason %q lacks %q", reason, part)
+		}
+	}
+}
+
+// Two workers, min == max: the program of rank 0 fails once after writing
+// a checkpoint; at the restart rank 1's folder holds it (uploaded by rank
+// 0's worker, restored by rank 1's), and the job succeeds.
+func TestExecCheckpointFolderFollowsTheRestart(t *testing.T) {
+	script := `
+echo "$RANK $WORLD_SIZE $MASTER_ADDR:$MASTER_PORT $TORCHELASTIC_RESTART_COUNT" >> "$OUT/env.$RANK"
+if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then
+  if [ "$RANK" = 0 ]; then echo 42 > "$EDL_CHECKPOINT_DIR/c.tmp"; mv "$EDL_CHECKPOINT_DIR/c.tmp" "$EDL_CHECKPOINT_DIR/c"; sleep 0.5; exit 1; fi
+  while :; do sleep 0.05; done
+fi
+if [ "$RANK" = 1 ]; then cat "$EDL_CHECKPOINT_DIR/c" > "$OUT/seen.1" 2>&1; exit 0; fi
+while [ ! -f "$OUT/seen.1" ]; do sleep 0.05; done
+exit 0`
+	r := startExec(t, 2, script, 3)
+	st, reason := r.wait(60 * time.Second)
+	if st != jobs.Succeeded {
+		t.Fatalf("job %s (%s), want succeeded", st, reason)
+	}
+	if got := r.lines("seen.1"); len(got) != 1 || got[0] != "42" {
+		t.Errorf("rank 1 saw %q in its checkpoint folder after the restart, want rank 0's 42", got)
+	}
+	e0, e1 := r.lines("env.0"), r.lines("env.1")
+	if len(e0) != 2 || len(e1) != 2 {
+		t.Fatalf("runs: rank 0 %q, rank 1 %q; want two each", e0, e1)
+	}
+	for i := range 2 {
+		f0, f1 := strings.Fields(e0[i]), strings.Fields(e1[i])
+		if f0[1] != "2" || f1[1] != "2" || f0[2] != f1[2] || f0[3] != fmt.Sprint(i) {
+			t.Errorf("run %d: rank 0 saw %q, rank 1 %q; want world 2, one master, restart count %d", i, e0[i], e1[i], i)
+		}
+	}
+	if e0[0] == e0[1] {
+		t.Errorf("the restart reused the master port: %q", e0)
+	}
+}
+
+// A world below workers.min never runs the program: after one of two
+// workers (min 2) leaves, the other waits for a replacement.
+func TestExecWaitsForMinWorkers(t *testing.T) {
+	// Rank 0's exit 0 ends the job and stops the others, so after the
+	// replacement rank 0 waits for rank 1's second run to be on record.
+	script := `echo "$WORLD_SIZE" >> "$OUT/world.$RANK.$$"
+if [ -f "$OUT/finish" ]; then
+  while [ "$RANK" = 0 ] && [ "$(ls "$OUT" | grep -c '^world\.1\.')" -lt 2 ]; do sleep 0.05; done
+  exit 0
+fi
+while :; do sleep 0.05; done`
+	r := newExecRun(t, 2, 3, script, 3)
+	r.add("w0")
+	leave := r.add("w1")
+	waitFiles(t, r.out, "world.0.*", 1)
+	waitFiles(t, r.out, "world.1.*", 1)
+	leave()
+	time.Sleep(2 * time.Second) // a window in which a world of 1 would start
+	if err := os.WriteFile(filepath.Join(r.out, "finish"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.add("w2")
+	st, reason := r.wait(60 * time.Second)
+	if st != jobs.Succeeded {
+		t.Fatalf("job %s (%s), want succeeded", st, reason)
+	}
+	for _, w := range r.lines("world.*") {
+		if w != "2" {
+			t.Errorf("a program ran with WORLD_SIZE %s, below workers.min 2 (all: %v)", w, r.lines("world.*"))
+		}
+	}
+	if n := len(r.lines("world.*")); n != 4 {
+		t.Errorf("%d program runs, want 4 (2 before the leave, 2 after the replacement)", n)
+	}
+}
+
+func waitFiles(t *testing.T, dir, glob string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if m, _ := filepath.Glob(filepath.Join(dir, glob)); len(m) >= n {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no %d files %s in %s", n, glob, dir)
+}
