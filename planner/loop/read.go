@@ -35,6 +35,9 @@ type observed struct {
 	// done: the workers' done marker says the training reached its end
 	// (read only once every worker has exited for SettleAfter).
 	done bool
+	// moved says how a deadline job's speed estimate moved this round
+	// ("" when it did not): it is re-planned from its least share.
+	moved string
 }
 
 // read takes the round's snapshot. An error about one job drops that job
@@ -114,12 +117,36 @@ func (l *Loop) observe(ctx context.Context, j *jobs.Job, now time.Time, dt float
 	units := max(j.Spec.GPUsPerWorker, 1)
 	o.tr.attained += dt * float64(len(o.live)*units)
 	if p := j.Progress; p.WorldSize > 0 && p.SamplesPerS > 0 && p.WorldSize == len(o.live) {
+		o.moved = estimateMoved(j, o.tr, l.cfg.Policy.CommRatio)
 		o.tr.throughput[p.WorldSize] = p.SamplesPerS
 	}
 	if j.State == jobs.Running && l.cfg.Speeds != nil && l.cfg.Policy.Straggler.Factor > 0 {
 		o.speeds = l.speeds(ctx, j.ID, o.live)
 	}
 	return o, nil
+}
+
+// estimateMoved compares a deadline job's measured speed with what the
+// planner assumed at that size (what it assumed at its last re-plan, else
+// the estimate from the figures so far) and says how it moved when it did
+// materially (planner.EstimateMoved); it notes the new figure as assumed.
+func estimateMoved(j *jobs.Job, tr *tracked, commRatio float64) string {
+	p := j.Progress
+	if !j.Spec.HasDeadline() {
+		return ""
+	}
+	was, ok := tr.assumed[p.WorldSize]
+	if !ok {
+		was = planner.SpeedAt(tr.throughput, j.Spec.PerWorkerSpeed, commRatio, p.WorldSize)
+	}
+	if !planner.EstimateMoved(was, p.SamplesPerS) {
+		return ""
+	}
+	if tr.assumed == nil {
+		tr.assumed = map[int]float64{}
+	}
+	tr.assumed[p.WorldSize] = p.SamplesPerS
+	return fmt.Sprintf("speed estimate at %d workers moved from %.4g to %.4g/s", p.WorldSize, was, p.SamplesPerS)
 }
 
 // allExited: a starting or running job whose every worker has exited (and
