@@ -104,7 +104,8 @@ func (w *ExecWorker) runGen(ctx context.Context, g *coord.Generation) genOutcome
 	_ = os.Remove(errFile)
 	env := ProgramEnv{Base: w.ecfg.Env, Spec: w.ex.Env, JobID: w.cfg.Job, Generation: g.Number,
 		Rank: rank, World: len(g.Members), MasterAddr: master, MasterPort: entries[g.Members[0]].Port,
-		RestartCount: restarts, MaxRestarts: w.ex.Restarts(), CheckpointDir: w.ckptDir, ErrorFile: errFile}
+		RestartCount: restarts, MaxRestarts: w.ex.Restarts(), CheckpointDir: w.ckptDir, ErrorFile: errFile,
+		MetricsFile: filepath.Join(w.ecfg.Dir, MetricsFileName)}
 	prog := startProgram(w.ex.Command, w.ex.Workdir, env.Environ(), w.ecfg.Stdout, w.ecfg.Stderr, w.ecfg.TailLines)
 	w.last = g
 	if w.state != coord.Active {
@@ -117,6 +118,9 @@ func (w *ExecWorker) runGen(ctx context.Context, g *coord.Generation) genOutcome
 		map[string]any{"worker": w.cfg.Worker, "generation": g.Number, "rank": rank, "world": len(g.Members), "restart_count": restarts})
 	if rank == 0 {
 		w.rep.progress(jobs.Progress{Step: 0, WorldSize: len(g.Members), Generation: g.Number})
+		mctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go w.followMetrics(mctx, env.MetricsFile, len(g.Members), g.Number) // execmetrics.go
 	}
 	return w.monitor(ctx, g, rank, prog)
 }
