@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/edl-nomad/edl/jobs"
 )
 
 func TestEstimateMoved(t *testing.T) {
@@ -88,5 +90,49 @@ func TestReplanKeepsStrictPlans(t *testing.T) {
 	}
 	if shrunk == 0 {
 		t.Error("no re-plan gave any job a smaller share: the test shows nothing")
+	}
+}
+
+// A deadline job whose work is done keeps its workers until they end it:
+// suspending it then would leave it suspended for good.
+func TestDoneDeadlineJobKeepsItsWorkers(t *testing.T) {
+	s := deadlineSnap(4, job("a", 0, 4, dl(60*time.Second, 0, 10)), job("g", 1, 4))
+	s.Jobs[0].Current = 2
+	running(&s, "a", map[string]int{"n-0": 2})
+	p := Decide(s, t0)
+	if a, _ := p.Target("a"); a.Workers != 2 || a.Suspend {
+		t.Errorf("done job: %+v, want its 2 workers kept", a)
+	}
+	if g, _ := p.Target("g"); g.Workers != 2 {
+		t.Errorf("the other job gets %d, want the 2 left", g.Workers)
+	}
+}
+
+// AdmitJob's earliest_feasible holds for a resubmission a few seconds
+// later (ResubmitMargin), where Admit's is exact for now.
+func TestAdmitJobEarliestFeasibleHoldsForAResubmission(t *testing.T) {
+	capa := jobs.Capacity{Nodes: []jobs.Node{{ID: "n", CPUSlots: 4, FreeCPUSlots: 4}}}
+	running := jobs.Job{ID: "a", State: jobs.Running, CreatedAt: t0, Workers: jobs.WorkerCount{Current: 2, Target: 2}}
+	running.Spec.Within, running.Spec.PerWorkerSpeed = "20s", 100
+	running.Spec.Workers = jobs.WorkerRange{Min: 1, Max: 4}
+	running.Spec.Trainer.Builtin = &jobs.BuiltinTrainer{Epochs: 1, Dataset: jobs.SyntheticDataset{Samples: 2000}}
+	spec := running.Spec
+	spec.Trainer.Builtin = &jobs.BuiltinTrainer{Epochs: 1, Dataset: jobs.SyntheticDataset{Samples: 8000}}
+	spec.Within = "25s"
+	cfg := DefaultConfig()
+	a := AdmitJob(capa, []jobs.Job{running}, spec, cfg, t0)
+	if a.Admitted || a.EarliestFeasible.IsZero() {
+		t.Fatalf("admission %+v, want refused with an earliest feasible deadline", a)
+	}
+	exact := Admit(Snapshot{Capacity: capa, Config: cfg, Jobs: []JobState{{ID: "a", Min: 1, Max: 4, Current: 2,
+		Deadline: DeadlineOf(running, 2)}}}, JobState{ID: "new", Min: 1, Max: 4, Deadline: DeadlineOf(jobs.Job{Spec: spec, CreatedAt: t0}, 0)}, t0)
+	if a.EarliestFeasible.Before(exact.EarliestFeasible) {
+		t.Errorf("AdmitJob's earliest feasible %s is before Admit's %s", a.EarliestFeasible, exact.EarliestFeasible)
+	}
+	spec.Within, spec.Deadline = "", &a.EarliestFeasible
+	for _, after := range []time.Duration{0, time.Second, ResubmitMargin - time.Second} {
+		if b := AdmitJob(capa, []jobs.Job{running}, spec, cfg, t0.Add(after)); !b.Admitted {
+			t.Errorf("resubmitted %s later with deadline %s: refused: %s", after, a.EarliestFeasible.Sub(t0), b.Reason)
+		}
 	}
 }

@@ -195,8 +195,8 @@ const lateDeadlineJob = `{
   "name": "late", "within": "1m", "deadline_policy": "best_effort", "per_worker_speed": 100,
   "trainer": {"kind": "builtin", "builtin": {
     "model": {"hidden": [8]},
-    "dataset": {"seed": 1, "samples": 100000, "features": 8, "classes": 2, "partitions": 4},
-    "epochs": 10, "batch_size": 32, "learning_rate": 0.05, "momentum": 0.9}}
+    "dataset": {"seed": 1, "samples": 1000000, "features": 8, "classes": 2, "partitions": 4},
+    "epochs": 100, "batch_size": 32, "learning_rate": 0.05, "momentum": 0.9}}
 }`
 
 // waitJS polls a JavaScript expression until it returns true.

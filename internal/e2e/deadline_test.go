@@ -7,12 +7,13 @@ import (
 )
 
 // deadlineJob is an mlpJob with a deadline instead of a worker range: the
-// planner picks its workers from per_worker_speed (samples/s, a prior well
-// below what a CPU worker trains this model at) until it has measured it.
+// planner picks its workers from per_worker_speed (samples/s, a prior
+// below what a CPU worker trains this model at, about 10,000-20,000 on a
+// loaded machine) until it has measured it.
 func deadlineJob(name string, samples int, due map[string]any) map[string]any {
 	j := mlpJob(name, 0, 0, samples, 1)
 	delete(j, "workers")
-	j["per_worker_speed"] = 250
+	j["per_worker_speed"] = 5000
 	j["checkpoint"] = map[string]any{"every_steps": 1000, "keep": 1}
 	for k, v := range due {
 		j[k] = v
@@ -57,12 +58,12 @@ func (d *dev) deadlineEvent(tenant, id string, timeout time.Duration) (string, m
 // is admitted and met.
 func TestDeadlineJobsAdmittedMetAndRefused(t *testing.T) {
 	d := startDev(t, map[string]string{"alice": "tok-alice"}, "--slots", "4")
-	// At the prior (250 samples/s a worker) each of these needs one worker
-	// for 24 s of its 40-60 s.
+	// At the prior (5,000 samples/s a worker) each of these needs one
+	// worker for 30 s of its 45-65 s; they train for about 10 s.
 	var dl []deadlineView
-	for i, within := range []string{"40s", "50s", "60s"} {
+	for i, within := range []string{"45s", "55s", "65s"} {
 		var j deadlineView
-		if code := d.do("alice", "POST", "/v1/jobs", deadlineJob(fmt.Sprintf("dl-%d", i), 6000, map[string]any{"within": within}), &j); code != 201 {
+		if code := d.do("alice", "POST", "/v1/jobs", deadlineJob(fmt.Sprintf("dl-%d", i), 150000, map[string]any{"within": within}), &j); code != 201 {
 			t.Fatalf("deadline job %d: status %d, want 201", i, code)
 		}
 		if j.Deadline == nil {
@@ -70,22 +71,25 @@ func TestDeadlineJobsAdmittedMetAndRefused(t *testing.T) {
 		}
 		dl = append(dl, j)
 	}
-	be := mlpJob("soak", 1, 4, 400000, 50)
-	be["priority"] = "opportunistic"
-	soak := d.submit("alice", be)
-	d.waitJob("alice", soak.ID, 60*time.Second, "soaking up a slot", func(j jobView) bool { return j.Workers.Current >= 1 && j.Progress.Step > 0 })
 	for _, j := range dl {
 		var v deadlineView
-		for end := time.Now().Add(30 * time.Second); time.Now().Before(end) && v.ExpectedFinish == nil; time.Sleep(100 * time.Millisecond) {
+		for end := time.Now().Add(10 * time.Second); time.Now().Before(end) && v.ExpectedFinish == nil && v.State != "succeeded"; time.Sleep(100 * time.Millisecond) {
 			d.do("alice", "GET", "/v1/jobs/"+j.ID, nil, &v)
+		}
+		if v.State == "succeeded" {
+			t.Fatalf("admitted job %s: succeeded before the planner recorded its expected finish", j.ID)
 		}
 		if v.ExpectedFinish == nil || v.AtRisk || v.ExpectedFinish.After(*v.Deadline) {
 			t.Fatalf("admitted job %s: expected finish %v, at risk %v, deadline %v", j.ID, v.ExpectedFinish, v.AtRisk, v.Deadline)
 		}
 	}
+	be := mlpJob("soak", 1, 4, 400000, 50)
+	be["priority"] = "opportunistic"
+	soak := d.submit("alice", be)
+	d.waitJob("alice", soak.ID, 60*time.Second, "soaking up a slot", func(j jobView) bool { return j.Workers.Current >= 1 && j.Progress.Step > 0 })
 
-	// 24,000 samples in 20 s needs more than the 4 slots at the prior.
-	big := deadlineJob("dl-big", 24000, map[string]any{"within": "20s"})
+	// 500,000 samples in 20 s needs more than the 4 slots at the prior.
+	big := deadlineJob("dl-big", 500000, map[string]any{"within": "20s"})
 	var refusal struct {
 		Type             string     `json:"type"`
 		Detail           string     `json:"detail"`
