@@ -8,12 +8,12 @@ import (
 
 // deadlineJob is an mlpJob with a deadline instead of a worker range: the
 // planner picks its workers from per_worker_speed (samples/s, a prior
-// below what a CPU worker trains this model at, about 10,000-20,000 on a
-// loaded machine) until it has measured it.
+// below what a CPU worker trains this model at, 15,000-50,000 samples/s
+// on a loaded machine) until it has measured it.
 func deadlineJob(name string, samples int, due map[string]any) map[string]any {
 	j := mlpJob(name, 0, 0, samples, 1)
 	delete(j, "workers")
-	j["per_worker_speed"] = 5000
+	j["per_worker_speed"] = 10000
 	j["checkpoint"] = map[string]any{"every_steps": 1000, "keep": 1}
 	for k, v := range due {
 		j[k] = v
@@ -27,6 +27,23 @@ type deadlineView struct {
 	ExpectedFinish *time.Time `json:"expected_finish"`
 	AtRisk         bool       `json:"at_risk"`
 	UpdatedAt      time.Time  `json:"updated_at"`
+}
+
+// firstScale is the worker count of the job's first scale event (0: none).
+func firstScale(d *dev, tenant, id string) float64 {
+	var page struct {
+		Events []struct {
+			Type string         `json:"type"`
+			Data map[string]any `json:"data"`
+		} `json:"events"`
+	}
+	d.do(tenant, "GET", "/v1/jobs/"+id+"/events?limit=500", nil, &page)
+	for _, e := range page.Events {
+		if to, ok := e.Data["to"].(float64); ok && e.Type == "scale" {
+			return to
+		}
+	}
+	return 0
 }
 
 // deadlineEvent waits for the job's deadline_met or deadline_missed event.
@@ -58,12 +75,12 @@ func (d *dev) deadlineEvent(tenant, id string, timeout time.Duration) (string, m
 // is admitted and met.
 func TestDeadlineJobsAdmittedMetAndRefused(t *testing.T) {
 	d := startDev(t, map[string]string{"alice": "tok-alice"}, "--slots", "4")
-	// At the prior (5,000 samples/s a worker) each of these needs one
-	// worker for 30 s of its 45-65 s; they train for about 10 s.
+	// At the prior (10,000 samples/s a worker) each of these needs one
+	// worker for 25 s of its 45-65 s; they train for a few seconds.
 	var dl []deadlineView
 	for i, within := range []string{"45s", "55s", "65s"} {
 		var j deadlineView
-		if code := d.do("alice", "POST", "/v1/jobs", deadlineJob(fmt.Sprintf("dl-%d", i), 150000, map[string]any{"within": within}), &j); code != 201 {
+		if code := d.do("alice", "POST", "/v1/jobs", deadlineJob(fmt.Sprintf("dl-%d", i), 250000, map[string]any{"within": within}), &j); code != 201 {
 			t.Fatalf("deadline job %d: status %d, want 201", i, code)
 		}
 		if j.Deadline == nil {
@@ -87,9 +104,13 @@ func TestDeadlineJobsAdmittedMetAndRefused(t *testing.T) {
 	be["priority"] = "opportunistic"
 	soak := d.submit("alice", be)
 	d.waitJob("alice", soak.ID, 60*time.Second, "soaking up a slot", func(j jobView) bool { return j.Workers.Current >= 1 && j.Progress.Step > 0 })
+	// It started on the one slot the deadline jobs left.
+	if to := firstScale(d, "alice", soak.ID); to != 1 {
+		t.Errorf("the opportunistic job started at %v workers, want the 1 slot the deadline jobs left", to)
+	}
 
-	// 500,000 samples in 20 s needs more than the 4 slots at the prior.
-	big := deadlineJob("dl-big", 500000, map[string]any{"within": "20s"})
+	// 1,000,000 samples in 20 s needs more than the 4 slots at the prior.
+	big := deadlineJob("dl-big", 1000000, map[string]any{"within": "20s"})
 	var refusal struct {
 		Type             string     `json:"type"`
 		Detail           string     `json:"detail"`
