@@ -3,6 +3,7 @@ package loop
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -118,7 +119,10 @@ func countEvents(t *testing.T, store interface {
 // above it re-plans it from its least share, and its end is "met", once.
 func TestRoundKeepsTheDeadlineEstimate(t *testing.T) {
 	cl := newFakeCluster(4)
-	l, store := newTestLoop(t, cl)
+	var mu sync.Mutex
+	clock := time.Now()
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	l, store := newTestLoop(t, cl, func(c *Config) { c.Now = now })
 	ctx := context.Background()
 	spec := exampleSpec(t, 0, 0)
 	spec.Within, spec.PerWorkerSpeed = "10m", 1000 // 360,000 samples: 6 min at one worker
@@ -161,8 +165,18 @@ func TestRoundKeepsTheDeadlineEstimate(t *testing.T) {
 	if n, e := countEvents(t, store, j.ID, jobs.EventDeadlineAtRisk); n != 1 || e.Data["deadline"] == nil {
 		t.Fatalf("%d deadline_at_risk events (%+v), want 1", n, e)
 	}
-	// Fast at 4 workers: it is in time again and needs fewer.
+	// Fast at 4 workers: it is in time again and needs fewer. Reports in
+	// the first seconds after its resize do not count as a move yet.
 	if err := store.SetProgress(ctx, j.ID, jobs.Progress{Step: 2, Samples: 256, SamplesPerS: 40000, WorldSize: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if got = round(); got.Workers.Target != 4 {
+		t.Fatalf("re-planned to %d workers on a report right after its resize", got.Workers.Target)
+	}
+	mu.Lock()
+	clock = clock.Add(estimateSettle)
+	mu.Unlock()
+	if err := store.SetProgress(ctx, j.ID, jobs.Progress{Step: 3, Samples: 384, SamplesPerS: 41000, WorldSize: 4}); err != nil {
 		t.Fatal(err)
 	}
 	got = round()

@@ -117,7 +117,7 @@ func (l *Loop) observe(ctx context.Context, j *jobs.Job, now time.Time, dt float
 	units := max(j.Spec.GPUsPerWorker, 1)
 	o.tr.attained += dt * float64(len(o.live)*units)
 	if p := j.Progress; p.WorldSize > 0 && p.SamplesPerS > 0 && p.WorldSize == len(o.live) {
-		o.moved = estimateMoved(j, o.tr, l.cfg.Policy.CommRatio)
+		o.moved = estimateMoved(j, o.tr, l.cfg.Policy.CommRatio, now)
 		o.tr.throughput[p.WorldSize] = p.SamplesPerS
 	}
 	if j.State == jobs.Running && l.cfg.Speeds != nil && l.cfg.Policy.Straggler.Factor > 0 {
@@ -126,18 +126,26 @@ func (l *Loop) observe(ctx context.Context, j *jobs.Job, now time.Time, dt float
 	return o, nil
 }
 
+// estimateSettle is how long after a resize a job's reported speed is not
+// taken as a move of its estimate (the first reports after a resize are
+// low: they span the switch and the warm-up).
+const estimateSettle = 5 * time.Second
+
 // estimateMoved compares a deadline job's measured speed with what the
 // planner assumed at that size (what it assumed at its last re-plan, else
-// the estimate from the figures so far) and says how it moved when it did
+// the estimate from its other figures and its prior) and says how it moved when it did
 // materially (planner.EstimateMoved); it notes the new figure as assumed.
-func estimateMoved(j *jobs.Job, tr *tracked, commRatio float64) string {
+// Not within estimateSettle of a resize.
+func estimateMoved(j *jobs.Job, tr *tracked, commRatio float64, now time.Time) string {
 	p := j.Progress
-	if !j.Spec.HasDeadline() {
+	if !j.Spec.HasDeadline() || (!tr.lastResize.IsZero() && now.Sub(tr.lastResize) < estimateSettle) {
 		return ""
 	}
 	was, ok := tr.assumed[p.WorldSize]
 	if !ok {
-		was = planner.SpeedAt(tr.throughput, j.Spec.PerWorkerSpeed, commRatio, p.WorldSize)
+		others := maps.Clone(tr.throughput)
+		delete(others, p.WorldSize)
+		was = planner.SpeedAt(others, j.Spec.PerWorkerSpeed, commRatio, p.WorldSize)
 	}
 	if !planner.EstimateMoved(was, p.SamplesPerS) {
 		return ""
