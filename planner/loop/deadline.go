@@ -12,6 +12,13 @@ import (
 // before its record is written again (estimates jitter every round).
 const finishTolerance = 5 * time.Second
 
+// riskClear is how far before its deadline a job at risk must be planned
+// to finish before it is in time again: 10 s, or a tenth of the time left
+// (estimates near the deadline jitter across it every few rounds).
+func riskClear(due, now time.Time) time.Duration {
+	return max(10*time.Second, due.Sub(now)/10)
+}
+
 // deadlineEstimate is what the record of a deadline job says about its
 // plan: when it is expected to finish (zero: never, at its plan) and
 // whether that is after its deadline.
@@ -48,12 +55,16 @@ func replanMoved(snap planner.Snapshot, planned []observed, now time.Time) (plan
 // withDeadline adds a deadline job's estimate to its scale step: recorded
 // when the record's is missing, changes at_risk, or moved by more than
 // finishTolerance; a re-plan after a moved estimate says so in the reason.
-func withDeadline(s scaleStep, o observed, replanned map[string]bool) scaleStep {
+func withDeadline(s scaleStep, o observed, replanned map[string]bool, now time.Time) scaleStep {
 	d := s.target.Deadline
 	if d == nil {
 		return s
 	}
 	e := &deadlineEstimate{finish: d.Finish.Truncate(time.Second), atRisk: !d.Feasible, reason: d.Reason}
+	j := o.job
+	if j.AtRisk && !e.atRisk && j.Deadline != nil && e.finish.After(j.Deadline.Add(-riskClear(*j.Deadline, now))) {
+		e.atRisk = true // not clearly back in time: no flapping
+	}
 	s.dl = e
 	if o.moved != "" {
 		how := "; kept its share"
@@ -62,7 +73,6 @@ func withDeadline(s scaleStep, o observed, replanned map[string]bool) scaleStep 
 		}
 		s.target.Reason += " (" + o.moved + how + ")"
 	}
-	j := o.job
 	switch {
 	case j.Deadline == nil, j.AtRisk != e.atRisk, (j.ExpectedFinish == nil) != e.finish.IsZero():
 		s.record = true

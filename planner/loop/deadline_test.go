@@ -65,12 +65,17 @@ func TestWithDeadlineRecordsWhenTheEstimateMoves(t *testing.T) {
 		{"now at risk", rec(at(0), false), planner.DeadlineTarget{Finish: fin, Feasible: false}, true},
 		{"never finishes now", rec(at(0), true), planner.DeadlineTarget{}, true},
 		{"still never", rec(nil, true), planner.DeadlineTarget{}, false},
+		{"at risk, back in time by a little: stays at risk", rec(at(0), true), planner.DeadlineTarget{Finish: due.Add(-5 * time.Second), Feasible: true}, true},
+		{"at risk, clearly back in time", rec(at(0), true), planner.DeadlineTarget{Finish: fin, Feasible: true}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := observed{job: tc.job}
-			s := withDeadline(scaleStep{job: tc.job, target: planner.Target{Deadline: &tc.target}}, o, nil)
+			s := withDeadline(scaleStep{job: tc.job, target: planner.Target{Deadline: &tc.target}}, o, nil, at0.Add(50*time.Minute))
 			if s.record != tc.want {
 				t.Errorf("record = %v, want %v", s.record, tc.want)
+			}
+			if want := tc.job.AtRisk && strings.Contains(tc.name, "stays") || !tc.target.Feasible; s.dl.atRisk != want {
+				t.Errorf("at risk = %v, want %v", s.dl.atRisk, want)
 			}
 		})
 	}

@@ -62,7 +62,7 @@ func decideRound(w world, cfg Config, fence int64) RoundPlan {
 	p.next = earliest(p.next, plan.Recheck)
 	for i, o := range planned {
 		s := decideScale(o, plan.Targets[i], w.now, cfg.SaveEvery)
-		p.scale = append(p.scale, withDeadline(s, o, replanned))
+		p.scale = append(p.scale, withDeadline(s, o, replanned, w.now))
 	}
 	return p
 }
