@@ -157,7 +157,20 @@ func TestRoundKeepsTheDeadlineEstimate(t *testing.T) {
 	if got.Workers.Target != 1 {
 		t.Fatalf("planned at %d workers, want its least share 1", got.Workers.Target)
 	}
-	// 10x slower than the prior: even 4 workers miss the deadline.
+	later := func() {
+		mu.Lock()
+		clock = clock.Add(estimateSettle)
+		mu.Unlock()
+	}
+	// A report right after the start is no measurement yet; 10x slower
+	// than the prior once settled: even 4 workers miss the deadline.
+	if err := store.SetProgress(ctx, j.ID, jobs.Progress{Step: 1, Samples: 128, SamplesPerS: 100, WorldSize: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if got = round(); got.AtRisk || got.Workers.Target != 1 {
+		t.Fatalf("on a report right after its start: at risk %v, %d workers", got.AtRisk, got.Workers.Target)
+	}
+	later()
 	if err := store.SetProgress(ctx, j.ID, jobs.Progress{Step: 1, Samples: 128, SamplesPerS: 100, WorldSize: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -170,17 +183,15 @@ func TestRoundKeepsTheDeadlineEstimate(t *testing.T) {
 	if n, e := countEvents(t, store, j.ID, jobs.EventDeadlineAtRisk); n != 1 || e.Data["deadline"] == nil {
 		t.Fatalf("%d deadline_at_risk events (%+v), want 1", n, e)
 	}
-	// Fast at 4 workers: it is in time again and needs fewer. Reports in
-	// the first seconds after its resize do not count as a move yet.
+	// Fast at 4 workers: it is in time again and needs fewer (once the
+	// report is not from right after its resize).
 	if err := store.SetProgress(ctx, j.ID, jobs.Progress{Step: 2, Samples: 256, SamplesPerS: 40000, WorldSize: 4}); err != nil {
 		t.Fatal(err)
 	}
 	if got = round(); got.Workers.Target != 4 {
 		t.Fatalf("re-planned to %d workers on a report right after its resize", got.Workers.Target)
 	}
-	mu.Lock()
-	clock = clock.Add(estimateSettle)
-	mu.Unlock()
+	later()
 	if err := store.SetProgress(ctx, j.ID, jobs.Progress{Step: 3, Samples: 384, SamplesPerS: 41000, WorldSize: 4}); err != nil {
 		t.Fatal(err)
 	}

@@ -116,8 +116,12 @@ func (l *Loop) observe(ctx context.Context, j *jobs.Job, now time.Time, dt float
 	}
 	units := max(j.Spec.GPUsPerWorker, 1)
 	o.tr.attained += dt * float64(len(o.live)*units)
-	if p := j.Progress; p.WorldSize > 0 && p.SamplesPerS > 0 && p.WorldSize == len(o.live) {
-		o.moved = estimateMoved(j, o.tr, l.cfg.Policy.CommRatio, now)
+	// A speed reported within estimateSettle of a resize spans the switch
+	// and the warm-up (a live run reported 470 samples/s at 3 workers,
+	// then 3,900 at 4): not a measurement of the size yet.
+	settled := o.tr.lastResize.IsZero() || now.Sub(o.tr.lastResize) >= estimateSettle
+	if p := j.Progress; p.WorldSize > 0 && p.SamplesPerS > 0 && p.WorldSize == len(o.live) && settled {
+		o.moved = estimateMoved(j, o.tr, l.cfg.Policy.CommRatio)
 		o.tr.throughput[p.WorldSize] = p.SamplesPerS
 	}
 	if j.State == jobs.Running && l.cfg.Speeds != nil && l.cfg.Policy.Straggler.Factor > 0 {
@@ -127,18 +131,17 @@ func (l *Loop) observe(ctx context.Context, j *jobs.Job, now time.Time, dt float
 }
 
 // estimateSettle is how long after a resize a job's reported speed is not
-// taken as a move of its estimate (the first reports after a resize are
-// low: they span the switch and the warm-up).
+// taken as a measurement of its new size (the first reports after a resize
+// are low: they span the switch and the warm-up).
 const estimateSettle = 5 * time.Second
 
 // estimateMoved compares a deadline job's measured speed with what the
 // planner assumed at that size (what it assumed at its last re-plan, else
 // the estimate from its other figures and its prior) and says how it moved when it did
 // materially (planner.EstimateMoved); it notes the new figure as assumed.
-// Not within estimateSettle of a resize.
-func estimateMoved(j *jobs.Job, tr *tracked, commRatio float64, now time.Time) string {
+func estimateMoved(j *jobs.Job, tr *tracked, commRatio float64) string {
 	p := j.Progress
-	if !j.Spec.HasDeadline() || (!tr.lastResize.IsZero() && now.Sub(tr.lastResize) < estimateSettle) {
+	if !j.Spec.HasDeadline() {
 		return ""
 	}
 	was, ok := tr.assumed[p.WorldSize]
