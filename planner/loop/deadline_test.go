@@ -220,3 +220,22 @@ func TestRoundKeepsTheDeadlineEstimate(t *testing.T) {
 		t.Errorf("ended job: at risk %v, expected %v, deadline %v", got.AtRisk, got.ExpectedFinish, got.Deadline)
 	}
 }
+
+func TestSmoothedSpeed(t *testing.T) {
+	dlJob := &jobs.Job{Spec: jobs.Spec{Within: "1h"}}
+	plain := &jobs.Job{}
+	thr := map[int]float64{2: 1000}
+	for _, tc := range []struct {
+		job  *jobs.Job
+		p    jobs.Progress
+		want float64
+	}{
+		{dlJob, jobs.Progress{WorldSize: 2, SamplesPerS: 2000}, 1300},
+		{dlJob, jobs.Progress{WorldSize: 3, SamplesPerS: 2000}, 2000}, // first at that size
+		{plain, jobs.Progress{WorldSize: 2, SamplesPerS: 2000}, 2000},
+	} {
+		if got := smoothed(tc.job, thr, tc.p); got != tc.want {
+			t.Errorf("smoothed(deadline %v, %+v) = %g, want %g", tc.job.Spec.HasDeadline(), tc.p, got, tc.want)
+		}
+	}
+}
