@@ -30,18 +30,23 @@ import (
 //	edl_worker_gpu_memory_used_bytes{...}        workers report it (absent
 //	edl_worker_gpu_power_watts{...}              without NVML)
 //	edl_planner_rounds_total                    Config.PlannerRounds
+//	edl_deadline_jobs{result}                   met | missed: deadline jobs that
+//	                                            ended so (their events, since this
+//	                                            server started); at_risk: live ones now
 //	edl_planner_decide_seconds                  Server.ObserveDecide
 type jobMetrics struct {
 	s *Server
 
 	jobs, workers, rate, loss, step, ckAge *prometheus.Desc
 	gpus, gpusHeld, cpuSlots, rounds       *prometheus.Desc
-	gpuUtil, gpuMem, gpuPower              *prometheus.Desc
+	gpuUtil, gpuMem, gpuPower, dlJobs      *prometheus.Desc
 
 	resizes     *prometheus.CounterVec
 	stall       prometheus.Histogram
 	checkpoints *prometheus.CounterVec
 	decide      prometheus.Histogram
+	// met and missed count the deadline jobs' end events (the tail).
+	met, missed int
 
 	// mu serialises scrapes; tails is the event cursor of each job seen
 	// live, dropped after its final read once it is no longer live.
@@ -71,6 +76,7 @@ func newJobMetrics(s *Server) *jobMetrics {
 		gpuUtil:  d("edl_worker_gpu_utilization_ratio", "GPU busy time of a worker's GPU (NVML, 0..1).", "job", "tenant", "worker", "gpu"),
 		gpuMem:   d("edl_worker_gpu_memory_used_bytes", "Memory used on a worker's GPU (NVML).", "job", "tenant", "worker", "gpu"),
 		gpuPower: d("edl_worker_gpu_power_watts", "Power drawn by a worker's GPU (NVML).", "job", "tenant", "worker", "gpu"),
+		dlJobs:   d("edl_deadline_jobs", "Deadline jobs: result=met or missed, those that ended so since this server started (their deadline_met and deadline_missed events); at_risk, live ones whose plan misses their deadline now.", "result"),
 		resizes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edl_resizes_total",
 			Help: "Resizes seen in live jobs' event logs: grow, shrink (planner), failure (an error or a lost worker), straggler (a slow worker replaced)."}, []string{"kind"}),
 		stall: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "edl_resize_stall_seconds",
@@ -99,7 +105,7 @@ func (m *jobMetrics) register(reg *prometheus.Registry) {
 // event tail keeps (collected here, after the tail, so that a scrape shows
 // what it read).
 func (m *jobMetrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.jobs, m.workers, m.rate, m.loss, m.step, m.ckAge, m.gpus, m.gpusHeld, m.cpuSlots, m.rounds, m.gpuUtil, m.gpuMem, m.gpuPower} {
+	for _, d := range []*prometheus.Desc{m.jobs, m.workers, m.rate, m.loss, m.step, m.ckAge, m.gpus, m.gpusHeld, m.cpuSlots, m.rounds, m.gpuUtil, m.gpuMem, m.gpuPower, m.dlJobs} {
 		ch <- d
 	}
 	m.resizes.Describe(ch)
@@ -133,8 +139,12 @@ func (m *jobMetrics) Collect(ch chan<- prometheus.Metric) {
 	now := m.s.cfg.Now()
 	type key struct{ state, tenant string }
 	counts := map[key]int{}
+	atRisk := 0
 	for _, j := range active {
 		counts[key{string(j.State), j.Tenant}]++
+		if j.AtRisk {
+			atRisk++
+		}
 		gauge := func(d *prometheus.Desc, v float64, extra ...string) {
 			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{j.ID, j.Tenant}, extra...)...)
 		}
@@ -171,6 +181,9 @@ func (m *jobMetrics) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	m.tailEvents(ctx, active)
+	for r, n := range map[string]int{"met": m.met, "missed": m.missed, "at_risk": atRisk} {
+		ch <- prometheus.MustNewConstMetric(m.dlJobs, prometheus.GaugeValue, float64(n), r)
+	}
 }
 
 // gpuReportAge is how old a worker's GPU report may be and still count.
@@ -216,7 +229,7 @@ func (m *jobMetrics) tailEvents(ctx context.Context, active []jobs.Job) {
 				break
 			}
 		}
-		if live[id] {
+		if live[id] || m.endPending(ctx, id) {
 			m.tails[id] = after
 			continue
 		}
@@ -226,6 +239,13 @@ func (m *jobMetrics) tailEvents(ctx context.Context, active []jobs.Job) {
 		}
 		m.done[id] = true
 	}
+}
+
+// endPending: an ended deadline job the planner has not torn down yet,
+// whose deadline_met or deadline_missed event is still to come.
+func (m *jobMetrics) endPending(ctx context.Context, id string) bool {
+	j, err := m.s.store.Get(ctx, id)
+	return err == nil && j.Spec.HasDeadline() && (j.Planner == nil || !j.Planner.TornDown)
 }
 
 // count classifies one event by its type and data fields (never its text).
@@ -259,6 +279,10 @@ func (m *jobMetrics) count(ev jobs.Event) {
 		if ms, ok := num("stall_ms"); ok && ms >= 0 {
 			m.stall.Observe(ms / 1000)
 		}
+	case jobs.EventDeadlineMet:
+		m.met++
+	case jobs.EventDeadlineMissed:
+		m.missed++
 	case jobs.EventCheckpoint:
 		switch {
 		case ev.Data["skipped"] == true:

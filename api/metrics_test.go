@@ -306,3 +306,46 @@ func TestWorkerGPUMetrics(t *testing.T) {
 		}
 	}
 }
+
+// edl_deadline_jobs: at_risk counts live deadline jobs at risk now; met and
+// missed count the end events, including that of a job that ended before
+// the planner tore it down and logged its result.
+func TestDeadlineJobsMetric(t *testing.T) {
+	r := testenv.NewRedis(t)
+	e := newEnvWith(t, r, api.Config{})
+	ctx := context.Background()
+	spec, err := jobs.DecodeSpec([]byte(specWith(t, map[string]any{"within": "1h", "workers": map[string]any{}})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, _, err := e.store.Create(ctx, "team-a", spec, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.Update(ctx, j.ID, func(j *jobs.Job) error { j.AtRisk = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	m := scrape(t, e)
+	if m[`edl_deadline_jobs{result="at_risk"}`] != 1 || m[`edl_deadline_jobs{result="met"}`] != 0 {
+		t.Fatalf("at_risk %v met %v, want 1 and 0", m[`edl_deadline_jobs{result="at_risk"}`], m[`edl_deadline_jobs{result="met"}`])
+	}
+	for _, to := range []jobs.State{jobs.Starting, jobs.Running, jobs.Succeeded} {
+		if _, err := e.store.Transition(ctx, j.ID, to, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scrape(t, e) // ended, not torn down yet: the tail keeps it
+	_, _, err = e.store.UpdateWith(ctx, j.ID, func(j *jobs.Job) ([]jobs.Event, error) {
+		j.Planner = &jobs.PlannerState{TornDown: true}
+		return []jobs.Event{{Type: jobs.EventDeadlineMet, Message: "deadline met"}}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		m = scrape(t, e)
+		if m[`edl_deadline_jobs{result="met"}`] != 1 || m[`edl_deadline_jobs{result="missed"}`] != 0 || m[`edl_deadline_jobs{result="at_risk"}`] != 0 {
+			t.Fatalf("after the end: %v", m)
+		}
+	}
+}

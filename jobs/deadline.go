@@ -95,6 +95,6 @@ func validateDeadline(v *ValidationError, s Spec) {
 		v.add("per_worker_speed", "must be between 0 and 1e12")
 	}
 	if e := s.Trainer.Exec; e != nil && e.TotalSteps == 0 {
-		v.add("trainer.exec.total_steps", "required for a deadline job: the program's work in steps (it reports its step; see docs/exec.md)")
+		v.add("trainer.exec.total_steps", "required for a deadline job: the program's work in steps (it reports its step in $EDL_METRICS_FILE; see docs/exec.md)")
 	}
 }

@@ -12,8 +12,17 @@ type Job struct {
 	Workers        WorkerCount    `json:"workers"`
 	Progress       Progress       `json:"progress"`
 	LastCheckpoint *CheckpointRef `json:"last_checkpoint,omitempty"`
-	CreatedAt      time.Time      `json:"created_at"`
-	UpdatedAt      time.Time      `json:"updated_at"`
+	// Deadline is a deadline job's due time: spec.deadline, or submission
+	// plus spec.within.
+	Deadline *time.Time `json:"deadline,omitempty"`
+	// ExpectedFinish is when the planner's plan finishes a live deadline
+	// job (absent: no plan finishes it), kept current every round.
+	ExpectedFinish *time.Time `json:"expected_finish,omitempty"`
+	// AtRisk: the plan does not finish the live deadline job by its
+	// deadline.
+	AtRisk    bool      `json:"at_risk,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 	// Version increases with every write; the store uses it for optimistic
 	// concurrency.
 	Version int64 `json:"version"`
@@ -55,11 +64,14 @@ type CheckpointRef struct {
 type EventType string
 
 const (
-	EventState      EventType = "state"      // a state change
-	EventScale      EventType = "scale"      // a scaling decision, with its reason
-	EventWorker     EventType = "worker"     // a worker joined or left
-	EventCheckpoint EventType = "checkpoint" // a checkpoint committed or skipped
-	EventError      EventType = "error"
+	EventState          EventType = "state"      // a state change
+	EventScale          EventType = "scale"      // a scaling decision, with its reason
+	EventWorker         EventType = "worker"     // a worker joined or left
+	EventCheckpoint     EventType = "checkpoint" // a checkpoint committed or skipped
+	EventError          EventType = "error"
+	EventDeadlineAtRisk EventType = "deadline_at_risk" // a deadline job's expected finish passed its deadline (once per crossing)
+	EventDeadlineMet    EventType = "deadline_met"     // a deadline job succeeded in time (data: early_s)
+	EventDeadlineMissed EventType = "deadline_missed"  // a deadline job finished late (late_s) or failed
 )
 
 // Event is one entry of a job's event log. ID is assigned by the store and

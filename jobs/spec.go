@@ -134,7 +134,7 @@ type ExecTrainer struct {
 	// process; needs Dataset; see docs/live.md).
 	Mode ExecMode `json:"mode,omitempty" enum:"restart,live" default:"restart"`
 	// TotalSteps is the program's work in steps: a deadline job needs it
-	// (the program reports its step, see docs/exec.md).
+	// (the program reports its step in $EDL_METRICS_FILE, see docs/exec.md).
 	TotalSteps int64 `json:"total_steps,omitempty" minimum:"0" example:"10000"`
 }
 

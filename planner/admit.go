@@ -237,7 +237,11 @@ func (d *dlJob) plan(prof *profile, cost, lat float64) {
 		d.reason = "its speed is unknown: no throughput measured and no prior"
 		return
 	case work <= 0:
+		// Its workers are ending it: they keep their places meanwhile
+		// (one to start it again if it has none).
 		d.ok, d.finish, d.reason = true, 0, "its work is done"
+		d.share, d.now = max(d.j.Current, 1), max(d.j.Current, 1)
+		prof.take(0, max(cost, 1), d.now*d.units)
 		return
 	}
 	lo := max(c.floorIndex(d.j.Deadline.Share), 0)

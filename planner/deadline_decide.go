@@ -38,7 +38,7 @@ func decideDeadlines(s Snapshot, now time.Time) (p Plan, ok bool) {
 	})
 	byJob := map[int]Target{}
 	for k, i := range dl {
-		byJob[i] = Target{JobID: s.Jobs[i].ID, Reason: "deadline: " + dp.Targets[k].Reason}
+		byJob[i] = Target{JobID: s.Jobs[i].ID, Reason: "deadline: " + dp.Targets[k].Reason, Deadline: &dp.Targets[k]}
 	}
 	for _, i := range order {
 		j := &s.Jobs[i]

@@ -54,5 +54,18 @@ func AdmitJob(capacity jobs.Capacity, live []jobs.Job, spec jobs.Spec, cfg Confi
 	}
 	cand := jobs.Job{ID: "new", Spec: spec, CreatedAt: now}
 	c := JobState{ID: cand.ID, Min: spec.Workers.Min, Max: spec.Workers.Max, GPUsPerWorker: spec.GPUsPerWorker, Deadline: DeadlineOf(cand, 0)}
-	return Admit(s, c, now)
+	a := Admit(s, c, now)
+	if !a.Admitted && !a.EarliestFeasible.IsZero() {
+		// Good for a resubmission within ResubmitMargin: planned as if the
+		// job came that much later and no other job moved meanwhile.
+		if later := Admit(s, c, now.Add(ResubmitMargin)); !later.EarliestFeasible.IsZero() {
+			a.EarliestFeasible = later.EarliestFeasible
+		}
+	}
+	return a
 }
+
+// ResubmitMargin is how long after a refusal its earliest_feasible still
+// holds (AdmitJob): a client that resubmits with it at once is admitted,
+// though jobs progress, are measured again and re-planned meanwhile.
+const ResubmitMargin = 5 * time.Second

@@ -111,6 +111,9 @@ type Target struct {
 	// SlowRounds carries the straggler counts to the next round's
 	// JobState.SlowRounds.
 	SlowRounds map[string]int
+	// Deadline is a deadline job's plan (PlanDeadlines): its share, when
+	// the plan finishes it, whether that is in time; nil for other jobs.
+	Deadline *DeadlineTarget
 }
 
 // Changed reports whether the target differs from the job's current size.

@@ -190,6 +190,15 @@ const waitingJob = `{
     "epochs": 1, "batch_size": 32, "learning_rate": 0.05, "momentum": 0.9}}
 }`
 
+// A deadline job that two slots cannot finish in time, admitted anyway.
+const lateDeadlineJob = `{
+  "name": "late", "within": "1m", "deadline_policy": "best_effort", "per_worker_speed": 100,
+  "trainer": {"kind": "builtin", "builtin": {
+    "model": {"hidden": [8]},
+    "dataset": {"seed": 1, "samples": 1000000, "features": 8, "classes": 2, "partitions": 4},
+    "epochs": 100, "batch_size": 32, "learning_rate": 0.05, "momentum": 0.9}}
+}`
+
 // waitJS polls a JavaScript expression until it returns true.
 func waitJS(ctx context.Context, t *testing.T, what, expr string, timeout time.Duration) {
 	t.Helper()
@@ -367,6 +376,19 @@ func TestDashboardInBrowser(t *testing.T) {
 		return rows.length >= 1 && rows.every((r) => /complete|failed/.test(r.textContent));
 	})()`, 60*time.Second)
 	waitJS(ctx, t, "the cancelled job's logs are served", `document.querySelector('#logs-worker').textContent.length > 5`, 20*time.Second)
+
+	// A best-effort deadline job it cannot finish in time: the list and
+	// its page show the deadline and the at-risk badge.
+	var late struct {
+		ID string `json:"id"`
+	}
+	d.call(t, http.MethodPost, "/v1/jobs", lateDeadlineJob, &late)
+	hash(ctx, t, "#/")
+	waitJS(ctx, t, "the jobs list marks the deadline job at risk", fmt.Sprintf(`(document.querySelector('#jobs tr[data-id=%q] .deadline .badge.at-risk')||{}).textContent === 'at risk'`, late.ID), 30*time.Second)
+	hash(ctx, t, "#/jobs/"+late.ID)
+	waitJS(ctx, t, "the job page shows deadline and expected finish", `!!document.querySelector('#job-info #deadline') &&
+		document.querySelector('#job-info').textContent.includes('best_effort') && !!document.querySelector('#expected-finish .badge.at-risk')`, 20*time.Second)
+	d.call(t, http.MethodDelete, "/v1/jobs/"+late.ID, "", nil)
 
 	// The API docs render under their Content-Security-Policy.
 	if err := chromedp.Do(ctx, chromedp.Navigate(d.url+"/docs/index.html")); err != nil {

@@ -7,19 +7,22 @@ import (
 	"github.com/edl-nomad/edl/jobs"
 )
 
-// deadlineRows adds a deadline job's deadline and expected finish (now plus
-// its ETA at the current speed) to edl get's table.
+// deadlineRows adds a deadline job's deadline and expected finish to edl
+// get's table: the planner's (expected_finish, at_risk on the record), else
+// now plus its ETA at the current speed; an ended job's result.
 func deadlineRows(t *table, j jobs.Job, now time.Time) {
 	if !j.Spec.HasDeadline() {
 		return
 	}
 	due := j.Spec.DeadlineAt(j.CreatedAt)
+	if j.Deadline != nil {
+		due = *j.Deadline
+	}
 	policy := j.Spec.DeadlinePolicy
 	if policy == "" {
 		policy = jobs.DeadlineStrict
 	}
 	t.row("Deadline:", fmt.Sprintf("%s (%s)", due.UTC().Format(time.RFC3339), policy))
-	d := eta(j)
 	switch {
 	case j.State == jobs.Succeeded:
 		fin := j.UpdatedAt
@@ -28,12 +31,20 @@ func deadlineRows(t *table, j jobs.Job, now time.Time) {
 		} else {
 			t.row("Result:", fmt.Sprintf("met, %s early", due.Sub(fin).Round(time.Second)))
 		}
-	case d > 0:
-		fin := now.Add(d)
-		risk := ""
-		if fin.After(due) {
-			risk = " (at risk)"
-		}
-		t.row("Expected finish:", fin.UTC().Format(time.RFC3339)+risk)
+	case j.State.Terminal():
+	case j.ExpectedFinish != nil:
+		t.row("Expected finish:", j.ExpectedFinish.UTC().Format(time.RFC3339)+atRisk(j.AtRisk))
+	case j.AtRisk:
+		t.row("Expected finish:", "none planned (at risk)")
+	case eta(j) > 0:
+		fin := now.Add(eta(j))
+		t.row("Expected finish:", fin.UTC().Format(time.RFC3339)+atRisk(fin.After(due)))
 	}
+}
+
+func atRisk(b bool) string {
+	if b {
+		return " (at risk)"
+	}
+	return ""
 }

@@ -23,6 +23,11 @@ func TestDeadlineRows(t *testing.T) {
 		{"expected finish", func(*jobs.Job) {}, []string{"Deadline:", "2026-12-02T01:00:00Z (strict)", "Expected finish:"}},
 		{"met", func(j *jobs.Job) { j.State, j.UpdatedAt = jobs.Succeeded, t0.Add(50*time.Minute) }, []string{"met, 10m0s early"}},
 		{"missed", func(j *jobs.Job) { j.State, j.UpdatedAt = jobs.Succeeded, t0.Add(70*time.Minute) }, []string{"missed by 10m0s"}},
+		{"the planner's estimate", func(j *jobs.Job) {
+			f := t0.Add(70 * time.Minute)
+			j.ExpectedFinish, j.AtRisk = &f, true
+		}, []string{"Expected finish:", "2026-12-02T01:10:00Z (at risk)"}},
+		{"no plan finishes it", func(j *jobs.Job) { j.AtRisk = true }, []string{"none planned (at risk)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

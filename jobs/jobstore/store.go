@@ -209,6 +209,10 @@ func (s *Store) CreateJSON(ctx context.Context, tenant string, spec jobs.Spec, i
 		ID: newJobID(now), Tenant: tenant, State: jobs.Pending, Reason: "waiting for the planner",
 		Spec: spec, CreatedAt: now, UpdatedAt: now, Version: 1,
 	}
+	if spec.HasDeadline() {
+		due := spec.DeadlineAt(now)
+		job.Deadline = &due
+	}
 	data, err := json.Marshal(job)
 	if err != nil {
 		return jobs.Job{}, nil, false, fmt.Errorf("encode job: %w", err)
@@ -455,7 +459,16 @@ func cloneJob(j jobs.Job) jobs.Job {
 		c.LastCheckpoint = &cp
 	}
 	c.Planner = j.Planner.Clone()
+	c.Deadline, c.ExpectedFinish = clonePtr(j.Deadline), clonePtr(j.ExpectedFinish)
 	return c
+}
+
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
 }
 
 // newJobID returns "j-" + 8 base-36 digits of milliseconds + 8 hex random

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/edl-nomad/edl/jobs"
 )
@@ -99,7 +100,7 @@ func (l *Loop) recordWorkers(ctx context.Context, w JobWriter, s scaleStep, even
 			cur.Reason = s.reason
 		}
 		cur.Planner = keepFinish(cur.Planner, ps)
-		return events, nil
+		return append(slices.Clone(events), recordDeadline(cur, s.dl, p.now)...), nil
 	})
 	if err != nil {
 		if errors.Is(err, jobs.ErrNotFound) {

@@ -21,10 +21,14 @@ func (l *Loop) applyFinish(ctx context.Context, w JobWriter, s finishStep) error
 	if s.inFlight {
 		return nil
 	}
-	got, err := w.Update(ctx, j.ID, func(cur *jobs.Job) error {
+	got, _, err := w.UpdateWith(ctx, j.ID, func(cur *jobs.Job) ([]jobs.Event, error) {
+		var evs []jobs.Event
+		if cur.Planner == nil || !cur.Planner.TornDown {
+			evs = deadlineEnd(cur, cur.UpdatedAt, l.cfg.Now()) // once: with the teardown's record
+		}
 		cur.Planner = s.state.Clone()
 		cur.Workers.Current, cur.Workers.Target = 0, 0 // a finished job holds no workers
-		return nil
+		return evs, nil
 	})
 	if err != nil {
 		return fmt.Errorf("finish %s: %w", j.ID, err)

@@ -68,6 +68,9 @@ type tracked struct {
 	lastReplace time.Time
 	// exitedSince is when the job was first seen with every worker gone.
 	exitedSince time.Time
+	// assumed is a deadline job's speed by size as of its last re-plan
+	// (estimateMoved).
+	assumed map[int]float64
 }
 
 // New wires a loop; rdb holds the lease.

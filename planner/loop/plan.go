@@ -57,10 +57,12 @@ func decideRound(w world, cfg Config, fence int64) RoundPlan {
 			snap.Jobs = append(snap.Jobs, jobState(o))
 		}
 	}
+	snap, replanned := replanMoved(snap, planned, w.now)
 	plan := planner.Decide(snap, w.now)
 	p.next = earliest(p.next, plan.Recheck)
 	for i, o := range planned {
-		p.scale = append(p.scale, decideScale(o, plan.Targets[i], w.now, cfg.SaveEvery))
+		s := decideScale(o, plan.Targets[i], w.now, cfg.SaveEvery)
+		p.scale = append(p.scale, withDeadline(s, o, replanned, w.now))
 	}
 	return p
 }

@@ -62,8 +62,10 @@ type scaleStep struct {
 	// reason is what the record of a queued job says.
 	reason string
 	// record: the record is behind (workers, target, reason, planner
-	// state); a resize always records.
+	// state, a deadline job's estimate); a resize always records.
 	record bool
+	// dl is a deadline job's estimate to record (deadline.go).
+	dl *deadlineEstimate
 }
 
 func decideScale(o observed, t planner.Target, now time.Time, saveEvery time.Duration) scaleStep {

@@ -105,7 +105,8 @@ func (w *Worker) runGen(ctx context.Context, g *coord.Generation) genOutcome {
 	_ = os.Remove(errFile)
 	env := core.ProgramEnv{Base: w.Ecfg.Env, Spec: w.Ex.Env, JobID: w.Cfg.Job, Generation: g.Number,
 		Rank: rank, World: len(g.Members), MasterAddr: master, MasterPort: entries[g.Members[0]].Port,
-		RestartCount: restarts, MaxRestarts: w.Ex.Restarts(), CheckpointDir: w.CkptDir, ErrorFile: errFile}
+		RestartCount: restarts, MaxRestarts: w.Ex.Restarts(), CheckpointDir: w.CkptDir, ErrorFile: errFile,
+		MetricsFile: filepath.Join(w.Ecfg.Dir, MetricsFileName)}
 	prog := core.StartProgram(w.Ex.Command, w.Ex.Workdir, env.Environ(), w.Ecfg.Stdout, w.Ecfg.Stderr, w.Ecfg.TailLines)
 	w.Last = g
 	if w.State != coord.Active {
@@ -118,6 +119,9 @@ func (w *Worker) runGen(ctx context.Context, g *coord.Generation) genOutcome {
 		map[string]any{"worker": w.Cfg.Worker, "generation": g.Number, "rank": rank, "world": len(g.Members), "restart_count": restarts})
 	if rank == 0 {
 		w.Rep.Progress(jobs.Progress{Step: 0, WorldSize: len(g.Members), Generation: g.Number})
+		mctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go w.followMetrics(mctx, env.MetricsFile, len(g.Members), g.Number) // metricsfile.go
 	}
 	return w.monitor(ctx, g, rank, prog)
 }

@@ -72,6 +72,26 @@
     return h("span", {}, h("span", { class: "bar" }, h("span", { style: "width:" + (100 * f).toFixed(1) + "%" })), (100 * f).toFixed(0) + "%");
   }
 
+  // A deadline job's due time, the planner's expected finish and an
+  // at-risk badge; an ended one's result (null for other jobs).
+  function deadlineInfo(j) {
+    if (!j.deadline) return null;
+    const due = Date.parse(j.deadline), t = (ms) => new Date(ms).toLocaleString();
+    const badge = (cls, text) => h("span", { class: "badge " + cls }, text);
+    if (j.state === "succeeded") {
+      const late = Date.parse(j.updated_at) > due;
+      return { due: t(due), result: badge(late ? "missed" : "met", late ? "missed" : "met") };
+    }
+    if (j.state === "failed") return { due: t(due), result: badge("missed", "missed") };
+    return { due: t(due), expected: j.expected_finish ? t(Date.parse(j.expected_finish)) : "", risk: j.at_risk ? badge("at-risk", "at risk") : null };
+  }
+
+  function deadlineCell(j) {
+    const d = deadlineInfo(j);
+    if (!d) return "-";
+    return h("span", { class: "deadline", title: d.expected ? "expected finish " + d.expected : "" }, d.due, " ", d.result || d.risk || "");
+  }
+
   function showLogin(msg) {
     stopTimers();
     $("#view").textContent = "";
@@ -99,19 +119,19 @@
     const body = h("tbody", {});
     const err = h("p", { class: "error" });
     view.append(h("h1", {}, "Jobs"), h("div", { class: "toolbar" }, h("label", {}, "State ", sel), err),
-      h("table", { id: "jobs" }, h("thead", {}, h("tr", {}, ["ID", "Name", "State", "Tenant", "Workers", "Progress", "Loss", "Age"].map((c) => h("th", {}, c)))), body));
+      h("table", { id: "jobs" }, h("thead", {}, h("tr", {}, ["ID", "Name", "State", "Tenant", "Workers", "Progress", "Loss", "Deadline", "Age"].map((c) => h("th", {}, c)))), body));
     every(2000, async () => {
       try {
         const q = "/v1/jobs?limit=500" + (filter ? "&status=" + filter : "");
         const list = await api(q);
         err.textContent = "";
         body.textContent = "";
-        if (list.jobs.length === 0) body.append(h("tr", {}, h("td", { colspan: 8, class: "muted" }, "no jobs" + (filter ? " in state " + filter : "") + " yet: edl submit examples/job.json")));
+        if (list.jobs.length === 0) body.append(h("tr", {}, h("td", { colspan: 9, class: "muted" }, "no jobs" + (filter ? " in state " + filter : "") + " yet: edl submit examples/job.json")));
         for (const j of list.jobs) {
           body.append(h("tr", { "data-id": j.id },
             h("td", {}, h("a", { href: "#/jobs/" + j.id }, j.id)), h("td", {}, j.spec.name), h("td", {}, stateSpan(j.state)),
             h("td", {}, j.tenant), h("td", {}, j.workers.current + "/" + j.workers.target), h("td", {}, progressCell(j)),
-            h("td", {}, j.progress.step > 0 ? j.progress.loss.toFixed(4) : "-"), h("td", { title: j.created_at }, age(j.created_at))));
+            h("td", {}, j.progress.step > 0 ? j.progress.loss.toFixed(4) : "-"), h("td", {}, deadlineCell(j)), h("td", { title: j.created_at }, age(j.created_at))));
         }
       } catch (e) { if (e.status !== 401) err.textContent = e.message; }
     });
@@ -160,6 +180,12 @@
       row("Workers", `${j.workers.current} current, ${j.workers.target} target (range ${j.spec.workers.min}..${j.spec.workers.max}${j.workers.pinned ? ", pinned " + j.workers.pinned : ""})`);
       row("Progress", h("span", {}, progressCell(j), ` epoch ${j.progress.epoch + 1}, step ${j.progress.step}`));
       if (j.progress.step > 0) row("Loss / samples/s", `${j.progress.loss.toFixed(4)} / ${edlChart.fmtNum(j.progress.samples_per_s)}`);
+      const dl = deadlineInfo(j);
+      if (dl) {
+        row("Deadline", h("span", { id: "deadline" }, dl.due + " (" + (j.spec.deadline_policy || "strict") + ")"));
+        if (dl.result) row("Result", dl.result);
+        else row("Expected finish", h("span", { id: "expected-finish" }, dl.expected || "none planned", " ", dl.risk || ""));
+      }
       row("Created", new Date(j.created_at).toLocaleString() + " (" + age(j.created_at) + " ago)");
     }
 

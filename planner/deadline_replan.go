@@ -1,0 +1,61 @@
+package planner
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// EstimateMoveRatio is how far (as a share) a deadline job's speed at its
+// size may move from what the planner assumed before it is re-planned from
+// its least share (Replan): measurements jitter by a few per cent.
+const EstimateMoveRatio = 0.15
+
+// SpeedAt is the speed PlanDeadlines assumes for a job at n workers, from
+// its measurements, its prior one-worker speed and the communication ratio
+// (the same rule: measured, interpolated, the fitted scaling model, the
+// prior); 0 when nothing is known.
+func SpeedAt(measured map[int]float64, prior, commRatio float64, n int) float64 {
+	return throughputAt(measured, prior, commRatio, n)
+}
+
+// EstimateMoved reports whether a speed measured now moved materially
+// (more than EstimateMoveRatio) from the one assumed before; an estimate of
+// 0 (nothing known) moves with any measurement.
+func EstimateMoved(assumed, measured float64) bool {
+	if measured <= 0 || math.IsNaN(measured) || math.IsInf(measured, 0) {
+		return false
+	}
+	return assumed <= 0 || math.Abs(measured-assumed) > EstimateMoveRatio*assumed
+}
+
+// Replan plans the deadline jobs in moved (their speed estimate moved,
+// EstimateMoved) again from their least share: it returns s with their
+// share floors cleared when PlanDeadlines then still finishes in time every
+// strict job it finished with the floors, and whether it did; otherwise s
+// unchanged. A job that got faster may so shrink to the share it needs now
+// and give the rest back, without any strict job losing its plan.
+func Replan(s Snapshot, moved []string, now time.Time) (Snapshot, bool) {
+	t := s
+	t.Jobs = slices.Clone(s.Jobs)
+	cleared := false
+	for i := range t.Jobs {
+		j := &t.Jobs[i]
+		if j.Deadline == nil || j.Deadline.Share == 0 || !slices.Contains(moved, j.ID) {
+			continue
+		}
+		d := *j.Deadline
+		d.Share = 0
+		j.Deadline, cleared = &d, true
+	}
+	if !cleared {
+		return s, false
+	}
+	before, after := PlanDeadlines(s, now), PlanDeadlines(t, now)
+	for i, b := range before.Targets {
+		if b.Feasible && !after.Targets[i].Feasible && !s.Jobs[jobIndex(s.Jobs, b.JobID)].Deadline.BestEffort {
+			return s, false
+		}
+	}
+	return t, true
+}
