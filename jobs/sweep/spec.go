@@ -86,8 +86,8 @@ func (m Metric) Better(a, b float64) bool {
 // metric is in the top 1/reduction_factor of those recorded there so far.
 type Scheduler struct {
 	Kind            string `json:"kind" enum:"asha" example:"asha"`
-	Grace           int64  `json:"grace" minimum:"1" example:"40"`  // steps to the first rung
-	Max             int64  `json:"max" minimum:"1" example:"640"`   // steps a trial runs at most
+	Grace           int64  `json:"grace" minimum:"1" example:"40"` // steps to the first rung
+	Max             int64  `json:"max" minimum:"1" example:"640"`  // steps a trial runs at most
 	ReductionFactor int    `json:"reduction_factor" minimum:"2" default:"4" example:"4"`
 }
 

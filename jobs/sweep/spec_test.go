@@ -37,13 +37,17 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"bad type", func(s *Spec) { s.Parameters["trainer.builtin.lr"] = Parameter{Type: "normal"} }, "parameters[trainer.builtin.lr].type"},
 		{"min > max", func(s *Spec) { s.Parameters["trainer.builtin.lr"] = Parameter{Type: Uniform, Min: f(2), Max: f(1)} }, "parameters[trainer.builtin.lr].max"},
 		{"loguniform at 0", func(s *Spec) { s.Parameters["trainer.builtin.lr"] = Parameter{Type: LogUniform, Min: f(0), Max: f(1)} }, "parameters[trainer.builtin.lr].min"},
-		{"int not integral", func(s *Spec) { s.Parameters["trainer.builtin.model.hidden.0"] = Parameter{Type: Int, Min: f(1.5), Max: f(3)} }, "parameters[trainer.builtin.model.hidden.0].min"},
+		{"int not integral", func(s *Spec) {
+			s.Parameters["trainer.builtin.model.hidden.0"] = Parameter{Type: Int, Min: f(1.5), Max: f(3)}
+		}, "parameters[trainer.builtin.model.hidden.0].min"},
 		{"empty choice", func(s *Spec) { s.Parameters["trainer.builtin.lr"] = Parameter{Type: Choice} }, "parameters[trainer.builtin.lr].values"},
 		{"path to nowhere", func(s *Spec) { s.Parameters["trainer.builtin.nope"] = Parameter{Type: Uniform, Min: f(0), Max: f(1)} }, "template"},
 		{"choice value of the wrong type", func(s *Spec) {
 			s.Parameters["trainer.builtin.model.hidden"] = Parameter{Type: Choice, Values: []any{[]any{16.0}, "wide"}}
 		}, "parameters[trainer.builtin.model.hidden].values[1]"},
-		{"value out of the job's bounds", func(s *Spec) { s.Parameters["trainer.builtin.model.hidden.0"] = Parameter{Type: Int, Min: f(8), Max: f(1e6)} }, "parameters[trainer.builtin.model.hidden.0]"},
+		{"value out of the job's bounds", func(s *Spec) {
+			s.Parameters["trainer.builtin.model.hidden.0"] = Parameter{Type: Int, Min: f(8), Max: f(1e6)}
+		}, "parameters[trainer.builtin.model.hidden.0]"},
 		{"unused name", func(s *Spec) { s.Parameters["depth"] = Parameter{Type: Int, Min: f(1), Max: f(3)} }, "parameters[depth]"},
 		{"placeholder without parameter", func(s *Spec) { *s = exec(); delete(s.Parameters, "width") }, "template.trainer.exec"},
 		{"deadline", func(s *Spec) { s.Template.Within = "1h" }, "template.deadline"},
