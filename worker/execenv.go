@@ -21,6 +21,7 @@ type ProgramEnv struct {
 	MaxRestarts   int
 	CheckpointDir string
 	ErrorFile     string // TORCHELASTIC_ERROR_FILE
+	MetricsFile   string // EDL_METRICS_FILE (execmetrics.go); "" = none
 }
 
 // Environ returns the program's environment, sorted: the worker's own
@@ -75,6 +76,9 @@ func (e ProgramEnv) Environ() []string {
 	}
 	if _, ok := m["NCCL_ASYNC_ERROR_HANDLING"]; !ok {
 		m["NCCL_ASYNC_ERROR_HANDLING"] = "1" // torchrun's default
+	}
+	if e.MetricsFile != "" {
+		m["EDL_METRICS_FILE"] = e.MetricsFile
 	}
 	if e.ErrorFile != "" {
 		m["TORCHELASTIC_ERROR_FILE"] = e.ErrorFile

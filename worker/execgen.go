@@ -104,7 +104,8 @@ func (w *ExecWorker) runGen(ctx context.Context, g *coord.Generation) genOutcome
 	_ = os.Remove(errFile)
 	env := ProgramEnv{Base: w.ecfg.Env, Spec: w.ex.Env, JobID: w.cfg.Job, Generation: g.Number,
 		Rank: rank, World: len(g.Members), MasterAddr: master, MasterPort: entries[g.Members[0]].Port,
-		RestartCount: restarts, MaxRestarts: w.ex.Restarts(), CheckpointDir: w.ckptDir, ErrorFile: errFile}
+		RestartCount: restarts, MaxRestarts: w.ex.Restarts(), CheckpointDir: w.ckptDir, ErrorFile: errFile,
+		MetricsFile: filepath.Join(w.ecfg.Dir, metricsFileName)}
 	prog := startProgram(w.ex.Command, w.ex.Workdir, env.Environ(), w.ecfg.Stdout, w.ecfg.Stderr, w.ecfg.TailLines)
 	w.last = g
 	if w.state != coord.Active {

@@ -53,6 +53,7 @@ type Worker struct {
 	ts  trainState // model, optimizer, counters, hand-over (trainstate.go)
 
 	rep   *reporter
+	met   *metricSink   // rank 0's loss per step, for sweeps (metrics.go)
 	speed speedMeter    // per-step compute time, for the planner's straggler check
 	ck    *checkpointer // nil without a store
 
@@ -96,6 +97,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		w.mem.addr = deps.Transport.Addr()
 	}
 	w.dc = newDataCursor(datapipe.New(deps.Redis, co.Keys(), cfg.Worker), log)
+	w.met = newMetricSink(deps.Redis, cfg.Prefix, cfg.Job)
 	return w, nil
 }
 
@@ -123,6 +125,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	go func() { _ = w.mem.co.RunHeartbeat(bg) }()
 	go w.dc.com.run(bg)
 	go w.rep.run(bg)
+	go w.met.run(bg, func(err error) { w.log.Warn("metrics", "err", err) })
 	sw := &speedWriter{rdb: w.deps.Redis, key: w.mem.co.Keys().Speed(), worker: w.cfg.Worker, meter: &w.speed,
 		every: speedEvery, ttl: speedTTL, log: w.log}
 	sctx, scancel := context.WithCancel(bg)

@@ -1,0 +1,72 @@
+package worker
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/edl-nomad/edl/jobs/jobmetrics"
+	"github.com/redis/go-redis/v9"
+)
+
+// metricSink sends the job's metric points (jobs/jobmetrics: the built-in
+// trainer's loss per applied step, read by the sweep controller) off the
+// step loop: points queue in memory and go in one pipelined write every
+// metricsEvery. A write that fails is logged by the caller's logger and
+// the points are dropped: metrics are for judging trials, and a gap only
+// delays a rung.
+type metricSink struct {
+	log *jobmetrics.Log
+	job string
+
+	mu      sync.Mutex
+	pending []jobmetrics.Point
+}
+
+const (
+	metricsEvery  = 200 * time.Millisecond
+	metricsMaxBuf = 10000 // points queued at most; older ones dropped
+)
+
+func newMetricSink(rdb redis.UniversalClient, prefix, job string) *metricSink {
+	return &metricSink{log: jobmetrics.New(rdb, prefix), job: job}
+}
+
+// add queues one step's values.
+func (m *metricSink) add(step int64, epoch int, values map[string]float64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.pending) >= metricsMaxBuf {
+		m.pending = m.pending[1:]
+	}
+	m.pending = append(m.pending, jobmetrics.Point{Step: step, Epoch: epoch, Values: values})
+}
+
+// run flushes every metricsEvery until ctx ends, then once more.
+func (m *metricSink) run(ctx context.Context, onErr func(error)) {
+	t := time.NewTicker(metricsEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			defer cancel()
+			if err := m.flush(fctx); err != nil {
+				onErr(err)
+			}
+			return
+		case <-t.C:
+		}
+		if err := m.flush(ctx); err != nil && ctx.Err() == nil {
+			onErr(err)
+		}
+	}
+}
+
+func (m *metricSink) flush(ctx context.Context) error {
+	m.mu.Lock()
+	pts := m.pending
+	m.pending = nil
+	m.mu.Unlock()
+	return m.log.Append(ctx, m.job, pts...)
+}
