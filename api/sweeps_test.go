@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -119,4 +120,29 @@ func TestSweepSubmitNamesTheField(t *testing.T) {
 	}
 	noStore := newEnv(t)
 	noStore.submitSweep(tokA, exampleSweep(t), nil).problem(t, http.StatusServiceUnavailable, api.ProblemUnavailable)
+}
+
+// conformanceSweeps stores a running sweep and a cancelled one of team-a.
+func conformanceSweeps(t *testing.T, s *sweepstore.Store, body string) (running, cancelled string) {
+	t.Helper()
+	var spec sweep.Spec
+	if err := json.Unmarshal([]byte(body), &spec); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	a, _, err := s.Create(ctx, "team-a", spec, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := s.Create(ctx, "team-a", spec, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Update(ctx, b.ID, func(sw *sweep.Sweep) ([]sweep.Event, error) {
+		sw.State = sweep.Cancelled
+		return []sweep.Event{{Type: sweep.EventState, Message: "running -> cancelled", Data: map[string]any{"from": "running", "to": "cancelled"}}}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return a.ID, b.ID
 }

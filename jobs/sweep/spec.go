@@ -103,6 +103,7 @@ func (s Scheduler) Milestones() []int64 {
 
 // WithDefaults fills what may be left out.
 func (s Spec) WithDefaults() Spec {
+	s.Template = s.Template.WithDefaults()
 	if s.Scheduler.ReductionFactor == 0 {
 		s.Scheduler.ReductionFactor = DefaultReduction
 	}
