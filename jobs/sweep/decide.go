@@ -17,7 +17,14 @@ type Observation struct {
 	Current, Min, Max int
 	// Points are the job's values of the sweep's metric, in step order.
 	Points []Point
+	// EndedAt is when the job reached its terminal state (its last write).
+	EndedAt time.Time
 }
+
+// MetricsGrace is how long after its job succeeded a trial waits for the
+// job's last metric points (they are sent off the step loop and may land
+// after the job's end) before it ends without them.
+const MetricsGrace = 3 * time.Second
 
 // Plan is Decide's answer: the sweep as it should be recorded, and what
 // to do to the trials' jobs.
@@ -123,6 +130,9 @@ func Decide(sw Sweep, obs map[int]Observation, now time.Time) Plan {
 		o, ok := obs[t.Index]
 		if !ok {
 			continue
+		}
+		if t.State == TrialRunning && o.JobState == jobs.Succeeded && now.Sub(o.EndedAt) < MetricsGrace {
+			continue // its last points may still come
 		}
 		if t.State == TrialRunning && (o.JobState.Terminal() || o.JobState == "") {
 			switch o.JobState {

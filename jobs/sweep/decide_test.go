@@ -236,3 +236,26 @@ func hasEvent(p Plan, typ EventType) bool {
 	}
 	return false
 }
+
+func TestDecideWaitsForASucceededJobsLastPoints(t *testing.T) {
+	now := time.Unix(1000, 0)
+	sw := Decide(smallSweep(), nil, now).Sweep
+	sw.Trials[0].JobID, sw.Trials[1].JobID = "j-0", "j-1"
+	done := Observation{JobState: jobs.Succeeded, Min: 2, Max: 8, EndedAt: now.Add(-time.Second)}
+	done.Points = run(2, steps(6, 1)...).Points
+	p := Decide(sw, map[int]Observation{0: done, 1: run(2)}, now)
+	if p.Sweep.Trials[0].State != TrialRunning || p.Sweep.Trials[0].Rung != 1 {
+		t.Fatalf("within the grace: %s at rung %d", p.Sweep.Trials[0].State, p.Sweep.Trials[0].Rung)
+	}
+	done.Points = run(2, steps(8, 1)...).Points
+	p = Decide(p.Sweep, map[int]Observation{0: done, 1: run(2)}, now)
+	if tr := p.Sweep.Trials[0]; tr.State != TrialCompleted || tr.Rung != 2 {
+		t.Fatalf("with its last points: %s at rung %d", tr.State, tr.Rung)
+	}
+	done.Points, done.EndedAt = nil, now.Add(-MetricsGrace)
+	sw.Trials[1].State = TrialRunning
+	p = Decide(sw, map[int]Observation{0: done, 1: run(2)}, now)
+	if p.Sweep.Trials[0].State != TrialCompleted {
+		t.Fatalf("after the grace: %s", p.Sweep.Trials[0].State)
+	}
+}

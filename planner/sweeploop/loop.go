@@ -142,6 +142,9 @@ func (c *Controller) observe(ctx context.Context, sw sweep.Sweep) (map[int]sweep
 			return nil, err
 		}
 		o := sweep.Observation{JobState: j.State, Current: j.Workers.Current, Min: j.Spec.Workers.Min, Max: j.Spec.Workers.Max}
+		if j.State.Terminal() {
+			o.EndedAt = j.UpdatedAt
+		}
 		if t.State == sweep.TrialRunning {
 			if o.Points, err = c.points(ctx, t.JobID, sw.Spec.Metric.Name); err != nil {
 				return nil, err
