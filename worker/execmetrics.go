@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/edl-nomad/edl/jobs"
@@ -71,6 +72,7 @@ func parseMetricLine(line []byte) (jobmetrics.Point, error) {
 
 // metricsFile follows one program's metrics file.
 type metricsFile struct {
+	mu   sync.Mutex // read runs on a ticker and once more at the end
 	path string
 	sink *metricSink
 	rep  *reporter
@@ -97,6 +99,8 @@ func (f *metricsFile) run(ctx context.Context) {
 // read takes in the lines appended since the last read; a file that
 // shrank (the program truncated it) is read again from its start.
 func (f *metricsFile) read() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	fh, err := os.Open(f.path)
 	if err != nil {
 		return // not written yet

@@ -181,8 +181,10 @@ func (w *ExecWorker) Run(ctx context.Context) error {
 	go func() { _ = w.co.RunHeartbeat(bg) }()
 	go w.rep.run(bg)
 	met := newMetricSink(w.deps.Redis, w.cfg.Prefix, w.cfg.Job) // execmetrics.go
-	go met.run(bg, func(err error) { w.log.Warn("metrics", "err", err) })
-	go (&metricsFile{path: filepath.Join(w.ecfg.Dir, metricsFileName), sink: met, rep: w.rep}).run(bg)
+	stopMet := met.start(func(err error) { w.log.Warn("metrics", "err", err) })
+	mf := &metricsFile{path: filepath.Join(w.ecfg.Dir, metricsFileName), sink: met, rep: w.rep}
+	go mf.run(bg)
+	defer func() { mf.read(); stopMet() }() // the program's last lines too
 	go w.poll(bg)
 	go w.listen(bg)
 	lctx, lcancel := context.WithCancel(bg)

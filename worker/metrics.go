@@ -42,22 +42,33 @@ func (m *metricSink) add(step int64, epoch int, values map[string]float64) {
 	m.pending = append(m.pending, jobmetrics.Point{Step: step, Epoch: epoch, Values: values})
 }
 
-// run flushes every metricsEvery until ctx ends, then once more.
-func (m *metricSink) run(ctx context.Context, onErr func(error)) {
-	t := time.NewTicker(metricsEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			defer cancel()
-			if err := m.flush(fctx); err != nil {
+// start flushes every metricsEvery until stop is called, which flushes
+// what is left and returns when it is written (or after a second), so
+// that a worker's last steps are in the log before it exits.
+func (m *metricSink) start(onErr func(error)) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(metricsEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if err := m.flush(ctx); err != nil && ctx.Err() == nil {
 				onErr(err)
 			}
-			return
-		case <-t.C:
 		}
-		if err := m.flush(ctx); err != nil && ctx.Err() == nil {
+	}()
+	return func() {
+		cancel()
+		<-done
+		fctx, fcancel := context.WithTimeout(context.Background(), time.Second)
+		defer fcancel()
+		if err := m.flush(fctx); err != nil {
 			onErr(err)
 		}
 	}

@@ -125,7 +125,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	go func() { _ = w.mem.co.RunHeartbeat(bg) }()
 	go w.dc.com.run(bg)
 	go w.rep.run(bg)
-	go w.met.run(bg, func(err error) { w.log.Warn("metrics", "err", err) })
+	defer w.met.start(func(err error) { w.log.Warn("metrics", "err", err) })()
 	sw := &speedWriter{rdb: w.deps.Redis, key: w.mem.co.Keys().Speed(), worker: w.cfg.Worker, meter: &w.speed,
 		every: speedEvery, ttl: speedTTL, log: w.log}
 	sctx, scancel := context.WithCancel(bg)
