@@ -58,6 +58,7 @@ func runBenchSweep(ctx context.Context, env Env, args []string, stdout, stderr i
 	modes := fs.String("modes", "elastic,static", "modes to run, in order")
 	sample := fs.Duration("sample", 100*time.Millisecond, "how often the cluster's slots are sampled")
 	timeout := fs.Duration("timeout", 15*time.Minute, "give up on a mode after this long")
+	events := fs.Bool("events", false, "also write each sweep's event log to stderr")
 	_ = fs.Bool("json", true, "print one JSON line per mode (the only output format)")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
@@ -79,7 +80,11 @@ func runBenchSweep(ctx context.Context, env Env, args []string, stdout, stderr i
 		}
 		spec := benchSweepSpec(mode, *slots, *trials, *concurrent, *seed, *grace, *maxSteps, widths)
 		mctx, cancel := context.WithTimeout(ctx, *timeout)
-		res, err := sweepOnce(mctx, env, mode, spec, *slots, *sample)
+		var evw io.Writer
+		if *events {
+			evw = stderr
+		}
+		res, err := sweepOnce(mctx, env, mode, spec, *slots, *sample, evw)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("bench sweep %s: %w", mode, err)
@@ -122,7 +127,7 @@ func benchSweepSpec(mode string, slots, trials, concurrent int, seed, grace, max
 func ptr(x float64) *float64 { return &x }
 
 // sweepOnce runs spec on a fresh edl dev and measures it.
-func sweepOnce(ctx context.Context, env Env, mode string, spec sweep.Spec, slots int, sample time.Duration) (sweepResult, error) {
+func sweepOnce(ctx context.Context, env Env, mode string, spec sweep.Spec, slots int, sample time.Duration, events io.Writer) (sweepResult, error) {
 	dir, err := os.MkdirTemp("", "edl-bench-sweep-")
 	if err != nil {
 		return sweepResult{}, err
@@ -191,6 +196,9 @@ func sweepOnce(ctx context.Context, env Env, mode string, spec sweep.Spec, slots
 		return res, err
 	}
 	for _, e := range page.Events {
+		if events != nil {
+			fmt.Fprintf(events, "%s %6.2fs %s\n", mode, e.Time.Sub(t0).Seconds(), e.Message)
+		}
 		if e.Type == sweep.EventGrown {
 			res.Grown++
 		}

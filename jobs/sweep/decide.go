@@ -24,7 +24,7 @@ type Observation struct {
 // MetricsGrace is how long after its job succeeded a trial waits for the
 // job's last metric points (they are sent off the step loop and may land
 // after the job's end) before it ends without them.
-const MetricsGrace = 3 * time.Second
+const MetricsGrace = time.Second
 
 // Plan is Decide's answer: the sweep as it should be recorded, and what
 // to do to the trials' jobs.
@@ -69,6 +69,7 @@ func Decide(sw Sweep, obs map[int]Observation, now time.Time) Plan {
 	type report struct {
 		trial, rung int
 		value       float64
+		step        int64 // 0: the rung's milestone
 	}
 	var reports []report
 	for i := range s.Trials {
@@ -81,12 +82,22 @@ func Decide(sw Sweep, obs map[int]Observation, now time.Time) Plan {
 			last := o.Points[n-1]
 			t.LastMetric = &last
 		}
+		top := false
 		for r := t.Rung + 1; r < len(ms); r++ {
 			v, ok := RungValue(o.Points, ms[r], sc.Window())
 			if !ok {
 				break
 			}
 			reports = append(reports, report{trial: i, rung: r, value: v})
+			top = r == len(ms)-1
+		}
+		// A job that succeeded before the last milestone (its spec is
+		// shorter than scheduler.max) has its final value as its result
+		// at the last rung, once its last points had time to land.
+		if n := len(o.Points); !top && n > 0 && o.JobState == jobs.Succeeded && now.Sub(o.EndedAt) >= MetricsGrace {
+			end := o.Points[n-1].Step
+			v, _ := RungValue(o.Points, end, sc.Window())
+			reports = append(reports, report{trial: i, rung: len(ms) - 1, value: v, step: end})
 		}
 	}
 	sort.SliceStable(reports, func(a, b int) bool {
@@ -103,23 +114,27 @@ func Decide(sw Sweep, obs map[int]Observation, now time.Time) Plan {
 	}
 	for _, rp := range reports {
 		t := &s.Trials[rp.trial]
-		if t.State != TrialRunning || rp.rung != t.Rung+1 {
+		if t.State != TrialRunning || (rp.rung != t.Rung+1 && rp.step == 0) {
 			continue // cut or completed at an earlier rung this round
+		}
+		step := ms[rp.rung]
+		if rp.step > 0 {
+			step = rp.step
 		}
 		verdict := Judge(sc, metric, rp.rung, recorded[rp.rung], rp.value)
 		recorded[rp.rung] = append(recorded[rp.rung], rp.value)
 		t.Rung = rp.rung
-		t.Results = append(t.Results, RungResult{Rung: rp.rung, Step: ms[rp.rung], Value: rp.value})
-		data := map[string]any{"rung": rp.rung, "step": ms[rp.rung], "value": rp.value, "job": t.JobID}
+		t.Results = append(t.Results, RungResult{Rung: rp.rung, Step: step, Value: rp.value})
+		data := map[string]any{"rung": rp.rung, "step": step, "value": rp.value, "job": t.JobID}
 		switch verdict {
 		case Promote:
-			ev(EventPromoted, t.Index, fmt.Sprintf("trial %d promoted past rung %d (step %d, %s %.4g)", t.Index, rp.rung, ms[rp.rung], metric.Name, rp.value), data)
+			ev(EventPromoted, t.Index, fmt.Sprintf("trial %d promoted past rung %d (step %d, %s %.4g)", t.Index, rp.rung, step, metric.Name, rp.value), data)
 		case Cut:
 			t.State, t.EndedAt = TrialCut, now
-			ev(EventCut, t.Index, fmt.Sprintf("trial %d cut at rung %d (step %d, %s %.4g)", t.Index, rp.rung, ms[rp.rung], metric.Name, rp.value), data)
+			ev(EventCut, t.Index, fmt.Sprintf("trial %d cut at rung %d (step %d, %s %.4g)", t.Index, rp.rung, step, metric.Name, rp.value), data)
 		case Complete:
 			t.State, t.EndedAt = TrialCompleted, now
-			ev(EventEnded, t.Index, fmt.Sprintf("trial %d completed at step %d (%s %.4g)", t.Index, ms[rp.rung], metric.Name, rp.value), data)
+			ev(EventEnded, t.Index, fmt.Sprintf("trial %d completed at step %d (%s %.4g)", t.Index, step, metric.Name, rp.value), data)
 		}
 	}
 
@@ -154,8 +169,8 @@ func Decide(sw Sweep, obs map[int]Observation, now time.Time) Plan {
 	// Starts, up to max_concurrent, unless cancelling.
 	active := 0
 	for _, t := range s.Trials {
-		if t.State == TrialRunning {
-			active++
+		if o := obs[t.Index]; t.State == TrialRunning && !(o.JobState == jobs.Succeeded && t.JobID != "") {
+			active++ // a trial whose job is done waits only for its last points
 		}
 	}
 	for i := range s.Trials {

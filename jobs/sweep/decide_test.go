@@ -241,7 +241,7 @@ func TestDecideWaitsForASucceededJobsLastPoints(t *testing.T) {
 	now := time.Unix(1000, 0)
 	sw := Decide(smallSweep(), nil, now).Sweep
 	sw.Trials[0].JobID, sw.Trials[1].JobID = "j-0", "j-1"
-	done := Observation{JobState: jobs.Succeeded, Min: 2, Max: 8, EndedAt: now.Add(-time.Second)}
+	done := Observation{JobState: jobs.Succeeded, Min: 2, Max: 8, EndedAt: now.Add(-MetricsGrace / 2)}
 	done.Points = run(2, steps(6, 1)...).Points
 	p := Decide(sw, map[int]Observation{0: done, 1: run(2)}, now)
 	if p.Sweep.Trials[0].State != TrialRunning || p.Sweep.Trials[0].Rung != 1 {
@@ -257,5 +257,21 @@ func TestDecideWaitsForASucceededJobsLastPoints(t *testing.T) {
 	p = Decide(sw, map[int]Observation{0: done, 1: run(2)}, now)
 	if p.Sweep.Trials[0].State != TrialCompleted {
 		t.Fatalf("after the grace: %s", p.Sweep.Trials[0].State)
+	}
+}
+
+func TestDecideRecordsAShortJobsFinalValueAtTheLastRung(t *testing.T) {
+	now := time.Unix(1000, 0)
+	sw := Decide(smallSweep(), nil, now).Sweep
+	sw.Trials[0].JobID, sw.Trials[1].JobID = "j-0", "j-1"
+	done := Observation{JobState: jobs.Succeeded, Min: 2, Max: 8, EndedAt: now.Add(-MetricsGrace)}
+	done.Points = run(2, 1, 1, 1, 1, 1, 0.5, 0.25).Points // ends at step 7 of 8
+	p := Decide(sw, map[int]Observation{0: done, 1: run(2)}, now)
+	tr := p.Sweep.Trials[0]
+	if tr.State != TrialCompleted || tr.Rung != 2 || tr.Results[2].Step != 7 || tr.Results[2].Value != 0.25 {
+		t.Fatalf("trial 0: %s rung %d results %+v", tr.State, tr.Rung, tr.Results)
+	}
+	if len(p.Start) != 1 || p.Start[0] != 2 {
+		t.Fatalf("the next trial should start: %v", p.Start)
 	}
 }
