@@ -22,7 +22,7 @@ type Leader interface{ Fence() int64 }
 
 // Config tunes the controller.
 type Config struct {
-	// Interval is the time between rounds (default 500ms).
+	// Interval is the time between rounds (default 250ms).
 	Interval time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
@@ -61,7 +61,7 @@ func New(cfg Config, sweeps *sweepstore.Store, js *jobstore.Store, metrics *jobm
 		return nil, err
 	}
 	if cfg.Interval == 0 {
-		cfg.Interval = 500 * time.Millisecond
+		cfg.Interval = 250 * time.Millisecond
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
