@@ -15,7 +15,8 @@ type Slot struct {
 // size (a trial just started gets its minimum), and what is left of the
 // budget after them and after held (workers that ending trials still
 // hold) goes to the placed trials in that order, each up to its maximum.
-// Nobody shrinks; the budget nobody can use is left to the cluster.
+// Nobody shrinks (Decide pins a suspended trial back to its minimum before
+// it asks); the budget nobody can use is left to the cluster.
 func Allot(budget, held int, slots []Slot) map[int]int {
 	out := make(map[int]int, len(slots))
 	used := held

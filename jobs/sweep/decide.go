@@ -205,8 +205,11 @@ func Decide(sw Sweep, obs map[int]Observation, now time.Time) Plan {
 		p.Pin = sizes(s, obs, p.Start)
 		for i, n := range p.Pin {
 			t := &s.Trials[i]
-			if t.Workers != 0 && n > t.Workers {
+			switch {
+			case t.Workers != 0 && n > t.Workers:
 				ev(EventGrown, i, fmt.Sprintf("trial %d grows from %d to %d workers", i, t.Workers, n), map[string]any{"from": t.Workers, "to": n, "job": t.JobID})
+			case n < t.Workers:
+				ev(EventShrunk, i, fmt.Sprintf("trial %d back to %d workers: its job could not be placed at %d", i, n, t.Workers), map[string]any{"from": t.Workers, "to": n, "job": t.JobID})
 			}
 			t.Workers = n
 		}
@@ -262,7 +265,13 @@ func sizes(s Sweep, obs map[int]Observation, started []int) map[int]int {
 		if isNew[i] || lo == 0 {
 			lo, hi = tmin, max(s.Spec.Template.Workers.Max, tmin)
 		}
-		slots = append(slots, Slot{Index: i, Min: lo, Max: hi, Pinned: t.Workers,
+		pinned := t.Workers
+		if o.JobState == jobs.Suspended {
+			// The planner could not place the gang it was pinned to (another
+			// job took the freed slots first): back to its minimum.
+			pinned = lo
+		}
+		slots = append(slots, Slot{Index: i, Min: lo, Max: hi, Pinned: pinned,
 			Placed: !isNew[i] && o.JobState == jobs.Running && o.Current >= t.Workers})
 	}
 	want := Allot(budget, held, slots)

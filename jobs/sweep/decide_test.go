@@ -275,3 +275,14 @@ func TestDecideRecordsAShortJobsFinalValueAtTheLastRung(t *testing.T) {
 		t.Fatalf("the next trial should start: %v", p.Start)
 	}
 }
+
+func TestDecideShrinksASuspendedGrownTrialBack(t *testing.T) {
+	now := time.Unix(1000, 0)
+	sw := Decide(smallSweep(), nil, now).Sweep
+	sw.Trials[0].JobID, sw.Trials[1].JobID = "j-0", "j-1"
+	sw.Trials[0].Workers = 4
+	p := Decide(sw, map[int]Observation{0: {JobState: jobs.Suspended, Min: 2, Max: 8}, 1: run(2)}, now)
+	if p.Pin[0] != 2 || !hasEvent(p, EventShrunk) {
+		t.Fatalf("pin %v events %+v", p.Pin, p.Events)
+	}
+}

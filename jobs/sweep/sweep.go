@@ -94,12 +94,14 @@ type Best struct {
 type EventType string
 
 const (
-	EventSubmitted   EventType = "submitted"
-	EventStarted     EventType = "trial_started"
-	EventPromoted    EventType = "trial_promoted"
-	EventCut         EventType = "trial_cut"
-	EventEnded       EventType = "trial_ended"
-	EventGrown       EventType = "trial_grown"
+	EventSubmitted EventType = "submitted"
+	EventStarted   EventType = "trial_started"
+	EventPromoted  EventType = "trial_promoted"
+	EventCut       EventType = "trial_cut"
+	EventEnded     EventType = "trial_ended"
+	EventGrown     EventType = "trial_grown"
+	EventShrunk    EventType = "trial_shrunk" // a grown trial the cluster could not place
+
 	EventBestChanged EventType = "best_changed"
 	EventState       EventType = "state"
 )
