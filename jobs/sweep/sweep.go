@@ -100,7 +100,7 @@ const (
 	EventCut       EventType = "trial_cut"
 	EventEnded     EventType = "trial_ended"
 	EventGrown     EventType = "trial_grown"
-	EventShrunk    EventType = "trial_shrunk" // a grown trial the cluster could not place
+	EventShrunk    EventType = "trial_shrunk"
 
 	EventBestChanged EventType = "best_changed"
 	EventState       EventType = "state"
