@@ -14,7 +14,8 @@ type Slot struct {
 // Allot sizes a sweep's running trials, given best first: each keeps its
 // size (a trial just started gets its minimum), and what is left of the
 // budget after them and after held (workers that ending trials still
-// hold) goes to the placed trials in that order, each up to its maximum.
+// hold) goes to the placed trials in that order, each up to its maximum
+// and at most doubling at a time.
 // Nobody shrinks (Decide pins a suspended trial back to its minimum before
 // it asks); the budget nobody can use is left to the cluster.
 func Allot(budget, held int, slots []Slot) map[int]int {
@@ -33,7 +34,9 @@ func Allot(budget, held int, slots []Slot) map[int]int {
 		if !s.Placed {
 			continue
 		}
-		add := min(left, s.Max-out[s.Index])
+		// At most doubling per round, so that the planner measures the
+		// new size before the trial grows further (UsefulMax).
+		add := min(left, s.Max-out[s.Index], out[s.Index])
 		if add > 0 {
 			out[s.Index] += add
 			left -= add

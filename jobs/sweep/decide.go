@@ -19,6 +19,9 @@ type Observation struct {
 	Points []Point
 	// EndedAt is when the job reached its terminal state (its last write).
 	EndedAt time.Time
+	// Throughput is the job's measured samples/s by worker count (the
+	// planner's, jobs.PlannerState); growth stops where it stops paying.
+	Throughput map[int]float64
 }
 
 // MetricsGrace is how long after its job succeeded a trial waits for the
@@ -202,14 +205,20 @@ func Decide(sw Sweep, obs map[int]Observation, now time.Time) Plan {
 
 	// Sizes: the running trials, best first, share the sweep's budget.
 	if s.State == Running {
-		p.Pin = sizes(s, obs, p.Start)
-		for i, n := range p.Pin {
-			t := &s.Trials[i]
+		var why map[int]string
+		p.Pin, why = sizes(s, obs, p.Start)
+		idx := make([]int, 0, len(p.Pin))
+		for i := range p.Pin {
+			idx = append(idx, i)
+		}
+		sort.Ints(idx)
+		for _, i := range idx {
+			n, t := p.Pin[i], &s.Trials[i]
 			switch {
 			case t.Workers != 0 && n > t.Workers:
 				ev(EventGrown, i, fmt.Sprintf("trial %d grows from %d to %d workers", i, t.Workers, n), map[string]any{"from": t.Workers, "to": n, "job": t.JobID})
 			case n < t.Workers:
-				ev(EventShrunk, i, fmt.Sprintf("trial %d back to %d workers: its job could not be placed at %d", i, n, t.Workers), map[string]any{"from": t.Workers, "to": n, "job": t.JobID})
+				ev(EventShrunk, i, fmt.Sprintf("trial %d back to %d workers: %s", i, n, why[i]), map[string]any{"from": t.Workers, "to": n, "job": t.JobID})
 			}
 			t.Workers = n
 		}
@@ -239,12 +248,14 @@ func Decide(sw Sweep, obs map[int]Observation, now time.Time) Plan {
 	return p
 }
 
-// sizes pins the running trials whose size changes (started ones always).
-func sizes(s Sweep, obs map[int]Observation, started []int) map[int]int {
+// sizes pins the running trials whose size changes (started ones always),
+// with the reason for each that shrinks.
+func sizes(s Sweep, obs map[int]Observation, started []int) (map[int]int, map[int]string) {
 	tmin := max(s.Spec.Template.Workers.Min, 1)
 	budget := s.Spec.MaxConcurrent * tmin
 	held := 0
 	var slots []Slot
+	why := map[int]string{}
 	isNew := map[int]bool{}
 	for _, i := range started {
 		isNew[i] = true
@@ -265,11 +276,17 @@ func sizes(s Sweep, obs map[int]Observation, started []int) map[int]int {
 		if isNew[i] || lo == 0 {
 			lo, hi = tmin, max(s.Spec.Template.Workers.Max, tmin)
 		}
+		if u := UsefulMax(o.Throughput, hi); u < hi {
+			hi = max(u, lo)
+		}
 		pinned := t.Workers
-		if o.JobState == jobs.Suspended {
+		switch {
+		case o.JobState == jobs.Suspended && pinned > lo:
 			// The planner could not place the gang it was pinned to (another
 			// job took the freed slots first): back to its minimum.
-			pinned = lo
+			pinned, why[i] = lo, fmt.Sprintf("its job could not be placed at %d", t.Workers)
+		case pinned > hi:
+			pinned, why[i] = hi, fmt.Sprintf("it was no faster at %d than at %d", t.Workers, hi)
 		}
 		slots = append(slots, Slot{Index: i, Min: lo, Max: hi, Pinned: pinned,
 			Placed: !isNew[i] && o.JobState == jobs.Running && o.Current >= t.Workers})
@@ -281,7 +298,25 @@ func sizes(s Sweep, obs map[int]Observation, started []int) map[int]int {
 			out[i] = n
 		}
 	}
-	return out
+	return out, why
+}
+
+// UsefulMax is the largest size worth giving a trial by its measured
+// throughput (samples/s by worker count, the planner's measurements): the
+// last size before the first one that was not at least 5 % faster than
+// the next smaller measured size; max when every step up paid.
+func UsefulMax(throughput map[int]float64, max int) int {
+	ns := make([]int, 0, len(throughput))
+	for n := range throughput {
+		ns = append(ns, n)
+	}
+	sort.Ints(ns)
+	for k := 1; k < len(ns); k++ {
+		if throughput[ns[k]] <= 1.05*throughput[ns[k-1]] {
+			return min(ns[k-1], max)
+		}
+	}
+	return max
 }
 
 // rank orders the trials best first: the highest rung, then the best

@@ -83,7 +83,9 @@ func TestAllot(t *testing.T) {
 			map[int]int{0: 4, 1: 2}},
 		{"a trial waiting to be placed does not grow", 8, 0,
 			[]Slot{{Index: 0, Min: 2, Max: 8, Pinned: 2}, {Index: 1, Min: 2, Max: 8, Pinned: 2, Placed: true}},
-			map[int]int{0: 2, 1: 6}},
+			map[int]int{0: 2, 1: 4}},
+		{"a trial at most doubles per round", 16, 0,
+			[]Slot{{Index: 0, Min: 1, Max: 16, Pinned: 1, Placed: true}}, map[int]int{0: 2}},
 		{"nobody shrinks over budget", 4, 2,
 			[]Slot{{Index: 0, Min: 2, Max: 8, Pinned: 4, Placed: true}}, map[int]int{0: 4}},
 		{"static trials leave the rest to the cluster", 8, 0,
@@ -282,6 +284,42 @@ func TestDecideShrinksASuspendedGrownTrialBack(t *testing.T) {
 	sw.Trials[0].JobID, sw.Trials[1].JobID = "j-0", "j-1"
 	sw.Trials[0].Workers = 4
 	p := Decide(sw, map[int]Observation{0: {JobState: jobs.Suspended, Min: 2, Max: 8}, 1: run(2)}, now)
+	if p.Pin[0] != 2 || !hasEvent(p, EventShrunk) {
+		t.Fatalf("pin %v events %+v", p.Pin, p.Events)
+	}
+}
+
+func TestUsefulMax(t *testing.T) {
+	cases := []struct {
+		name string
+		tput map[int]float64
+		max  int
+		want int
+	}{
+		{"nothing measured", nil, 8, 8},
+		{"one size", map[int]float64{1: 100}, 8, 8},
+		{"scales", map[int]float64{1: 100, 2: 180, 4: 300}, 8, 8},
+		{"no faster at 4", map[int]float64{1: 100, 2: 180, 4: 185}, 8, 2},
+		{"slower at 2", map[int]float64{1: 100, 2: 90}, 8, 1},
+		{"capped by max", map[int]float64{1: 100, 2: 180, 4: 100}, 1, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := UsefulMax(c.tput, c.max); got != c.want {
+				t.Fatalf("want %d, got %d", c.want, got)
+			}
+		})
+	}
+}
+
+func TestDecideShrinksAGrowthThatDidNotPay(t *testing.T) {
+	now := time.Unix(1000, 0)
+	sw := Decide(smallSweep(), nil, now).Sweep
+	sw.Trials[0].JobID, sw.Trials[1].JobID = "j-0", "j-1"
+	sw.Trials[0].Workers = 4
+	o := run(4)
+	o.Throughput = map[int]float64{2: 1000, 4: 900}
+	p := Decide(sw, map[int]Observation{0: o, 1: run(2)}, now)
 	if p.Pin[0] != 2 || !hasEvent(p, EventShrunk) {
 		t.Fatalf("pin %v events %+v", p.Pin, p.Events)
 	}

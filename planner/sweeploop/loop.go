@@ -145,6 +145,9 @@ func (c *Controller) observe(ctx context.Context, sw sweep.Sweep) (map[int]sweep
 		if j.State.Terminal() {
 			o.EndedAt = j.UpdatedAt
 		}
+		if j.Planner != nil {
+			o.Throughput = j.Planner.Throughput
+		}
 		if t.State == sweep.TrialRunning {
 			if o.Points, err = c.points(ctx, t.JobID, sw.Spec.Metric.Name); err != nil {
 				return nil, err
