@@ -288,8 +288,14 @@ func sizes(s Sweep, obs map[int]Observation, started []int) (map[int]int, map[in
 		case pinned > hi:
 			pinned, why[i] = hi, fmt.Sprintf("it was no faster at %d than at %d", t.Workers, hi)
 		}
+		if live(o.JobState) && o.Current > max(pinned, lo) {
+			held += o.Current - max(pinned, lo) // a shrinking trial's workers leave first
+		}
+		// Only a trial placed at its size and measured there grows, so that
+		// UsefulMax has seen each size before the next.
+		_, measured := o.Throughput[t.Workers]
 		slots = append(slots, Slot{Index: i, Min: lo, Max: hi, Pinned: pinned,
-			Placed: !isNew[i] && o.JobState == jobs.Running && o.Current >= t.Workers})
+			Placed: !isNew[i] && o.JobState == jobs.Running && o.Current >= t.Workers && measured})
 	}
 	want := Allot(budget, held, slots)
 	out := map[int]int{}

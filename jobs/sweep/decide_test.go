@@ -103,7 +103,7 @@ func TestAllot(t *testing.T) {
 
 // run is a trial's job as an observation: n workers, losses at steps 1..
 func run(n int, losses ...float64) Observation {
-	o := Observation{JobState: jobs.Running, Current: n, Min: 2, Max: 8}
+	o := Observation{JobState: jobs.Running, Current: n, Min: 2, Max: 8, Throughput: map[int]float64{n: 100 * float64(n)}}
 	for i, l := range losses {
 		o.Points = append(o.Points, Point{Step: int64(i + 1), Value: l})
 	}
@@ -319,6 +319,19 @@ func TestDecideShrinksAGrowthThatDidNotPay(t *testing.T) {
 	sw.Trials[0].Workers = 4
 	o := run(4)
 	o.Throughput = map[int]float64{2: 1000, 4: 900}
+	// Growth waits for a measurement at the current size.
+	alone := cloneSweep(sw)
+	alone.Trials[0].Workers = 2
+	alone.Trials[1].State, alone.Trials[2].State = TrialCut, TrialCut
+	gone := Observation{JobState: jobs.Cancelled}
+	unmeasured := run(2)
+	unmeasured.Throughput = nil
+	if p := Decide(alone, map[int]Observation{0: unmeasured, 1: gone}, now); len(p.Pin) != 0 {
+		t.Fatalf("a trial not measured at its size grew: %v", p.Pin)
+	}
+	if p := Decide(alone, map[int]Observation{0: run(2), 1: gone}, now); p.Pin[0] != 4 {
+		t.Fatalf("measured at its size, it should grow to the budget: %v", p.Pin)
+	}
 	p := Decide(sw, map[int]Observation{0: o, 1: run(2)}, now)
 	if p.Pin[0] != 2 || !hasEvent(p, EventShrunk) {
 		t.Fatalf("pin %v events %+v", p.Pin, p.Events)

@@ -69,6 +69,7 @@ func (fx *fixture) runJob(id string, n int, losses ...float64) {
 			j.State = jobs.Starting
 		}
 		j.Workers.Current = n
+		j.Planner = &jobs.PlannerState{Throughput: map[int]float64{n: 100 * float64(n)}}
 		return nil
 	})
 	if err == nil {
