@@ -206,7 +206,11 @@ func Decide(sw Sweep, obs map[int]Observation, now time.Time) Plan {
 	// Sizes: the running trials, best first, share the sweep's budget.
 	if s.State == Running {
 		var why map[int]string
-		p.Pin, why = sizes(s, obs, p.Start)
+		var caps map[int]int
+		p.Pin, why, caps = sizes(s, obs, p.Start)
+		for i, c := range caps {
+			s.Trials[i].Cap = c
+		}
 		idx := make([]int, 0, len(p.Pin))
 		for i := range p.Pin {
 			idx = append(idx, i)
@@ -250,12 +254,12 @@ func Decide(sw Sweep, obs map[int]Observation, now time.Time) Plan {
 
 // sizes pins the running trials whose size changes (started ones always),
 // with the reason for each that shrinks.
-func sizes(s Sweep, obs map[int]Observation, started []int) (map[int]int, map[int]string) {
+func sizes(s Sweep, obs map[int]Observation, started []int) (pins map[int]int, why map[int]string, caps map[int]int) {
 	tmin := max(s.Spec.Template.Workers.Min, 1)
 	budget := s.Spec.MaxConcurrent * tmin
 	held := 0
 	var slots []Slot
-	why := map[int]string{}
+	why, caps = map[int]string{}, map[int]int{}
 	isNew := map[int]bool{}
 	for _, i := range started {
 		isNew[i] = true
@@ -279,6 +283,9 @@ func sizes(s Sweep, obs map[int]Observation, started []int) (map[int]int, map[in
 		if u := UsefulMax(o.Throughput, hi); u < hi {
 			hi = max(u, lo)
 		}
+		if t.Cap > 0 {
+			hi = max(min(hi, t.Cap), lo)
+		}
 		pinned := t.Workers
 		switch {
 		case o.JobState == jobs.Suspended && pinned > lo:
@@ -287,6 +294,7 @@ func sizes(s Sweep, obs map[int]Observation, started []int) (map[int]int, map[in
 			pinned, why[i] = lo, fmt.Sprintf("its job could not be placed at %d", t.Workers)
 		case pinned > hi:
 			pinned, why[i] = hi, fmt.Sprintf("it was no faster at %d than at %d", t.Workers, hi)
+			caps[i] = hi
 		}
 		if live(o.JobState) && o.Current > max(pinned, lo) {
 			held += o.Current - max(pinned, lo) // a shrinking trial's workers leave first
@@ -304,7 +312,7 @@ func sizes(s Sweep, obs map[int]Observation, started []int) (map[int]int, map[in
 			out[i] = n
 		}
 	}
-	return out, why
+	return out, why, caps
 }
 
 // UsefulMax is the largest size worth giving a trial by its measured

@@ -337,3 +337,24 @@ func TestDecideShrinksAGrowthThatDidNotPay(t *testing.T) {
 		t.Fatalf("pin %v events %+v", p.Pin, p.Events)
 	}
 }
+
+func TestDecideDoesNotRegrowATrialThatDidNotPay(t *testing.T) {
+	now := time.Unix(1000, 0)
+	sw := Decide(smallSweep(), nil, now).Sweep
+	sw.Trials[0].JobID, sw.Trials[1].JobID = "j-0", "j-1"
+	sw.Trials[0].Workers = 4
+	sw.Trials[1].State, sw.Trials[2].State = TrialCut, TrialCut
+	gone := Observation{JobState: jobs.Cancelled}
+	slow := run(4)
+	slow.Throughput = map[int]float64{2: 1000, 4: 900}
+	p := Decide(sw, map[int]Observation{0: slow, 1: gone}, now)
+	if p.Pin[0] != 2 || p.Sweep.Trials[0].Cap != 2 {
+		t.Fatalf("pin %v cap %d", p.Pin, p.Sweep.Trials[0].Cap)
+	}
+	// A later measurement says 4 pays after all: the cap holds.
+	fast := run(2)
+	fast.Throughput = map[int]float64{2: 1000, 4: 1900}
+	if again := Decide(p.Sweep, map[int]Observation{0: fast, 1: gone}, now); len(again.Pin) != 0 {
+		t.Fatalf("regrown: %v", again.Pin)
+	}
+}

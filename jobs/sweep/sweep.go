@@ -63,7 +63,11 @@ type Trial struct {
 	// LastMetric is the newest value of the sweep's metric it reported.
 	LastMetric *Point `json:"last_metric,omitempty"`
 	// Workers is the size the controller pinned the trial's job to.
-	Workers   int       `json:"workers,omitempty"`
+	Workers int `json:"workers,omitempty"`
+	// Cap, once set, is the most workers the trial gets again: a size it
+	// was shrunk back to because the next one up was no faster (so that a
+	// noisy measurement does not make it flap).
+	Cap       int       `json:"cap,omitempty"`
 	StartedAt time.Time `json:"started_at,omitzero"`
 	EndedAt   time.Time `json:"ended_at,omitzero"`
 }
