@@ -47,6 +47,7 @@ bench: setup build
 	bin/edl bench elastic --json
 	bin/edl bench checkpoint --mib 256 --json
 	bin/edl bench e2e --json
+	bin/edl bench sweep --json
 	bin/edl sim --compare --trace testdata/traces/philly_vc_ee9e8c.csv --gpus 128 --json
 	$(GO) test -run '^$$' -bench Decide ./planner/
 

@@ -14,6 +14,7 @@ import (
 	"github.com/edl-nomad/edl/api"
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/sweepstore"
 	"github.com/edl-nomad/edl/worker/coord"
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -42,8 +43,10 @@ func TestEveryRouteConformsToTheServedSpec(t *testing.T) {
 		list: []api.Checkpoint{{Step: 200, Epoch: 1, WorldSize: 2, SizeBytes: 16, CreatedAt: time.Unix(1, 0).UTC(),
 			Shards: []api.CheckpointShard{{Name: "params", Size: 16, SHA256: "abc123"}}}}}
 	wl := fakeWorkerLogs{job: job.ID, worker: "w-1"}
+	sws := sweepstore.New(r.Client, sweepstore.Config{Prefix: r.Prefix})
 	e := newEnvWith(t, r, api.Config{Checkpoints: fake, SSEKeepAlive: 100 * time.Millisecond,
-		Workers: wl, Logs: wl, Membership: coord.RedisMembership{Redis: r.Client, Prefix: r.Prefix}})
+		Workers: wl, Logs: wl, Membership: coord.RedisMembership{Redis: r.Client, Prefix: r.Prefix}, Sweeps: sws})
+	swID, swDone := conformanceSweeps(t, sws, exampleSweep(t)) // sweeps_test.go
 
 	served := e.get("/openapi.json", "")
 	loader := openapi3.NewLoader()
@@ -122,6 +125,15 @@ func TestEveryRouteConformsToTheServedSpec(t *testing.T) {
 		{name: "tenant bad token", method: "GET", path: "/v1/tenants/me", token: "nope", status: 401},
 		{name: "cancel", method: "DELETE", path: "/v1/jobs/" + id, token: tokA, status: 202},
 		{name: "cancel a finished job", method: "DELETE", path: "/v1/jobs/" + other, token: tokA, status: 409},
+		{name: "sweep submit", method: "POST", path: "/v1/sweeps", token: tokA, ctype: "application/json", body: exampleSweep(t), status: 201},
+		{name: "sweep submit invalid", method: "POST", path: "/v1/sweeps", token: tokA, ctype: "application/json", body: `{"name":"x"}`, status: 422, invalid: true},
+		{name: "sweep list", method: "GET", path: "/v1/sweeps?limit=5", token: tokA, status: 200},
+		{name: "sweep get", method: "GET", path: "/v1/sweeps/" + swID, token: tokA, status: 200},
+		{name: "sweep get another tenant's", method: "GET", path: "/v1/sweeps/" + swID, token: tokB, status: 404},
+		{name: "sweep events", method: "GET", path: "/v1/sweeps/" + swID + "/events", token: tokA, status: 200},
+		{name: "sweep events stream of a finished sweep", method: "GET", path: "/v1/sweeps/" + swDone + "/events?follow=true", token: tokA, header: map[string]string{"Accept": "text/event-stream"}, status: 200},
+		{name: "sweep cancel", method: "DELETE", path: "/v1/sweeps/" + swID, token: tokA, status: 202},
+		{name: "sweep cancel a finished sweep", method: "DELETE", path: "/v1/sweeps/" + swDone, token: tokA, status: 409},
 	}
 	hit := map[string]bool{}
 	client := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/jobs/jobstore"
+	"github.com/edl-nomad/edl/jobs/sweepstore"
 	"github.com/labstack/echo/v4"
 )
 
@@ -64,6 +65,8 @@ type Config struct {
 	// refused. Unset, a scrape without a token gets only the series that
 	// name no job, tenant or worker (metrics.go).
 	MetricsToken string
+	// Sweeps serves /v1/sweeps (sweeps.go); nil answers those routes 503.
+	Sweeps *sweepstore.Store
 }
 
 // DefaultConfig returns the defaults.
@@ -169,6 +172,7 @@ func (s *Server) routes() {
 	v1.GET("/jobs/:id/checkpoints/:step/model", s.checkpointModel, auth...)
 	v1.GET("/cluster", s.clusterStatus, auth...)
 	v1.GET("/tenants/me", s.tenantMe, auth...)
+	s.sweepRoutes(v1, auth) // sweeps.go
 }
 
 // Handler is the API as an http.Handler (for tests and embedding).

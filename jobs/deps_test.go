@@ -17,6 +17,7 @@ func TestDomainDoesNotLinkRedis(t *testing.T) {
 		"github.com/edl-nomad/edl/jobs",
 		"github.com/edl-nomad/edl/planner",
 		"github.com/edl-nomad/edl/planner/sim",
+		"github.com/edl-nomad/edl/jobs/sweep",
 	}
 	for _, pkg := range pkgs {
 		t.Run(pkg, func(t *testing.T) {

@@ -21,6 +21,7 @@ func TestHandler(t *testing.T) {
 		{"/ui/index.html", "text/html", `id="login-form"`, 200},
 		{"/ui/app.js", "javascript", "sessionStorage", 200},
 		{"/ui/chart.js", "javascript", "createElementNS", 200},
+		{"/ui/sweeps.js", "javascript", "edlSweeps", 200},
 		{"/ui/style.css", "text/css", "marker-resize", 200},
 		{"/ui/nope.js", "", "", 404},
 		{"/ui/../go.mod", "", "", 404},

@@ -20,6 +20,7 @@ import (
 	"github.com/edl-nomad/edl/checkpoint"
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/jobs/jobstore"
+	"github.com/edl-nomad/edl/jobs/sweepstore"
 	"github.com/edl-nomad/edl/local"
 	"github.com/edl-nomad/edl/local/redisproc"
 	"github.com/edl-nomad/edl/planner/loop"
@@ -232,9 +233,13 @@ func startDev(parent context.Context, c devConfig, log *slog.Logger) (_ *devEnv,
 	apiCfg.BodyReadTimeout, apiCfg.MaxStreamsPerTenant = c.api.BodyReadTimeout, c.api.MaxStreamsPerTenant
 	apiCfg.MetricsToken = c.api.MetricsToken
 	apiCfg.PlannerRounds = pm.rounds
+	apiCfg.Sweeps = sweepstore.New(d.rdb, sweepstore.Config{})
 	srv := api.New(apiCfg, d.store, tenants, d.cluster, log)
 	pm.srv.Store(srv)
 	d.startPlanner(ctx)
+	if err := startSweeps(ctx, d.rdb, "edl:", apiCfg.Sweeps, d.store, pm, log); err != nil { // sweeps.go
+		return d, fmt.Errorf("dev: %w", err)
+	}
 	d.apiDone = make(chan struct{})
 	go func() {
 		defer close(d.apiDone)

@@ -14,6 +14,7 @@ import (
 	"github.com/edl-nomad/edl/checkpoint"
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/jobs/jobstore"
+	"github.com/edl-nomad/edl/jobs/sweepstore"
 	"github.com/edl-nomad/edl/nomadx"
 	"github.com/edl-nomad/edl/planner/loop"
 	"github.com/edl-nomad/edl/worker/coord"
@@ -142,6 +143,7 @@ func serveAPI(ctx context.Context, s apiSetup, withPlanner plannerHook) error {
 	}
 	checkRedisPersistence(ctx, s.Redis, log)
 	store := jobstore.New(s.Redis, jobstore.Config{Prefix: s.Prefix})
+	s.Config.Sweeps = sweepstore.New(s.Redis, sweepstore.Config{Prefix: s.Prefix})
 	srv := api.New(s.Config, store, s.Tenants, s.Cluster, log)
 	if s.Metrics != nil {
 		s.Metrics.srv.Store(srv)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/jobs/jobstore"
+	"github.com/edl-nomad/edl/jobs/sweepstore"
 	"github.com/edl-nomad/edl/nomadx"
 	"github.com/edl-nomad/edl/planner"
 	"github.com/edl-nomad/edl/planner/loop"
@@ -111,6 +112,9 @@ func (n *nomadFlags) plannerOnNomad(rdb redis.UniversalClient, prefix, redisURL,
 			return err
 		}
 		pm.loop.Store(pl)
+		if err := startSweeps(ctx, rdb, prefix, sweepstore.New(rdb, sweepstore.Config{Prefix: prefix}), store, pm, log); err != nil { // sweeps.go
+			return err
+		}
 		go cluster.Watch(ctx, 0, pl.Wake) // rounds on Nomad's changes, not only every interval
 		return pl.Run(ctx)
 	}, cluster, nil

@@ -33,6 +33,7 @@ type Worker struct {
 	ts  trainState      // model, optimizer, counters, hand-over (trainstate.go)
 
 	rep   *core.Reporter
+	met   *core.MetricSink // rank 0's loss per step, for sweeps
 	speed speedMeter    // per-step compute time, for the planner's straggler check
 	ck    *checkpointer // nil without a store
 
@@ -67,6 +68,7 @@ func New(cfg core.Config, deps core.Deps) (*Worker, error) {
 		w.mem.Addr = deps.Transport.Addr()
 	}
 	w.dc = core.NewDataCursor(datapipe.New(deps.Redis, co.Keys(), cfg.Worker), log)
+	w.met = core.NewMetricSink(deps.Redis, cfg.Prefix, cfg.Job)
 	return w, nil
 }
 
@@ -94,6 +96,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	go func() { _ = w.mem.Co.RunHeartbeat(bg) }()
 	go w.dc.Com.Run(bg)
 	go w.rep.Run(bg)
+	defer w.met.Start(func(err error) { w.log.Warn("metrics", "err", err) })()
 	sw := &speedWriter{rdb: w.deps.Redis, key: w.mem.Co.Keys().Speed(), worker: w.cfg.Worker, meter: &w.speed,
 		every: speedEvery, ttl: speedTTL, log: w.log}
 	sctx, scancel := context.WithCancel(bg)

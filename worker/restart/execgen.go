@@ -50,6 +50,7 @@ return tonumber(redis.call('GET', KEYS[2]) or '0')`)
 // checkpoint into the folder, starts the program and watches it.
 func (w *Worker) runGen(ctx context.Context, g *coord.Generation) genOutcome {
 	rank := g.Rank(w.Cfg.Worker)
+	w.rank0.Store(rank == 0)
 	rdb := w.Deps.Redis
 	if min := w.minWorkers(ctx); len(g.Members) < min {
 		// torchrun --nnodes MIN:MAX never runs a world below MIN, and a

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/edl-nomad/edl/checkpoint"
@@ -22,7 +24,8 @@ type Worker struct {
 	keys execKeys
 	sync *dirSync // nil without a store
 
-	stoppedAt time.Time // when the last program run began to end
+	stoppedAt time.Time   // when the last program run began to end
+	rank0     atomic.Bool // this worker is rank 0 of the generation running
 }
 
 // newRestart is pw in restart mode.
@@ -54,6 +57,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	}()
 	go func() { _ = w.Co.RunHeartbeat(bg) }()
 	go w.Rep.Run(bg)
+	met := core.NewMetricSink(w.Deps.Redis, w.Cfg.Prefix, w.Cfg.Job) // metricpoints.go
+	stopMet := met.Start(func(err error) { w.Log.Warn("metrics", "err", err) })
+	mf := &metricsFile{path: filepath.Join(w.Ecfg.Dir, MetricsFileName), sink: met, rep: w.Rep, rank0: w.rank0.Load}
+	go mf.run(bg)
+	defer func() { mf.read(); stopMet() }() // the program's last lines too
 	go w.Poll(bg, w.Deps.Redis, w.Deps.Jobs, w.Cfg.Job)
 	go w.Listen(bg, w.Deps.Redis)
 	lctx, lcancel := context.WithCancel(bg)

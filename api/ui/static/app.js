@@ -388,6 +388,7 @@
     let m;
     if ((m = path.match(/^\/jobs\/([a-z0-9-]+)$/))) { jobView(view, m[1]); }
     else if (path === "/cluster") { $("#nav-cluster").classList.add("active"); clusterView(view); }
+    else if (path.startsWith("/sweeps") && window.edlSweeps.route({ h, api, every, age }, view, path)) { $("#nav-sweeps").classList.add("active"); } // sweeps.js
     else { $("#nav-jobs").classList.add("active"); jobsView(view); }
     whoami();
   }

@@ -1,0 +1,349 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/sweep"
+	"github.com/labstack/echo/v4"
+)
+
+// SweepList is one page of sweeps, newest first.
+type SweepList struct {
+	Sweeps []sweep.Sweep `json:"sweeps"`
+	// Next is the cursor of the next page; absent on the last page.
+	Next string `json:"next,omitempty" example:"42"`
+}
+
+// SweepEventPage is a page of a sweep's event log, oldest first.
+type SweepEventPage struct {
+	Events []sweep.Event `json:"events"`
+	Next   string        `json:"next,omitempty" example:"1700000000000-0"`
+}
+
+// sweepRoutes registers the /v1/sweeps routes.
+func (s *Server) sweepRoutes(v1 *echo.Group, mw []echo.MiddlewareFunc) {
+	v1.POST("/sweeps", s.createSweep, mw...)
+	v1.GET("/sweeps", s.listSweeps, mw...)
+	v1.GET("/sweeps/:id", s.getSweep, mw...)
+	v1.DELETE("/sweeps/:id", s.cancelSweep, mw...)
+	v1.GET("/sweeps/:id/events", s.sweepEvents, mw...)
+}
+
+var errNoSweeps = newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "sweeps are not served here", "this server has no sweep store")
+
+func noSweep(id string) error {
+	return newProblem(http.StatusNotFound, ProblemNotFound, "no such sweep", "no sweep "+id+" of this tenant")
+}
+
+// createSweep godoc
+//
+//	@Summary		Submit a hyperparameter sweep
+//	@Description	Validates the spec (unknown fields are refused; every parameter is applied to the template and the trial spec validated as a job's, so a path to nowhere names the parameter), draws every trial's parameters from the seed and stores the sweep as running. The planner's sweep controller starts trials (ordinary jobs labelled edl.sweep and edl.trial) up to max_concurrent, cuts them by ASHA at rungs grace x reduction_factor^k steps, and gives a cut trial's workers to the best surviving trials up to their workers.max. With an Idempotency-Key the same key and body return the same sweep (201 the first time, 200 after); the same key with another body is 422.
+//	@Tags			sweeps
+//	@Security		BearerAuth
+//	@Accept			json
+//	@Produce		json
+//	@Produce		application/problem+json
+//	@Param			Idempotency-Key	header		string		false	"makes retries safe (at most 255 characters)"
+//	@Param			spec			body		sweep.Spec	true	"the sweep spec"
+//	@Success		201				{object}	sweep.Sweep	"created; Location names it"
+//	@Success		200				{object}	sweep.Sweep	"an earlier submit with the same Idempotency-Key"
+//	@Failure		400				{object}	Problem		"malformed JSON"
+//	@Failure		401				{object}	Problem
+//	@Failure		413				{object}	Problem
+//	@Failure		415				{object}	Problem
+//	@Failure		422				{object}	Problem	"invalid fields, a trial the tenant may not run, or Idempotency-Key reused with another body"
+//	@Failure		429				{object}	Problem
+//	@Failure		503				{object}	Problem
+//	@Router			/v1/sweeps [post]
+func (s *Server) createSweep(c echo.Context) error {
+	if s.cfg.Sweeps == nil {
+		return errNoSweeps
+	}
+	body, err := s.readBody(c, mimeJSON)
+	if err != nil {
+		return err
+	}
+	key := c.Request().Header.Get("Idempotency-Key")
+	if len(key) > 255 || strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return jobs.Invalid("Idempotency-Key", "at most 255 printable characters")
+	}
+	var spec sweep.Spec
+	if err := jobs.DecodeStrict(body, &spec); err != nil {
+		return err
+	}
+	spec = spec.WithDefaults()
+	if err := spec.Validate(); err != nil {
+		return err
+	}
+	// Every trial must be a job this tenant may submit, under the exec policy.
+	for i, params := range sweep.NewTrials(spec) {
+		ts, err := sweep.TrialSpec(spec, "s-check", i, params.Params)
+		if err != nil {
+			return jobs.Invalid(fmt.Sprintf("trials[%d]", i), err.Error())
+		}
+		if ts.Trainer.Kind == jobs.TrainerExec && s.cfg.ExecPolicy != nil {
+			if err := s.cfg.ExecPolicy(ts); err != nil {
+				return templateFields(err)
+			}
+		}
+		if err := tenantOf(c).Admit(ts, ""); err != nil {
+			return templateFields(err)
+		}
+	}
+	ctx, cancel := s.storeCtx(c)
+	defer cancel()
+	sw, created, err := s.cfg.Sweeps.Create(ctx, tenantOf(c).Name, spec, key)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set(echo.HeaderLocation, "/v1/sweeps/"+sw.ID)
+	if created {
+		return writeJSON(c, http.StatusCreated, sw)
+	}
+	return writeJSON(c, http.StatusOK, sw)
+}
+
+// templateFields names a trial spec's fields as the template's.
+func templateFields(err error) error {
+	var ve *jobs.ValidationError
+	if !errors.As(err, &ve) {
+		return err
+	}
+	out := &jobs.ValidationError{}
+	for _, f := range ve.Fields {
+		out.Fields = append(out.Fields, jobs.FieldError{Field: "template." + f.Field, Reason: f.Reason})
+	}
+	return out
+}
+
+// ownSweep loads a sweep of the caller's; another tenant's is 404.
+func (s *Server) ownSweep(c echo.Context) (sweep.Sweep, error) {
+	if s.cfg.Sweeps == nil {
+		return sweep.Sweep{}, errNoSweeps
+	}
+	ctx, cancel := s.storeCtx(c)
+	defer cancel()
+	sw, err := s.cfg.Sweeps.Get(ctx, c.Param("id"))
+	if errors.Is(err, jobs.ErrNotFound) || (err == nil && sw.Tenant != tenantOf(c).Name) {
+		return sweep.Sweep{}, noSweep(c.Param("id"))
+	}
+	return sw, err
+}
+
+// getSweep godoc
+//
+//	@Summary		A sweep: its trials and the best one
+//	@Description	Every trial with its parameters, state, job, rung, rung results, newest metric and pinned size; best is the trial at the highest rung with the best metric there.
+//	@Tags			sweeps
+//	@Security		BearerAuth
+//	@Produce		json
+//	@Param			id	path		string	true	"sweep ID"
+//	@Success		200	{object}	sweep.Sweep
+//	@Failure		404	{object}	Problem
+//	@Router			/v1/sweeps/{id} [get]
+func (s *Server) getSweep(c echo.Context) error {
+	sw, err := s.ownSweep(c)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, sw)
+}
+
+// listSweeps godoc
+//
+//	@Summary		List the caller's sweeps
+//	@Tags			sweeps
+//	@Security		BearerAuth
+//	@Produce		json
+//	@Param			limit	query		int		false	"page size, 1-500 (default 50)"
+//	@Param			next	query		string	false	"the next value of the previous page"
+//	@Success		200		{object}	SweepList
+//	@Failure		400		{object}	Problem
+//	@Router			/v1/sweeps [get]
+func (s *Server) listSweeps(c echo.Context) error {
+	if s.cfg.Sweeps == nil {
+		return errNoSweeps
+	}
+	limit := 50
+	if l := c.QueryParam("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 500 {
+			return badQuery("limit", "must be between 1 and 500")
+		}
+		limit = n
+	}
+	ctx, cancel := s.storeCtx(c)
+	defer cancel()
+	page, next, err := s.cfg.Sweeps.List(ctx, tenantOf(c).Name, limit, c.QueryParam("next"))
+	var ve *jobs.ValidationError
+	if errors.As(err, &ve) {
+		return badQuery("next", "not a cursor of this list")
+	}
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, SweepList{Sweeps: page, Next: next})
+}
+
+// cancelSweep godoc
+//
+//	@Summary		Cancel a sweep and every trial
+//	@Description	The sweep goes cancelling at once; the controller cancels every trial's job and the sweep is cancelled when they are gone. Cancelling a sweep already being cancelled is harmless (202); a finished sweep is 409.
+//	@Tags			sweeps
+//	@Security		BearerAuth
+//	@Produce		json
+//	@Param			id	path		string	true	"sweep ID"
+//	@Success		202	{object}	sweep.Sweep
+//	@Failure		404	{object}	Problem
+//	@Failure		409	{object}	Problem	"the sweep has finished"
+//	@Router			/v1/sweeps/{id} [delete]
+func (s *Server) cancelSweep(c echo.Context) error {
+	if _, err := s.ownSweep(c); err != nil {
+		return err
+	}
+	ctx, cancel := s.storeCtx(c)
+	defer cancel()
+	sw, err := s.cfg.Sweeps.Update(ctx, c.Param("id"), func(sw *sweep.Sweep) ([]sweep.Event, error) {
+		switch {
+		case sw.State == sweep.Cancelling:
+			return nil, errAlreadyCancelling
+		case sw.State.Terminal():
+			return nil, newProblem(http.StatusConflict, ProblemJobFinished, "the sweep has finished", "the sweep is "+string(sw.State))
+		}
+		from := sw.State
+		sw.State, sw.Reason = sweep.Cancelling, "cancelled by the tenant"
+		return []sweep.Event{{Type: sweep.EventState, Message: string(from) + " -> cancelling",
+			Data: map[string]any{"from": string(from), "to": string(sweep.Cancelling), "reason": sw.Reason}}}, nil
+	})
+	if errors.Is(err, errAlreadyCancelling) {
+		sw, err = s.ownSweep(c)
+	}
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusAccepted, sw)
+}
+
+// sweepEvents godoc
+//
+//	@Summary		A sweep's event log
+//	@Description	Trials started, promoted, cut, grown and ended, best trial changes and state changes. As JSON pages, or, with follow=true (or Accept: text/event-stream), as Server-Sent Events (each event's SSE id is its ID; Last-Event-ID resumes), ending after the sweep's final state change.
+//	@Tags			sweeps
+//	@Security		BearerAuth
+//	@Produce		json
+//	@Produce		text/event-stream
+//	@Param			id				path		string	true	"sweep ID"
+//	@Param			after			query		string	false	"return events after this ID"
+//	@Param			limit			query		int		false	"page size, 1-500 (default 100)"
+//	@Param			follow			query		bool	false	"stream as Server-Sent Events"
+//	@Param			Last-Event-ID	header		string	false	"resume a stream after this ID"
+//	@Success		200				{object}	SweepEventPage
+//	@Failure		400				{object}	Problem
+//	@Failure		404				{object}	Problem
+//	@Failure		429				{object}	Problem	"the tenant holds its most event streams open"
+//	@Router			/v1/sweeps/{id}/events [get]
+func (s *Server) sweepEvents(c echo.Context) error {
+	sw, err := s.ownSweep(c)
+	if err != nil {
+		return err
+	}
+	after, param := c.QueryParam("after"), "after"
+	if id := c.Request().Header.Get("Last-Event-ID"); id != "" {
+		after, param = id, "Last-Event-ID"
+	}
+	if after != "" && !jobs.ValidEventID(after) {
+		return badQuery(param, "not an event ID: MS-SEQ, two unsigned 64-bit integers (as an event's id)")
+	}
+	limit := 100
+	if l := c.QueryParam("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 500 {
+			return badQuery("limit", "must be between 1 and 500")
+		}
+		limit = n
+	}
+	follow := c.QueryParam("follow")
+	if follow == "true" || follow == "1" || strings.Contains(c.Request().Header.Get(echo.HeaderAccept), "text/event-stream") {
+		return s.streamSweepEvents(c, sw, after)
+	}
+	if follow != "" && follow != "false" && follow != "0" {
+		return badQuery("follow", "must be true or false")
+	}
+	ctx, cancel := s.storeCtx(c)
+	defer cancel()
+	evs, err := s.cfg.Sweeps.Events(ctx, sw.ID, after, limit)
+	if err != nil {
+		return err
+	}
+	next := after
+	if len(evs) > 0 {
+		next = evs[len(evs)-1].ID
+	}
+	return writeJSON(c, http.StatusOK, SweepEventPage{Events: evs, Next: next})
+}
+
+// streamSweepEvents sends the log as Server-Sent Events until the client
+// leaves, the server stops, or the sweep ended and everything was sent.
+// Unlike a job's stream it blocks on the stream (XREAD, one connection per
+// open stream, a second at a time): sweeps are few.
+func (s *Server) streamSweepEvents(c echo.Context, sw sweep.Sweep, after string) error {
+	tenant := tenantOf(c).Name
+	if !s.streams.acquire(tenant, s.cfg.MaxStreamsPerTenant) {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(retryAfterStreams))
+		return newProblem(http.StatusTooManyRequests, ProblemTooManyStreams, "too many open event streams",
+			fmt.Sprintf("tenant %s may hold %d event streams open at once", tenant, s.cfg.MaxStreamsPerTenant))
+	}
+	defer s.streams.release(tenant)
+	ctx, cancel := s.streamCtx(c)
+	defer cancel()
+	w := c.Response()
+	w.Header().Set(echo.HeaderContentType, "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprint(w, "retry: 2000\n\n")
+	w.Flush()
+	last, quiet := after, time.Now()
+	for ctx.Err() == nil {
+		evs, err := s.cfg.Sweeps.WaitEvents(ctx, sw.ID, last, 100, time.Second)
+		if err != nil {
+			return nil
+		}
+		ending := false
+		for _, ev := range evs {
+			if _, err := fmt.Fprintf(w, "id: %s\nevent: %s\ndata: ", ev.ID, ev.Type); err != nil {
+				return nil
+			}
+			if err := jsonEncode(w, ev); err != nil {
+				return nil
+			}
+			fmt.Fprint(w, "\n")
+			last = ev.ID
+			if to, _ := ev.Data["to"].(string); ev.Type == sweep.EventState && sweep.State(to).Terminal() {
+				ending = true
+			}
+		}
+		if len(evs) > 0 {
+			w.Flush()
+			quiet = time.Now()
+		}
+		if ending && len(evs) < 100 {
+			return nil
+		}
+		if time.Since(quiet) >= s.cfg.SSEKeepAlive {
+			if cur, err := s.cfg.Sweeps.Get(ctx, sw.ID); err != nil || cur.State.Terminal() {
+				return nil
+			}
+			fmt.Fprint(w, ": keep-alive\n\n")
+			w.Flush()
+			quiet = time.Now()
+		}
+	}
+	return nil
+}

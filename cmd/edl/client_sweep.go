@@ -1,0 +1,362 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/edl-nomad/edl/api"
+	"github.com/edl-nomad/edl/jobs/sweep"
+)
+
+func init() {
+	register(command{name: "sweep", summary: "hyperparameter sweeps: edl sweep submit|get|ls|watch|cancel", run: runSweepVerb})
+}
+
+const sweepUsage = "edl sweep submit FILE | get ID | ls | watch ID | cancel ID  [flags]"
+
+func runSweepVerb(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprintf(stderr, "usage: %s\n\n  submit   submit a sweep spec (JSON file, - for stdin; see examples/sweep.json); --watch follows it\n  get      show a sweep: its trials and the best one\n  ls       list your sweeps\n  watch    show the trials table live until the sweep ends\n  cancel   cancel a sweep and every trial\n", sweepUsage)
+		if len(args) == 0 {
+			return usageErrorf("sweep: name a verb (usage: %s)", sweepUsage)
+		}
+		return nil
+	}
+	verb, rest := args[0], args[1:]
+	switch verb {
+	case "submit":
+		return runSweepSubmit(ctx, rest, stdout, stderr)
+	case "get":
+		return runSweepGet(ctx, rest, stdout, stderr)
+	case "ls":
+		return runSweepLs(ctx, rest, stdout, stderr)
+	case "watch":
+		return runSweepWatch(ctx, rest, stdout, stderr)
+	case "cancel":
+		return runSweepCancel(ctx, rest, stdout, stderr)
+	}
+	return usageErrorf("sweep: unknown verb %q (usage: %s)", verb, sweepUsage)
+}
+
+// sweepPath is /v1/sweeps/<id> with the ID checked.
+func sweepPath(id string, rest ...string) (string, error) {
+	if id == "" || strings.ContainsAny(id, "/?#% ") {
+		return "", usageErrorf("sweep ID %q: not a sweep ID (see 'edl sweep ls')", id)
+	}
+	return "/v1/sweeps/" + id + strings.Join(rest, ""), nil
+}
+
+func runSweepSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	const usage = "edl sweep submit FILE [--watch] [--idempotency-key K] [-o table|json]"
+	var cf clientFlags
+	var out outputFlag
+	fs := verbFlags("sweep submit", usage, "Submits the sweep spec in FILE (JSON; - reads stdin) and prints the sweep's ID.", stderr, &cf, &out)
+	watch := fs.Bool("watch", false, "follow the sweep until it ends, like 'edl sweep watch'")
+	key := fs.String("idempotency-key", "", "makes a retried submit return the same sweep")
+	c, pos, err := openVerb(fs, args, usage, 1, &cf)
+	if err != nil {
+		return err
+	}
+	var body []byte
+	if pos[0] == "-" {
+		body, err = io.ReadAll(os.Stdin)
+	} else {
+		body, err = os.ReadFile(pos[0])
+	}
+	if err != nil {
+		return usageErrorf("sweep submit: %v", err)
+	}
+	if !json.Valid(body) {
+		return usageErrorf("sweep submit: %s is not valid JSON (a sweep spec: see examples/sweep.json)", pos[0])
+	}
+	hdr := map[string]string{}
+	if *key != "" {
+		hdr["Idempotency-Key"] = *key
+	}
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	resp, err := c.request(cctx, http.MethodPost, "/v1/sweeps", nil, body, hdr)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("sweep submit: read the answer: %w", err)
+	}
+	var sw sweep.Sweep
+	if err := json.Unmarshal(raw, &sw); err != nil {
+		return fmt.Errorf("sweep submit: decode the answer: %w", err)
+	}
+	switch {
+	case out == "json":
+		if _, err := stdout.Write(raw); err != nil {
+			return err
+		}
+	case resp.StatusCode == http.StatusOK:
+		fmt.Fprintf(stdout, "%s already submitted with this idempotency key (%s)\n", sw.ID, sw.State)
+	default:
+		fmt.Fprintf(stdout, "submitted %s (%s, %d trials)\n", sw.ID, sw.Spec.Name, len(sw.Trials))
+	}
+	if !*watch {
+		return nil
+	}
+	return watchSweep(ctx, c, sw.ID, stdout, out == "json", time.Second)
+}
+
+func getSweep(ctx context.Context, c *client, id string) (sweep.Sweep, error) {
+	p, err := sweepPath(id)
+	if err != nil {
+		return sweep.Sweep{}, err
+	}
+	var sw sweep.Sweep
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	err = c.call(cctx, http.MethodGet, p, nil, nil, &sw)
+	return sw, err
+}
+
+func runSweepGet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	const usage = "edl sweep get ID [-o table|json]"
+	var cf clientFlags
+	var out outputFlag
+	fs := verbFlags("sweep get", usage, "Shows a sweep: every trial with its parameters, state, rung, newest metric and workers, and the best trial.", stderr, &cf, &out)
+	c, pos, err := openVerb(fs, args, usage, 1, &cf)
+	if err != nil {
+		return err
+	}
+	sw, err := getSweep(ctx, c, pos[0])
+	if err != nil {
+		return err
+	}
+	if out == "json" {
+		return writeJSONOut(stdout, sw)
+	}
+	return printSweep(stdout, terminalOf(stdout), sw)
+}
+
+// printSweep writes the sweep's summary and its trials table.
+func printSweep(w io.Writer, term terminal, sw sweep.Sweep) error {
+	counts := map[sweep.TrialState]int{}
+	for _, t := range sw.Trials {
+		counts[t.State]++
+	}
+	var cs []string
+	for _, st := range []sweep.TrialState{sweep.TrialRunning, sweep.TrialPending, sweep.TrialCompleted, sweep.TrialCut, sweep.TrialFailed, sweep.TrialCancelled} {
+		if counts[st] > 0 {
+			cs = append(cs, fmt.Sprintf("%d %s", counts[st], st))
+		}
+	}
+	fmt.Fprintf(w, "%s  %s  %s  (%s)\n", sw.ID, sw.Spec.Name, sw.State, strings.Join(cs, ", "))
+	m := sw.Spec.Metric
+	if b := sw.Best; b != nil {
+		fmt.Fprintf(w, "best: trial %d, %s %.4g at rung %d  %s\n", b.Trial, m.Name, b.Metric, b.Rung, formatParams(b.Params))
+	}
+	t := newTable(w, "TRIAL", "STATE", "RUNG", "WORKERS", strings.ToUpper(m.Name), "STEP", "JOB", "PARAMETERS")
+	for _, tr := range sw.Trials {
+		metric, step, workers, rung := "-", "-", "-", "-"
+		if tr.LastMetric != nil {
+			metric, step = fmt.Sprintf("%.4f", tr.LastMetric.Value), strconv.FormatInt(tr.LastMetric.Step, 10)
+		}
+		if tr.Workers > 0 {
+			workers = strconv.Itoa(tr.Workers)
+		}
+		if tr.Rung >= 0 {
+			rung = strconv.Itoa(tr.Rung)
+		}
+		st := string(tr.State)
+		switch tr.State {
+		case sweep.TrialCut, sweep.TrialCancelled:
+			st = term.paint(ansiGrey, st)
+		case sweep.TrialFailed:
+			st = term.paint(ansiRed, st)
+		case sweep.TrialRunning:
+			st = term.paint(ansiBlue, st)
+		case sweep.TrialCompleted:
+			st = term.paint(ansiGreen, st)
+		}
+		idx := strconv.Itoa(tr.Index)
+		if sw.Best != nil && sw.Best.Trial == tr.Index {
+			idx += "*"
+		}
+		job := tr.JobID
+		if job == "" {
+			job = "-"
+		}
+		t.row(idx, st, rung, workers, metric, step, job, formatParams(tr.Params))
+	}
+	return t.flush()
+}
+
+// formatParams writes parameters as k=v, sorted, numbers short.
+func formatParams(p map[string]any) string {
+	ks := make([]string, 0, len(p))
+	for k := range p {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	var out []string
+	for _, k := range ks {
+		v := p[k]
+		s := sweep.Format(v)
+		if f, ok := v.(float64); ok && f != float64(int64(f)) {
+			s = strconv.FormatFloat(f, 'g', 4, 64)
+		}
+		out = append(out, strings.TrimPrefix(k, "trainer.builtin.")+"="+s)
+	}
+	return strings.Join(out, " ")
+}
+
+func runSweepLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	const usage = "edl sweep ls [--limit N] [-o table|json]"
+	var cf clientFlags
+	var out outputFlag
+	fs := verbFlags("sweep ls", usage, "Lists your sweeps, newest first.", stderr, &cf, &out)
+	limit := fs.Int("limit", 0, "at most this many sweeps (0: all)")
+	c, _, err := openVerb(fs, args, usage, 0, &cf)
+	if err != nil {
+		return err
+	}
+	if *limit < 0 {
+		return usageErrorf("sweep ls: --limit %d: must be 0 or more", *limit)
+	}
+	var all []sweep.Sweep
+	next := ""
+	for {
+		q := url.Values{"limit": {"500"}}
+		if next != "" {
+			q.Set("next", next)
+		}
+		var page api.SweepList
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		err := c.call(cctx, http.MethodGet, "/v1/sweeps", q, nil, &page)
+		cancel()
+		if err != nil {
+			return err
+		}
+		all = append(all, page.Sweeps...)
+		if page.Next == "" || (*limit > 0 && len(all) >= *limit) {
+			break
+		}
+		next = page.Next
+	}
+	if *limit > 0 && len(all) > *limit {
+		all = all[:*limit]
+	}
+	if out == "json" {
+		return writeJSONOut(stdout, api.SweepList{Sweeps: all})
+	}
+	now := time.Now()
+	t := newTable(stdout, "ID", "NAME", "STATE", "TRIALS", "RUNNING", "BEST", "AGE")
+	for _, sw := range all {
+		running, ended := 0, 0
+		for _, tr := range sw.Trials {
+			if tr.State == sweep.TrialRunning {
+				running++
+			}
+			if tr.State.Ended() {
+				ended++
+			}
+		}
+		best := "-"
+		if sw.Best != nil {
+			best = fmt.Sprintf("trial %d: %.4g", sw.Best.Trial, sw.Best.Metric)
+		}
+		t.row(sw.ID, sw.Spec.Name, string(sw.State), fmt.Sprintf("%d/%d", ended, len(sw.Trials)), strconv.Itoa(running), best, age(now.Sub(sw.CreatedAt)))
+	}
+	return t.flush()
+}
+
+func runSweepWatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	const usage = "edl sweep watch ID [--every D] [-o table|json]"
+	var cf clientFlags
+	var out outputFlag
+	fs := verbFlags("sweep watch", usage, "Shows the trials table live (redrawn in place on a terminal; piped, printed again on every change; -o json: a JSON line per change) until the sweep ends. Exit 0 when it succeeded, 4 when it was cancelled.", stderr, &cf, &out)
+	every := fs.Duration("every", time.Second, "how often to read the sweep")
+	c, pos, err := openVerb(fs, args, usage, 1, &cf)
+	if err != nil {
+		return err
+	}
+	if *every <= 0 {
+		return usageErrorf("sweep watch: --every %s: must be positive", *every)
+	}
+	return watchSweep(ctx, c, pos[0], stdout, out == "json", *every)
+}
+
+// watchSweep polls the sweep and shows it on every change until it ends.
+func watchSweep(ctx context.Context, c *client, id string, w io.Writer, asJSON bool, every time.Duration) error {
+	term := terminalOf(w)
+	var last int64 = -1
+	for {
+		sw, err := getSweep(ctx, c, id)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if sw.Version != last {
+			last = sw.Version
+			switch {
+			case asJSON:
+				if err := writeJSONOut(w, sw); err != nil {
+					return err
+				}
+			case term.tty:
+				fmt.Fprint(w, "\x1b[H\x1b[2J")
+				_ = printSweep(w, term, sw)
+			default:
+				_ = printSweep(w, term, sw)
+				fmt.Fprintln(w)
+			}
+		}
+		switch sw.State {
+		case sweep.Succeeded:
+			return nil
+		case sweep.Cancelled:
+			return &exitError{code: exitCancelled, msg: fmt.Sprintf("sweep %s was cancelled", sw.ID)}
+		}
+		t := time.NewTimer(every)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func runSweepCancel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	const usage = "edl sweep cancel ID"
+	var cf clientFlags
+	var out outputFlag
+	fs := verbFlags("sweep cancel", usage, "Cancels the sweep: it goes cancelling at once, every trial's job is cancelled, and it is cancelled when they are gone.", stderr, &cf, &out)
+	c, pos, err := openVerb(fs, args, usage, 1, &cf)
+	if err != nil {
+		return err
+	}
+	p, err := sweepPath(pos[0])
+	if err != nil {
+		return err
+	}
+	var sw sweep.Sweep
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	if err := c.call(cctx, http.MethodDelete, p, nil, nil, &sw); err != nil {
+		return err
+	}
+	if out == "json" {
+		return writeJSONOut(stdout, sw)
+	}
+	fmt.Fprintf(stdout, "%s %s\n", sw.ID, sw.State)
+	return nil
+}

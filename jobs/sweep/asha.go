@@ -1,0 +1,83 @@
+package sweep
+
+import (
+	"math"
+	"sort"
+)
+
+// Verdict is ASHA's answer for a trial's result at a rung.
+type Verdict int
+
+const (
+	Promote  Verdict = iota // it goes on to the next rung
+	Cut                     // it stops here
+	Complete                // the rung was the last: it is done
+)
+
+func (v Verdict) String() string {
+	return [...]string{"promote", "cut", "complete"}[v]
+}
+
+// Judge is ASHA's rule (as Ray Tune's ASHAScheduler applies it): a result
+// at the last rung completes the trial; at another rung it is cut when it
+// is worse than the (1 - 1/rf) quantile of the results recorded there
+// before it (for "max"; the 1/rf quantile for "min"), and goes on
+// otherwise, the first result at a rung included.
+func Judge(sc Scheduler, m Metric, rung int, recorded []float64, value float64) Verdict {
+	if rung >= len(sc.Milestones())-1 {
+		return Complete
+	}
+	if len(recorded) == 0 {
+		return Promote
+	}
+	rf := float64(max(sc.ReductionFactor, 2))
+	q := 1 - 1/rf
+	if m.Mode != Max {
+		q = 1 / rf
+	}
+	cutoff := quantile(recorded, q)
+	if m.Better(cutoff, value) {
+		return Cut
+	}
+	return Promote
+}
+
+// quantile is numpy's default (linear) percentile of vs at q in [0, 1].
+func quantile(vs []float64, q float64) float64 {
+	s := append([]float64(nil), vs...)
+	sort.Float64s(s)
+	pos := q * float64(len(s)-1)
+	lo := int(math.Floor(pos))
+	hi := int(math.Ceil(pos))
+	return s[lo] + (s[hi]-s[lo])*(pos-float64(lo))
+}
+
+// RungValue is a trial's metric at a milestone: the mean of its values
+// reported at steps in (milestone-window, milestone], which evens out a
+// per-step loss; with none there, the first value reported after it. ok
+// is false until the trial reported a step at or past the milestone.
+// points are in step order.
+func RungValue(points []Point, milestone, window int64) (float64, bool) {
+	if len(points) == 0 || points[len(points)-1].Step < milestone {
+		return 0, false
+	}
+	sum, n := 0.0, 0
+	for _, p := range points {
+		if p.Step > milestone-window && p.Step <= milestone {
+			sum += p.Value
+			n++
+		}
+	}
+	if n > 0 {
+		return sum / float64(n), true
+	}
+	for _, p := range points {
+		if p.Step >= milestone {
+			return p.Value, true
+		}
+	}
+	return 0, false
+}
+
+// Window is the steps RungValue averages over: half the grace period.
+func (s Scheduler) Window() int64 { return max(1, (s.Grace+1)/2) }
