@@ -42,7 +42,7 @@ var (
 )
 
 // reservedEnv are set by the worker for exec-mode programs: torchrun's
-// names and edl's own (see worker/execenv.go).
+// names and edl's own (see worker/core/execenv.go).
 var reservedEnv = map[string]bool{
 	"RANK": true, "WORLD_SIZE": true, "LOCAL_RANK": true, "LOCAL_WORLD_SIZE": true,
 	"GROUP_RANK": true, "GROUP_WORLD_SIZE": true, "ROLE_RANK": true, "ROLE_NAME": true, "ROLE_WORLD_SIZE": true,
@@ -50,7 +50,7 @@ var reservedEnv = map[string]bool{
 	"TORCHELASTIC_RESTART_COUNT": true, "TORCHELASTIC_MAX_RESTARTS": true, "TORCHELASTIC_RUN_ID": true,
 	"TORCHELASTIC_USE_AGENT_STORE": true, "TORCHELASTIC_ERROR_FILE": true,
 	"EDL_JOB_ID": true, "EDL_GENERATION": true, "EDL_CHECKPOINT_DIR": true, "CUDA_VISIBLE_DEVICES": true,
-	"EDL_SOCKET": true, "EDL_WORKER_ID": true, // live mode (worker/live.go)
+	"EDL_SOCKET": true, "EDL_WORKER_ID": true, // live mode (worker/live)
 }
 
 // ReservedEnv reports whether the worker sets the variable name for an

@@ -34,8 +34,8 @@ type Worker struct {
 
 	rep   *core.Reporter
 	met   *core.MetricSink // rank 0's loss per step, for sweeps
-	speed speedMeter    // per-step compute time, for the planner's straggler check
-	ck    *checkpointer // nil without a store
+	speed speedMeter       // per-step compute time, for the planner's straggler check
+	ck    *checkpointer    // nil without a store
 
 	data      *trainer.Dataset
 	ring      *collective.Ring

@@ -29,7 +29,7 @@ import (
 // of the job (the first few), never a crash of anything.
 
 const (
-		metricsFilePoll  = 250 * time.Millisecond
+	metricsFilePoll  = 250 * time.Millisecond
 	metricsMaxLine   = 64 << 10
 	metricsBadEvents = 5 // bad lines reported as events, then one summary
 )
@@ -74,15 +74,15 @@ type pointSink interface {
 
 // metricsFile follows one program's metrics file.
 type metricsFile struct {
-	mu   sync.Mutex // read runs on a ticker and once more at the end
-	path string
+	mu    sync.Mutex // read runs on a ticker and once more at the end
+	path  string
 	sink  pointSink
 	rank0 func() bool // only rank 0's lines go to the job's metric log
-	rep  *core.Reporter
-	off  int64
-	line int
-	bad  int
-	buf  []byte
+	rep   *core.Reporter
+	off   int64
+	line  int
+	bad   int
+	buf   []byte
 }
 
 func (f *metricsFile) run(ctx context.Context) {

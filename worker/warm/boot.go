@@ -78,9 +78,6 @@ func (b *Boot) WaitReady(ctx context.Context) ([]string, error) {
 	}
 }
 
-// Ready is closed once WaitReady would not block.
-func (b *Boot) Ready() <-chan struct{} { return b.ready }
-
 // Go hands the interpreter the generation's environment (KEY=VALUE) and
 // its working directory ("" keeps the one it was started in); it then
 // runs the program. Go or Abandon, once; Go after WaitReady (an
