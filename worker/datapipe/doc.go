@@ -103,10 +103,10 @@
 // once on ErrStaleGeneration.
 //
 // The second data plane is live mode (a user's PyTorch program with the
-// edl Python package, worker/live.go): the program's metadata all-reduce
+// edl Python package, worker/live): the program's metadata all-reduce
 // carries the same slots (float64), and its worker keeps every mechanism
 // with the same code as the built-in trainer, its own dataCursor and
-// progressState: 1 in worker/live.go: (*liveWorker).liveApply
+// progressState: 1 in worker/live
 // ((*progressState).advance, (*dataCursor).applied) and liveJoin
 // ((*dataCursor).reconcile; worker/liveckpt.go: (*liveCkpt).restore for a
 // checkpoint's state); 2 and 4 in (*liveWorker).liveClaim, which is
