@@ -292,7 +292,7 @@ func TestTorchScriptUnderEdlAndTorchrun(t *testing.T) {
 	for _, k := range []string{"EDL_WORKER_INDEX", "NVIDIA_VISIBLE_DEVICES"} {
 		parent[k] = true
 	}
-	edlOwn := map[string]bool{"EDL_JOB_ID": true, "EDL_GENERATION": true, "EDL_CHECKPOINT_DIR": true, "CUDA_VISIBLE_DEVICES": true}
+	edlOwn := map[string]bool{"EDL_JOB_ID": true, "EDL_GENERATION": true, "EDL_CHECKPOINT_DIR": true, "EDL_METRICS_FILE": true, "CUDA_VISIBLE_DEVICES": true}
 	te, ee := readEnvDumps(t, trDump), readEnvDumps(t, edlDump)
 	if len(te) != 2 || len(ee) != 2 {
 		t.Fatalf("env dumps: torchrun %d, edl %d; want 2 each", len(te), len(ee))
