@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -256,7 +258,13 @@ func TestLiveRandomEvents(t *testing.T) {
 	}
 	seed := workertest.TestSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 1))
-	l := startLive(t, 2, 3, 20000, 16, "--batch", "24", "--hidden", "32", "--step-sleep", "0.05", "--epochs", "2")
+	// Slow steps while the events come, full speed for the rest (the
+	// file's removal below).
+	slow := filepath.Join(t.TempDir(), "slow")
+	if err := os.WriteFile(slow, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := startLive(t, 2, 3, 20000, 16, "--batch", "24", "--hidden", "32", "--step-sleep", "0.05", "--step-sleep-while", slow, "--epochs", "2")
 	l.setMaxRestarts(100)
 	running := []string{"w0", "w1"}
 	l.add("w0")
@@ -337,6 +345,9 @@ func TestLiveRandomEvents(t *testing.T) {
 		}
 	}
 	t.Logf("%d events: %s", len(log), strings.Join(log, ", "))
+	if err := os.Remove(slow); err != nil {
+		t.Fatal(err)
+	}
 	if len(log) < 20 {
 		t.Errorf("%d events before the job ended (ended early: %v), want 20", len(log), ended)
 	}
