@@ -187,29 +187,42 @@ func programOf(jobID string) (workerID string, pid int, err error) {
 		if rank <= best {
 			continue
 		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(stat)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) < 2 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(ppid), "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(cmdline), "\x00")
-		for i, a := range args {
-			if a == "--worker-id" && i+1 < len(args) {
-				best, pid, workerID = rank, n, args[i+1]
-			}
+		// The program's parent is its reaper (edl-reaper), whose parent is
+		// the worker: the first ancestor with --worker-id names it.
+		if w := workerAbove(n); w != "" {
+			best, pid, workerID = rank, n, w
 		}
 	}
 	if pid == 0 {
 		return "", 0, fmt.Errorf("no program of job %s with RANK > 0 under an edl worker", jobID)
 	}
 	return workerID, pid, nil
+}
+
+// workerAbove is the --worker-id of the nearest of pid's three closest
+// ancestors that has one, or "".
+func workerAbove(pid int) string {
+	for range 3 {
+		stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+		if err != nil {
+			return ""
+		}
+		s := string(stat)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) < 2 {
+			return ""
+		}
+		pid, _ = strconv.Atoi(f[1])
+		cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+		if err != nil {
+			return ""
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		for i, a := range args {
+			if a == "--worker-id" && i+1 < len(args) {
+				return args[i+1]
+			}
+		}
+	}
+	return ""
 }
