@@ -330,3 +330,28 @@ func openJobVerb(fs *flag.FlagSet, args []string, usage string, cf *clientFlags,
 	}
 	return c, p, nil
 }
+
+// postIdempotent POSTs body to path (with Idempotency-Key when key is set)
+// and decodes the answer into v; it returns the answer as sent (for -o
+// json) and whether it was a replay of an earlier submit (200, not 201).
+// what names the verb in errors.
+func (c *client) postIdempotent(ctx context.Context, path string, body []byte, key, what string, v any) (raw []byte, replay bool, err error) {
+	hdr := map[string]string{}
+	if key != "" {
+		hdr["Idempotency-Key"] = key
+	}
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	resp, err := c.request(cctx, http.MethodPost, path, nil, body, hdr)
+	if err != nil {
+		return nil, false, err
+	}
+	defer resp.Body.Close()
+	if raw, err = io.ReadAll(resp.Body); err != nil {
+		return nil, false, fmt.Errorf("%s: read the answer: %w", what, err)
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return nil, false, fmt.Errorf("%s: decode the answer: %w", what, err)
+	}
+	return raw, resp.StatusCode == http.StatusOK, nil
+}

@@ -78,31 +78,17 @@ func runSweepSubmit(ctx context.Context, args []string, stdout, stderr io.Writer
 	if !json.Valid(body) {
 		return usageErrorf("sweep submit: %s is not valid JSON (a sweep spec: see examples/sweep.json)", pos[0])
 	}
-	hdr := map[string]string{}
-	if *key != "" {
-		hdr["Idempotency-Key"] = *key
-	}
-	cctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	resp, err := c.request(cctx, http.MethodPost, "/v1/sweeps", nil, body, hdr)
+	var sw sweep.Sweep
+	raw, replay, err := c.postIdempotent(ctx, "/v1/sweeps", body, *key, "sweep submit", &sw)
 	if err != nil {
 		return err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("sweep submit: read the answer: %w", err)
-	}
-	var sw sweep.Sweep
-	if err := json.Unmarshal(raw, &sw); err != nil {
-		return fmt.Errorf("sweep submit: decode the answer: %w", err)
 	}
 	switch {
 	case out == "json":
 		if _, err := stdout.Write(raw); err != nil {
 			return err
 		}
-	case resp.StatusCode == http.StatusOK:
+	case replay:
 		fmt.Fprintf(stdout, "%s already submitted with this idempotency key (%s)\n", sw.ID, sw.State)
 	default:
 		fmt.Fprintf(stdout, "submitted %s (%s, %d trials)\n", sw.ID, sw.Spec.Name, len(sw.Trials))

@@ -68,31 +68,17 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	hdr := map[string]string{}
-	if *key != "" {
-		hdr["Idempotency-Key"] = *key
-	}
-	cctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	resp, err := c.request(cctx, http.MethodPost, "/v1/jobs", nil, body, hdr)
+	var j jobs.Job
+	raw, replay, err := c.postIdempotent(ctx, "/v1/jobs", body, *key, "submit", &j)
 	if err != nil {
 		return err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("submit: read the answer: %w", err)
-	}
-	var j jobs.Job
-	if err := json.Unmarshal(raw, &j); err != nil {
-		return fmt.Errorf("submit: decode the answer: %w", err)
 	}
 	switch {
 	case out == "json" && !*watch:
 		_, err = stdout.Write(raw)
 		return err
 	case out == "json": // JSON lines only: watch's first line is the job
-	case resp.StatusCode == http.StatusOK:
+	case replay:
 		fmt.Fprintf(stdout, "%s already submitted with this idempotency key (%s)\n", j.ID, j.State)
 	default:
 		fmt.Fprintf(stdout, "submitted %s (%s)\n", j.ID, j.Spec.Name)
