@@ -87,5 +87,6 @@ func TestSweepPagesInBrowser(t *testing.T) {
 	if !strings.Contains(text, "best: trial 0") {
 		t.Fatalf("sweep info: %q", text)
 	}
-	d.call(t, http.MethodDelete, "/v1/sweeps/"+sw.ID, "", nil)
+	// No DELETE at the end: the sweep may already have succeeded (a 409,
+	// which failed the test once); edl dev's teardown ends what is left.
 }
