@@ -3,8 +3,6 @@ package api
 import (
 	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -44,39 +42,20 @@ func (s *Server) jobEvents(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	after, param := c.QueryParam("after"), "after"
-	if id := c.Request().Header.Get("Last-Event-ID"); id != "" {
-		after, param = id, "Last-Event-ID"
-	}
-	if after != "" && !jobs.ValidEventID(after) {
-		return badQuery(param, "not an event ID: MS-SEQ, two unsigned 64-bit integers (as an event's id)")
-	}
-	limit := 100
-	if l := c.QueryParam("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > 500 {
-			return badQuery("limit", "must be between 1 and 500")
-		}
-		limit = n
-	}
-	follow := c.QueryParam("follow")
-	if follow == "true" || follow == "1" || strings.Contains(c.Request().Header.Get(echo.HeaderAccept), "text/event-stream") {
-		return s.streamEvents(c, j, after)
-	}
-	if follow != "" && follow != "false" && follow != "0" {
-		return badQuery("follow", "must be true or false")
-	}
-	ctx, cancel := s.storeCtx(c)
-	defer cancel()
-	evs, err := s.store.Events(ctx, j.ID, after, limit)
+	q, err := parseEventQuery(c)
 	if err != nil {
 		return err
 	}
-	next := after
-	if len(evs) > 0 {
-		next = evs[len(evs)-1].ID
+	if q.follow {
+		return s.streamEvents(c, j, q.after)
 	}
-	return writeJSON(c, http.StatusOK, EventPage{Events: evs, Next: next})
+	ctx, cancel := s.storeCtx(c)
+	defer cancel()
+	evs, err := s.store.Events(ctx, j.ID, q.after, q.limit)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, EventPage{Events: evs, Next: pageNext(q.after, len(evs), func() string { return evs[len(evs)-1].ID })})
 }
 
 // streamEvents sends the log as Server-Sent Events until the client leaves,
@@ -85,26 +64,17 @@ func (s *Server) jobEvents(c echo.Context) error {
 // server's one Follower wakes it when the job's log may have grown, and it
 // then reads the new events with a short XRANGE.
 func (s *Server) streamEvents(c echo.Context, j jobs.Job, after string) error {
-	tenant := tenantOf(c).Name
-	if !s.streams.acquire(tenant, s.cfg.MaxStreamsPerTenant) {
-		c.Response().Header().Set("Retry-After", strconv.Itoa(retryAfterStreams))
-		return newProblem(http.StatusTooManyRequests, ProblemTooManyStreams, "too many open event streams",
-			fmt.Sprintf("tenant %s may hold %d event streams open at once; close one or read pages without follow", tenant, s.cfg.MaxStreamsPerTenant))
+	release, err := s.openStream(c, "; close one or read pages without follow")
+	if err != nil {
+		return err
 	}
-	defer s.streams.release(tenant)
+	defer release()
 	woken, unfollow := s.follow.Follow(j.ID)
 	defer unfollow()
 
 	ctx, cancel := s.streamCtx(c)
 	defer cancel()
 	w := c.Response()
-	h := w.Header()
-	h.Set(echo.HeaderContentType, "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	fmt.Fprint(w, "retry: 2000\n\n")
-	w.Flush()
 	last := after
 	quiet := time.NewTicker(s.cfg.SSEKeepAlive)
 	defer quiet.Stop()
@@ -122,7 +92,7 @@ func (s *Server) streamEvents(c echo.Context, j jobs.Job, after string) error {
 				return nil
 			}
 			for _, ev := range evs {
-				if err := writeSSE(w, ev); err != nil {
+				if err := writeSSE(w, ev.ID, string(ev.Type), ev); err != nil {
 					return nil
 				}
 				last = ev.ID
@@ -197,15 +167,4 @@ func (sc *streamCounts) release(tenant string) {
 	if sc.n[tenant]--; sc.n[tenant] <= 0 {
 		delete(sc.n, tenant)
 	}
-}
-
-func writeSSE(w *echo.Response, ev jobs.Event) error {
-	if _, err := fmt.Fprintf(w, "id: %s\nevent: %s\ndata: ", ev.ID, ev.Type); err != nil {
-		return err
-	}
-	if err := jsonEncode(w, ev); err != nil { // ends with the newline
-		return err
-	}
-	_, err := fmt.Fprint(w, "\n")
-	return err
 }

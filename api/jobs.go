@@ -170,13 +170,11 @@ func (s *Server) listJobs(c echo.Context) error {
 		}
 		q.Labels[k] = v
 	}
-	if l := c.QueryParam("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > jobs.MaxListLimit {
-			return badQuery("limit", fmt.Sprintf("must be an integer between 1 and %d", jobs.MaxListLimit))
-		}
-		q.Limit = n
+	limit, err := queryLimit(c, q.Limit, jobs.MaxListLimit)
+	if err != nil {
+		return err
 	}
+	q.Limit = limit
 	ctx, cancel := s.storeCtx(c)
 	defer cancel()
 	page, next, err := s.store.ListJSON(ctx, q)

@@ -2,7 +2,6 @@ package api
 
 import (
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/edl-nomad/edl/jobs"
@@ -42,13 +41,9 @@ func (s *Server) jobProgress(c echo.Context) error {
 		}
 		since = jobs.ProgressPointIDAt(t)
 	}
-	limit := jobs.MaxProgressLimit
-	if l := c.QueryParam("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > jobs.MaxProgressLimit {
-			return badQuery("limit", "must be an integer between 1 and "+strconv.Itoa(jobs.MaxProgressLimit))
-		}
-		limit = n
+	limit, err := queryLimit(c, jobs.MaxProgressLimit, jobs.MaxProgressLimit)
+	if err != nil {
+		return err
 	}
 	j, err := s.ownJob(c)
 	if err != nil {

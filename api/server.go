@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -73,6 +74,30 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{MaxBodyBytes: 1 << 20, BodyReadTimeout: 10 * time.Second, MaxStreamsPerTenant: 100,
 		SSEKeepAlive: 15 * time.Second, StoreTimeout: 5 * time.Second, ShutdownGrace: 5 * time.Second, Now: time.Now}
+}
+
+// Validate names the field at fault; zero values take the defaults.
+func (c Config) Validate() error {
+	for _, f := range []struct {
+		name     string
+		value    any
+		negative bool
+	}{
+		{"MaxBodyBytes", c.MaxBodyBytes, c.MaxBodyBytes < 0},
+		{"BodyReadTimeout", c.BodyReadTimeout, c.BodyReadTimeout < 0},
+		{"MaxStreamsPerTenant", c.MaxStreamsPerTenant, c.MaxStreamsPerTenant < 0},
+		{"SSEKeepAlive", c.SSEKeepAlive, c.SSEKeepAlive < 0},
+		{"StoreTimeout", c.StoreTimeout, c.StoreTimeout < 0},
+		{"ShutdownGrace", c.ShutdownGrace, c.ShutdownGrace < 0},
+	} {
+		if f.negative {
+			return fmt.Errorf("api: %s %v: must not be negative", f.name, f.value)
+		}
+	}
+	if t := c.MetricsToken; t != "" && (len(t) < 16 || strings.ContainsAny(t, " \t\r\n")) {
+		return errors.New("api: MetricsToken must be at least 16 characters without spaces")
+	}
+	return nil
 }
 
 func (c Config) withDefaults() Config {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -171,13 +170,9 @@ func (s *Server) listSweeps(c echo.Context) error {
 	if s.cfg.Sweeps == nil {
 		return errNoSweeps
 	}
-	limit := 50
-	if l := c.QueryParam("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > 500 {
-			return badQuery("limit", "must be between 1 and 500")
-		}
-		limit = n
+	limit, err := queryLimit(c, 50, 500)
+	if err != nil {
+		return err
 	}
 	ctx, cancel := s.storeCtx(c)
 	defer cancel()
@@ -254,39 +249,20 @@ func (s *Server) sweepEvents(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	after, param := c.QueryParam("after"), "after"
-	if id := c.Request().Header.Get("Last-Event-ID"); id != "" {
-		after, param = id, "Last-Event-ID"
-	}
-	if after != "" && !jobs.ValidEventID(after) {
-		return badQuery(param, "not an event ID: MS-SEQ, two unsigned 64-bit integers (as an event's id)")
-	}
-	limit := 100
-	if l := c.QueryParam("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > 500 {
-			return badQuery("limit", "must be between 1 and 500")
-		}
-		limit = n
-	}
-	follow := c.QueryParam("follow")
-	if follow == "true" || follow == "1" || strings.Contains(c.Request().Header.Get(echo.HeaderAccept), "text/event-stream") {
-		return s.streamSweepEvents(c, sw, after)
-	}
-	if follow != "" && follow != "false" && follow != "0" {
-		return badQuery("follow", "must be true or false")
-	}
-	ctx, cancel := s.storeCtx(c)
-	defer cancel()
-	evs, err := s.cfg.Sweeps.Events(ctx, sw.ID, after, limit)
+	q, err := parseEventQuery(c)
 	if err != nil {
 		return err
 	}
-	next := after
-	if len(evs) > 0 {
-		next = evs[len(evs)-1].ID
+	if q.follow {
+		return s.streamSweepEvents(c, sw, q.after)
 	}
-	return writeJSON(c, http.StatusOK, SweepEventPage{Events: evs, Next: next})
+	ctx, cancel := s.storeCtx(c)
+	defer cancel()
+	evs, err := s.cfg.Sweeps.Events(ctx, sw.ID, q.after, q.limit)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, SweepEventPage{Events: evs, Next: pageNext(q.after, len(evs), func() string { return evs[len(evs)-1].ID })})
 }
 
 // streamSweepEvents sends the log as Server-Sent Events until the client
@@ -294,21 +270,14 @@ func (s *Server) sweepEvents(c echo.Context) error {
 // Unlike a job's stream it blocks on the stream (XREAD, one connection per
 // open stream, a second at a time): sweeps are few.
 func (s *Server) streamSweepEvents(c echo.Context, sw sweep.Sweep, after string) error {
-	tenant := tenantOf(c).Name
-	if !s.streams.acquire(tenant, s.cfg.MaxStreamsPerTenant) {
-		c.Response().Header().Set("Retry-After", strconv.Itoa(retryAfterStreams))
-		return newProblem(http.StatusTooManyRequests, ProblemTooManyStreams, "too many open event streams",
-			fmt.Sprintf("tenant %s may hold %d event streams open at once", tenant, s.cfg.MaxStreamsPerTenant))
+	release, err := s.openStream(c, "")
+	if err != nil {
+		return err
 	}
-	defer s.streams.release(tenant)
+	defer release()
 	ctx, cancel := s.streamCtx(c)
 	defer cancel()
 	w := c.Response()
-	w.Header().Set(echo.HeaderContentType, "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	fmt.Fprint(w, "retry: 2000\n\n")
-	w.Flush()
 	last, quiet := after, time.Now()
 	for ctx.Err() == nil {
 		evs, err := s.cfg.Sweeps.WaitEvents(ctx, sw.ID, last, 100, time.Second)
@@ -317,13 +286,9 @@ func (s *Server) streamSweepEvents(c echo.Context, sw sweep.Sweep, after string)
 		}
 		ending := false
 		for _, ev := range evs {
-			if _, err := fmt.Fprintf(w, "id: %s\nevent: %s\ndata: ", ev.ID, ev.Type); err != nil {
+			if err := writeSSE(w, ev.ID, string(ev.Type), ev); err != nil {
 				return nil
 			}
-			if err := jsonEncode(w, ev); err != nil {
-				return nil
-			}
-			fmt.Fprint(w, "\n")
 			last = ev.ID
 			if to, _ := ev.Data["to"].(string); ev.Type == sweep.EventState && sweep.State(to).Terminal() {
 				ending = true

@@ -21,6 +21,10 @@ func (s Spec) Clone() Spec {
 	if s.Trainer.Exec != nil {
 		e := *s.Trainer.Exec
 		e.Command = append([]string(nil), e.Command...)
+		if e.Preload != nil {
+			e.Preload = append([]string(nil), e.Preload...)
+		}
+		e.Warm = clonePtr(e.Warm)
 		if e.Env != nil {
 			e.Env = make(map[string]string, len(s.Trainer.Exec.Env))
 			for k, v := range s.Trainer.Exec.Env {

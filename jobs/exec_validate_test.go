@@ -27,6 +27,12 @@ func TestValidateExec(t *testing.T) {
 		{"every field", ExecTrainer{Command: cmd, Image: "registry.internal/ml/t:1", Env: map[string]string{"OMP_NUM_THREADS": "1"},
 			Workdir: "/opt/train", Dataset: &ExecDataset{Samples: 60000, Partitions: 64}, GracePeriodS: intp(5), MaxRestarts: intp(0)}, nil},
 		{"empty program", ExecTrainer{Command: []string{""}}, []string{"trainer.exec.command"}},
+		{"preloads", ExecTrainer{Command: cmd, Preload: []string{"torch", "torch.distributed", "_x9"}}, nil},
+		{"cold", ExecTrainer{Command: cmd, Warm: boolp(false)}, nil},
+		{"bad preload", ExecTrainer{Command: cmd, Preload: []string{"torch", "os; rm -rf", "a..b", ""}},
+			[]string{"trainer.exec.preload[1]", "trainer.exec.preload[2]", "trainer.exec.preload[3]"}},
+		{"too many preloads", ExecTrainer{Command: cmd, Preload: strings.Split(strings.Repeat("m,", MaxPreload)+"m", ",")}, []string{"trainer.exec.preload"}},
+		{"preload while cold", ExecTrainer{Command: cmd, Warm: boolp(false), Preload: []string{"torch"}}, []string{"trainer.exec.preload"}},
 		{"workdir with newline", ExecTrainer{Command: cmd, Workdir: "a\nb"}, []string{"trainer.exec.workdir"}},
 		{"workdir too long", ExecTrainer{Command: cmd, Workdir: strings.Repeat("d", MaxWorkdirLen+1)}, []string{"trainer.exec.workdir"}},
 		{"dataset zero", ExecTrainer{Command: cmd, Dataset: &ExecDataset{}}, []string{"trainer.exec.dataset.samples", "trainer.exec.dataset.partitions"}},
@@ -105,3 +111,5 @@ func TestTorchExampleJobIsValid(t *testing.T) {
 		t.Errorf("examples/torch/job.json decoded to %+v", s.Trainer)
 	}
 }
+
+func boolp(b bool) *bool { return &b }

@@ -136,6 +136,32 @@ type ExecTrainer struct {
 	// TotalSteps is the program's work in steps: a deadline job needs it
 	// (the program reports its step in $EDL_METRICS_FILE, see docs/exec.md).
 	TotalSteps int64 `json:"total_steps,omitempty" minimum:"0" example:"10000"`
+	// Warm, in restart mode, starts each run of a Python program in an
+	// interpreter started ahead of need with Preload imported, so a restart
+	// does not wait for Python's start and `import torch`; false starts
+	// every run cold. Default true. A command that is not `python SCRIPT`
+	// or `python -m MODULE` always starts cold (see docs/exec.md).
+	Warm *bool `json:"warm,omitempty" default:"true"`
+	// Preload are the modules a warm interpreter imports before the run
+	// it waits for; default ["torch"]. They are imported before the
+	// generation is known: a module that reads RANK or WORLD_SIZE at import
+	// does not belong here.
+	Preload []string `json:"preload,omitempty" maxItems:"32" example:"torch,torchvision"`
+}
+
+// DefaultPreload is what a warm interpreter imports when the spec names
+// nothing.
+var DefaultPreload = []string{"torch"}
+
+// WarmStart reports whether restart mode starts runs warm.
+func (e ExecTrainer) WarmStart() bool { return e.Warm == nil || *e.Warm }
+
+// Preloads is the spec's preload list, or DefaultPreload.
+func (e ExecTrainer) Preloads() []string {
+	if len(e.Preload) == 0 {
+		return append([]string(nil), DefaultPreload...)
+	}
+	return append([]string(nil), e.Preload...)
 }
 
 // ExecMode is how an exec program goes through a resize.

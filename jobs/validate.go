@@ -320,7 +320,23 @@ func validateExec(v *ValidationError, e ExecTrainer) {
 	if r := e.MaxRestarts; r != nil && (*r < 0 || *r > MaxExecRestarts) {
 		v.add(p+"max_restarts", "must be between 0 and %d", MaxExecRestarts)
 	}
+	if len(e.Preload) > MaxPreload {
+		v.add(p+"preload", "at most %d modules", MaxPreload)
+	}
+	for i, m := range e.Preload {
+		if len(m) > 256 || !moduleRE.MatchString(m) {
+			v.add(fmt.Sprintf(p+"preload[%d]", i), "must be a Python module name (dotted identifiers, e.g. torch.distributed), not %q", m[:min(len(m), 64)])
+		}
+	}
+	if len(e.Preload) > 0 && e.Warm != nil && !*e.Warm {
+		v.add(p+"preload", "has no effect with warm false: remove one of them")
+	}
 }
+
+// MaxPreload bounds trainer.exec.preload.
+const MaxPreload = 32
+
+var moduleRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
 
 func validateLabels(v *ValidationError, labels map[string]string) {
 	if len(labels) > MaxLabels {

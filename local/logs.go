@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/edl-nomad/edl/internal/periodic"
 )
 
 // Worker log defaults: each stream keeps its current file and one rotated
@@ -316,12 +318,8 @@ func (r *logReader) Read(p []byte) (int, error) {
 		if !wasLive {
 			return 0, io.EOF
 		}
-		t := time.NewTimer(r.poll)
-		select {
-		case <-r.ctx.Done():
-			t.Stop()
+		if periodic.Sleep(r.ctx, r.poll) != nil {
 			return 0, io.EOF
-		case <-t.C:
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edl-nomad/edl/internal/periodic"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -70,24 +71,16 @@ func (c *Cluster) watch(ctx context.Context, table string, wait time.Duration, c
 			fails++
 			d := backoff(c.cfg.Retry, fails)
 			c.log.Debug("nomad watch", "table", table, "err", err, "retry_in", d)
-			t := time.NewTimer(d)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if periodic.Sleep(ctx, d) != nil {
 				return
-			case <-t.C:
 			}
 			continue
 		}
 		fails = 0
 		if index != 0 && next != index {
 			changed()
-			t := time.NewTimer(watchGap)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if periodic.Sleep(ctx, watchGap) != nil {
 				return
-			case <-t.C:
 			}
 		}
 		if next < index {

@@ -89,15 +89,7 @@ func PlanDeadlines(s Snapshot, now time.Time) DeadlinePlan {
 		ds = append(ds, d)
 	}
 	order := slices.Clone(ds)
-	slices.SortStableFunc(order, func(a, b *dlJob) int {
-		if a.j.Deadline.BestEffort != b.j.Deadline.BestEffort {
-			if a.j.Deadline.BestEffort {
-				return 1
-			}
-			return -1
-		}
-		return cmp.Or(cmp.Compare(a.due, b.due), cmp.Compare(a.j.ID, b.j.ID))
-	})
+	slices.SortStableFunc(order, func(a, b *dlJob) int { return planOrder(a.j, b.j) })
 	profs := [2]profile{{{t: 0, free: capacity[resGPU]}}, {{t: 0, free: capacity[resCPU]}}}
 	cost := cfg.ResizeCost.Seconds()
 	for _, d := range order {
@@ -190,6 +182,18 @@ func earliestFeasible(now, refused time.Time, ok func(time.Time) bool) time.Time
 		}
 	}
 	return hi
+}
+
+// planOrder is the order PlanDeadlines plans deadline jobs in: strict
+// ones before best-effort ones, each earliest deadline first.
+func planOrder(a, b *JobState) int {
+	if a.Deadline.BestEffort != b.Deadline.BestEffort {
+		if a.Deadline.BestEffort {
+			return 1
+		}
+		return -1
+	}
+	return cmp.Or(a.Deadline.At.Compare(b.Deadline.At), cmp.Compare(a.ID, b.ID))
 }
 
 func jobIndex(js []JobState, id string) int {

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -82,6 +83,35 @@ func BenchmarkDecide(b *testing.B) {
 			b.ReportMetric(float64(p.Waiting), "waiting")
 		})
 	}
+	// With a history of 10,000 finished jobs: ranked by its Gittins index
+	// (the history is built once, outside Decide, as the simulator does).
+	s := benchSnapshot(10000)
+	s.Service = benchHistory(10000)
+	b.Run("jobs=10000/gpus=1000/gittins", func(b *testing.B) {
+		for b.Loop() {
+			Decide(s, t0)
+		}
+	})
+	b.Run("history=10000", func(b *testing.B) {
+		for b.Loop() {
+			benchHistory(10000)
+		}
+	})
+}
+
+// benchHistory is n finished jobs, log-uniform from a minute to a month of
+// GPU time.
+func benchHistory(n int) *ServiceHistory {
+	r := rand.New(rand.NewPCG(7, uint64(n)))
+	served := make([]float64, n)
+	for i := range served {
+		served[i] = 60 * math.Pow(10, 4.6*r.Float64())
+	}
+	h, err := NewServiceHistory(served, nil)
+	if err != nil {
+		panic(err)
+	}
+	return h
 }
 
 // The benchmark's snapshots are themselves valid inputs with valid plans.

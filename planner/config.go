@@ -3,6 +3,7 @@ package planner
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -58,6 +59,21 @@ type Config struct {
 	// long guaranteed job a little faster. Without opportunistic jobs in
 	// the snapshot it changes nothing.
 	HarvestFirst bool
+	// GittinsThreshold, GittinsFactor and GittinsLevels rank jobs when the
+	// snapshot carries a ServiceHistory of at least MinServiceHistory
+	// finished jobs: a job's queue is then its Gittins rank (GPU seconds
+	// per expected completion, learnt from the finished jobs' service)
+	// bucketed like the attained-service queues: below GittinsThreshold
+	// queue 0, each next bound GittinsFactor times the one before,
+	// GittinsLevels queues. GittinsThreshold 0 ranks by least attained
+	// service even with a history.
+	GittinsThreshold float64
+	GittinsFactor    float64
+	GittinsLevels    int
+	// GittinsFirstQueue, with Gittins ranking, puts a job that has
+	// attained less than this (GPU seconds) ahead of every Gittins rank,
+	// as Tiresias' first queue; 0: none, every job by its rank.
+	GittinsFirstQueue float64
 	// CommRatio is the scaling model's communication-to-compute ratio used
 	// until a job has two throughput measurements (see ScalingModel).
 	CommRatio float64
@@ -72,16 +88,20 @@ type Config struct {
 // DefaultConfig is the policy edl ships with.
 func DefaultConfig() Config {
 	return Config{
-		Cooldown:         2 * time.Minute,
-		ResizeCost:       time.Second,
-		Horizon:          10 * time.Minute,
-		Hysteresis:       0.05,
-		CompactThreshold: 0,
-		QueueThreshold:   3600,
-		QueueLevels:      8,
-		QueueFactor:      2,
-		HarvestFirst:     true,
-		CommRatio:        0.05,
+		Cooldown:          2 * time.Minute,
+		ResizeCost:        time.Second,
+		Horizon:           10 * time.Minute,
+		Hysteresis:        0.05,
+		CompactThreshold:  0,
+		QueueThreshold:    3600,
+		QueueLevels:       8,
+		QueueFactor:       2,
+		HarvestFirst:      true,
+		GittinsThreshold:  60,
+		GittinsFactor:     1.3,
+		GittinsLevels:     64,
+		GittinsFirstQueue: 3600,
+		CommRatio:         0.05,
 	}
 }
 
@@ -111,6 +131,18 @@ func (c Config) Validate() error {
 	}
 	if c.QueueThresholdPerGPU < 0 {
 		errs = append(errs, fmt.Errorf("planner config: queue_threshold_per_gpu %g: must not be negative", c.QueueThresholdPerGPU))
+	}
+	if c.GittinsThreshold < 0 || math.IsNaN(c.GittinsThreshold) || math.IsInf(c.GittinsThreshold, 0) {
+		errs = append(errs, fmt.Errorf("planner config: gittins_threshold %g: must be a non-negative number", c.GittinsThreshold))
+	}
+	if c.GittinsThreshold > 0 && !(c.GittinsFactor > 1) {
+		errs = append(errs, fmt.Errorf("planner config: gittins_factor %g: must be above 1", c.GittinsFactor))
+	}
+	if c.GittinsThreshold > 0 && c.GittinsLevels < 2 {
+		errs = append(errs, fmt.Errorf("planner config: gittins_levels %d: must be at least 2", c.GittinsLevels))
+	}
+	if c.GittinsFirstQueue < 0 || math.IsNaN(c.GittinsFirstQueue) {
+		errs = append(errs, fmt.Errorf("planner config: gittins_first_queue %g: must not be negative", c.GittinsFirstQueue))
 	}
 	if c.CommRatio < 0 || c.CommRatio >= 1 {
 		errs = append(errs, fmt.Errorf("planner config: comm_ratio %g: must be in [0, 1)", c.CommRatio))
@@ -150,6 +182,40 @@ func (c Config) queueOf(attained float64) int {
 		bound *= f
 	}
 	return q
+}
+
+// gittins reports whether Decide ranks by h's Gittins index.
+func (c Config) gittins(h *ServiceHistory) bool {
+	return c.GittinsThreshold > 0 && c.QueueThreshold >= 0 && h.Len() >= MinServiceHistory
+}
+
+// gittinsOrder is the queue of a job with that attained service when
+// ranked by h: below GittinsFirstQueue queue 0, ahead of every other, as
+// in Tiresias; past it, 1 + the queue of its Gittins rank.
+func (c Config) gittinsOrder(h *ServiceHistory, attained float64) int {
+	if attained < c.GittinsFirstQueue {
+		return 0
+	}
+	return 1 + c.gittinsQueue(h.Rank(attained))
+}
+
+// gittinsQueue is the queue of a job with that Gittins rank.
+func (c Config) gittinsQueue(rank float64) int {
+	q, bound := 0, c.GittinsThreshold
+	for q < c.GittinsLevels-1 && rank >= bound {
+		q++
+		bound *= c.GittinsFactor
+	}
+	return q
+}
+
+// gittinsBound is the rank at which a job leaves queue q (+Inf for the
+// last queue).
+func (c Config) gittinsBound(q int) float64 {
+	if q >= c.GittinsLevels-1 {
+		return math.Inf(1)
+	}
+	return c.GittinsThreshold * math.Pow(c.GittinsFactor, float64(q))
 }
 
 func (c Config) isZero() bool { return c == Config{} }

@@ -29,16 +29,29 @@ func EstimateMoved(assumed, measured float64) bool {
 	return assumed <= 0 || math.Abs(measured-assumed) > EstimateMoveRatio*assumed
 }
 
+// DeadlineMargin is how much time before its deadline a plan must leave
+// for it to count as clearly in time: 10 s, or a tenth of the time left.
+// Speed estimates jitter, and on a loaded machine they drift by more than
+// EstimateMoveRatio within a minute: a job is shrunk by Replan only to a
+// share that finishes this much early, and the planner loop clears a job's
+// at-risk flag only when its plan is back by this much.
+func DeadlineMargin(due, now time.Time) time.Duration {
+	return max(10*time.Second, due.Sub(now)/10)
+}
+
 // Replan plans the deadline jobs in moved (their speed estimate moved,
 // EstimateMoved) again from their least share: it returns s with their
-// share floors cleared when PlanDeadlines then still finishes in time every
+// share floors lowered when PlanDeadlines then still finishes in time every
 // strict job it finished with the floors, and whether it did; otherwise s
 // unchanged. A job that got faster may so shrink to the share it needs now
-// and give the rest back, without any strict job losing its plan.
+// and give the rest back, without any strict job losing its plan. It
+// shrinks only as far as a share that still finishes DeadlineMargin before
+// its deadline (a share that would finish just in time leaves nothing for
+// the next estimate that is slower), and not at all when none does.
 func Replan(s Snapshot, moved []string, now time.Time) (Snapshot, bool) {
 	t := s
 	t.Jobs = slices.Clone(s.Jobs)
-	cleared := false
+	var cleared []int
 	for i := range t.Jobs {
 		j := &t.Jobs[i]
 		if j.Deadline == nil || j.Deadline.Share == 0 || !slices.Contains(moved, j.ID) {
@@ -46,9 +59,36 @@ func Replan(s Snapshot, moved []string, now time.Time) (Snapshot, bool) {
 		}
 		d := *j.Deadline
 		d.Share = 0
-		j.Deadline, cleared = &d, true
+		j.Deadline = &d
+		cleared = append(cleared, i)
 	}
-	if !cleared {
+	if len(cleared) == 0 {
+		return s, false
+	}
+	// In PlanDeadlines' order: a job's margin is judged in what the jobs
+	// planned before it leave, with their floors already lowered.
+	slices.SortStableFunc(cleared, func(a, b int) int { return planOrder(&t.Jobs[a], &t.Jobs[b]) })
+	lowered := false
+	for _, i := range cleared {
+		j := &t.Jobs[i]
+		floor := s.Jobs[i].Deadline.Share
+		by := j.Deadline.At.Add(-DeadlineMargin(j.Deadline.At, now))
+		share := floor
+		for f := 0; f < floor; f++ {
+			j.Deadline.Share = f
+			tg, _ := PlanDeadlines(t, now).Target(j.ID)
+			if tg.Share >= floor {
+				break
+			}
+			if tg.Feasible && !tg.Finish.After(by) {
+				share = f
+				break
+			}
+		}
+		j.Deadline.Share = share
+		lowered = lowered || share < floor
+	}
+	if !lowered {
 		return s, false
 	}
 	before, after := PlanDeadlines(s, now), PlanDeadlines(t, now)

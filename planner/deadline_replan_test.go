@@ -136,3 +136,39 @@ func TestAdmitJobEarliestFeasibleHoldsForAResubmission(t *testing.T) {
 		}
 	}
 }
+
+// TestReplanShrinksOnlyWithAMargin: a job that got faster is not shrunk to
+// a share that would finish just in time, but to the least one that leaves
+// DeadlineMargin, and not at all when only its current share does.
+func TestReplanShrinksOnlyWithAMargin(t *testing.T) {
+	// 1000 samples due in 55 s, measured 20/s per worker at 4 workers: one
+	// worker finishes 5 s early (inside the 10 s margin), two 30 s early.
+	s := deadlineSnap(4, job("a", 0, 4, dl(55*time.Second, 1000, 10)))
+	s.Jobs[0].Deadline.Share = 4
+	s.Jobs[0].Current = 4
+	s.Jobs[0].Throughput = map[int]float64{1: 20, 4: 80}
+	bare := s
+	bare.Jobs = []JobState{s.Jobs[0]}
+	d := *s.Jobs[0].Deadline
+	d.Share = 0
+	bare.Jobs[0].Deadline = &d
+	if a, _ := PlanDeadlines(bare, t0).Target("a"); a.Share != 1 {
+		t.Fatalf("without a floor a is planned at %d, want 1 (the test needs the least share inside the margin)", a.Share)
+	}
+	r, ok := Replan(s, []string{"a"}, t0)
+	if !ok {
+		t.Fatal("Replan kept a's floor of 4")
+	}
+	a, _ := PlanDeadlines(r, t0).Target("a")
+	if a.Share != 2 || a.Finish.After(t0.Add(55*time.Second-DeadlineMargin(t0.Add(55*time.Second), t0))) {
+		t.Errorf("re-planned a: %+v, want 2 workers, done at least the margin early", a)
+	}
+	// Due in 12 s at 25/s per worker: only its 4 workers finish in time,
+	// 2 s early, inside the margin: a keeps its share.
+	s.Jobs[0].Throughput = map[int]float64{1: 25, 4: 100}
+	s.Jobs[0].Deadline.At = t0.Add(12 * time.Second)
+	if r, ok := Replan(s, []string{"a"}, t0); ok {
+		a, _ := PlanDeadlines(r, t0).Target("a")
+		t.Errorf("Replan shrank a to %+v with no share finishing the margin early", a)
+	}
+}

@@ -52,7 +52,8 @@ type jobPlan struct {
 	keep        int // the size a running job keeps when nobody is moved
 	guaranteed  bool
 	pinned      bool
-	queue       int
+	queue       int  // the ordering queue: attained service, or the Gittins rank with a history
+	young       bool // in the first attained-service queue
 	cooling     bool
 	est         *throughputEstimate // fitted on first use
 	submitted   int64               // SubmittedAt in Unix nanoseconds, for fast ordering
@@ -78,6 +79,7 @@ type decider struct {
 	cfg      Config
 	now      time.Time
 	compact  bool
+	gittins  bool // ranked by the service history's Gittins index
 	cl       *cluster
 	total    int
 	costFrac float64
@@ -106,6 +108,8 @@ func newDecider(s Snapshot, cfg Config, now time.Time) *decider {
 		}
 		tenants[t.Name] = &tenant{name: t.Name, quota: t.QuotaGPUs, weight: w}
 	}
+	gittins := cfg.gittins(s.Service)
+	d.gittins = gittins
 	d.js = make([]*jobPlan, len(s.Jobs))
 	all := make([]jobPlan, len(s.Jobs))
 	for i := range s.Jobs {
@@ -129,7 +133,12 @@ func newDecider(s Snapshot, cfg Config, now time.Time) *decider {
 		}
 		p.keep = min(max(j.Current, p.min), p.max)
 		p.guaranteed = j.Priority != jobs.Opportunistic
-		p.queue = cfg.queueOf(j.AttainedGPUSeconds)
+		p.young = cfg.queueOf(j.AttainedGPUSeconds) == 0
+		if gittins {
+			p.queue = cfg.gittinsOrder(s.Service, j.AttainedGPUSeconds)
+		} else {
+			p.queue = cfg.queueOf(j.AttainedGPUSeconds)
+		}
 		p.submitted = j.SubmittedAt.UnixNano()
 		p.cooling = !j.LastResize.IsZero() && now.Before(j.LastResize.Add(cfg.Cooldown))
 		d.js[i] = p
@@ -183,7 +192,7 @@ func (d *decider) run() {
 		// jobs grow: a GPU that starts a harvester gains more than one
 		// that makes a long guaranteed job a little faster. Without
 		// harvesters all guaranteed growth is one marginal-gain step.
-		young := func(p *jobPlan) bool { return p.queue == 0 }
+		young := func(p *jobPlan) bool { return p.young }
 		d.grow(d.guar, func(p *jobPlan) bool { return !p.cooling && young(p) })
 		d.grow(d.guar, young)
 		d.each(oppRunning, func(p *jobPlan) { d.gang(p, p.min) })

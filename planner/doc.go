@@ -14,7 +14,9 @@
 //     (docs/deadlines.md);
 //  1. guaranteed jobs get their minimum, gang style (all of it or none), in
 //     order of tenant fairness (share of quota, then weighted share) and
-//     Tiresias' two-level least attained service;
+//     least attained service, or, when the snapshot carries a
+//     ServiceHistory of finished jobs, Tiresias' first queue and then a
+//     Gittins index learnt from that history (gittins.go);
 //  2. spare GPUs go one worker at a time to the job with the largest marginal
 //     throughput gain, up to its maximum (the EDL paper's E-Tiresias); when
 //     more than Config.CompactThreshold jobs would wait, running jobs are

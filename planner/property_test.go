@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -92,6 +93,18 @@ func randomSnapshot(r *rand.Rand, nJobs int) Snapshot {
 		s.Config.QueueLevels = []int{0, 2, 8}[r.IntN(3)]
 		s.Config.HarvestFirst = r.IntN(2) == 0
 		s.Config.QueueThresholdPerGPU = []float64{0, 3600.0 / 128, 600}[r.IntN(3)]
+		s.Config.GittinsThreshold = []float64{0, 60, 3600}[r.IntN(3)]
+	}
+	if r.IntN(2) == 0 { // a history of finished jobs: Gittins ranking
+		served := make([]float64, MinServiceHistory+r.IntN(40))
+		for k := range served {
+			served[k] = 60 * math.Pow(10, 4*r.Float64())
+		}
+		h, err := NewServiceHistory(served, nil)
+		if err != nil {
+			panic(err)
+		}
+		s.Service = h
 	}
 	return s
 }

@@ -92,7 +92,11 @@ func (d *decider) grantText(p *jobPlan) string {
 	if p.workers() > p.min {
 		b.WriteString(" plus spare capacity")
 	}
-	fmt.Fprintf(&b, " (queue %d)", p.queue)
+	if d.gittins {
+		fmt.Fprintf(&b, " (Gittins queue %d)", p.queue)
+	} else {
+		fmt.Fprintf(&b, " (queue %d)", p.queue)
+	}
 	return b.String()
 }
 

@@ -18,6 +18,11 @@ type Snapshot struct {
 	Jobs     []JobState
 	// Config tunes the policy; the zero value means DefaultConfig().
 	Config Config
+	// Service, when it holds at least MinServiceHistory finished jobs,
+	// makes Decide rank guaranteed and opportunistic jobs by the Gittins
+	// index it learnt from their service instead of by least attained
+	// service (Config.GittinsThreshold). nil: least attained service.
+	Service *ServiceHistory
 }
 
 // TenantShare is a tenant's claim on the cluster. A tenant absent from

@@ -14,7 +14,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/edl-nomad/edl/checkpoint"
-	"github.com/edl-nomad/edl/checkpoint/weed"
+	"github.com/edl-nomad/edl/checkpoint/s3ready"
 )
 
 // Config says what to measure.
@@ -218,13 +218,12 @@ func measureFile(ctx context.Context, cfg Config, data []byte, store checkpoint.
 
 func measureS3(ctx context.Context, cfg Config, data []byte, res *Result) error {
 	secret := fmt.Sprintf("%016x%016x", rand.Uint64(), rand.Uint64())
-	srv, err := weed.Start(ctx, weed.Config{Bin: cfg.WeedBin, Dir: filepath.Join(cfg.Dir, "weed"),
-		AccessKey: "edlbench", SecretKey: secret})
+	endpoint, stop, err := startS3(ctx, cfg.WeedBin, filepath.Join(cfg.Dir, "weed"), "edlbench", secret)
 	if err != nil {
 		return err
 	}
-	defer srv.Stop()
-	client, err := srv.Client()
+	defer stop()
+	client, err := s3ready.Client(endpoint, "edlbench", secret)
 	if err != nil {
 		return err
 	}
@@ -247,7 +246,7 @@ func measureS3(ctx context.Context, cfg Config, data []byte, res *Result) error 
 		return err
 	}}
 	store, err := checkpoint.Open(ctx, "s3://"+bucket+"/ckpt", checkpoint.Options{
-		Endpoint: "http://" + srv.Endpoint, AccessKey: "edlbench", SecretKey: secret})
+		Endpoint: "http://" + endpoint, AccessKey: "edlbench", SecretKey: secret})
 	if err != nil {
 		return err
 	}

@@ -3,8 +3,11 @@ package s3ready
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
+	"github.com/edl-nomad/edl/internal/childproc"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 )
@@ -38,4 +41,24 @@ func Probe(ctx context.Context, c *minio.Client, bucket string) error {
 		return err
 	}
 	return c.RemoveObject(ctx, bucket, "probe", minio.RemoveObjectOptions{})
+}
+
+// WaitChild polls the server child p every interval, with the probe on c,
+// until an object round-trips (nil), p exits first, or timeout passes; the
+// error says which, with the last probe's error.
+func WaitChild(ctx context.Context, p *childproc.Proc, c *minio.Client, interval, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	err := p.WaitReady(ctx, interval, 0, func() error {
+		last = Probe(ctx, c, "edl-ready-probe")
+		return last
+	})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, childproc.ErrExited):
+		return fmt.Errorf("exited during start (last probe: %v)", last)
+	}
+	return fmt.Errorf("not ready after %s: %v", timeout, last)
 }

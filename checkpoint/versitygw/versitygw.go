@@ -1,21 +1,19 @@
 package versitygw
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
-	"github.com/cenkalti/backoff/v5"
 	"github.com/edl-nomad/edl/checkpoint/s3ready"
+	"github.com/edl-nomad/edl/internal/childproc"
+	"github.com/edl-nomad/edl/internal/freeport"
 	"github.com/minio/minio-go/v7"
 )
 
@@ -51,10 +49,9 @@ type Server struct {
 	cfg      Config
 	args     []string
 
-	mu   sync.Mutex // held across start and stop
-	cmd  *exec.Cmd
-	done chan struct{} // closed when cmd has exited
-	log  *lockedBuffer
+	mu   sync.Mutex      // held across start and stop
+	proc *childproc.Proc // nil while stopped
+	last *childproc.Proc // the latest child, for Log
 }
 
 // Start launches the gateway and returns once it stores and reads back an
@@ -79,7 +76,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("versitygw: %w", err)
 		}
 	}
-	port, err := freePort()
+	port, err := freeport.Loopback()
 	if err != nil {
 		return nil, fmt.Errorf("versitygw: %w", err)
 	}
@@ -97,57 +94,31 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 func (s *Server) start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.log = &lockedBuffer{}
 	cmd := exec.Command(s.cfg.Bin, s.args...)
 	cmd.Dir = s.cfg.Dir
 	// A clean environment: the root identity comes from these two alone.
 	cmd.Env = []string{"HOME=" + s.cfg.Dir, "PATH=/usr/bin:/bin", "TMPDIR=" + s.cfg.Dir,
 		"ROOT_ACCESS_KEY=" + s.cfg.AccessKey, "ROOT_SECRET_KEY=" + s.cfg.SecretKey}
-	cmd.Stdout, cmd.Stderr = s.log, s.log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	p, err := childproc.Start(cmd)
+	if err != nil {
 		return fmt.Errorf("versitygw: start %s: %w", s.cfg.Bin, err)
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	s.cmd, s.done = cmd, done
-	if err := s.waitReady(ctx, done); err != nil {
+	s.proc, s.last = p, p
+	if err := s.waitReady(ctx); err != nil {
 		s.killLocked()
-		return fmt.Errorf("versitygw on %s: %w; its output: %s", s.Endpoint, err, tail(s.log.String(), 2000))
+		return fmt.Errorf("versitygw on %s: %w; its output: %s", s.Endpoint, err, childproc.Tail(p.Output(), 2000))
 	}
 	return nil
 }
 
 // waitReady polls until a probe object round-trips, or the child exits.
-func (s *Server) waitReady(ctx context.Context, exited <-chan struct{}) error {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.StartTimeout)
-	defer cancel()
+func (s *Server) waitReady(ctx context.Context) error {
 	c, err := s.Client()
 	if err != nil {
 		return err
 	}
-	var last error
-	_, err = backoff.Retry(ctx, func() (struct{}, error) {
-		last = s3ready.Probe(ctx, c, "edl-ready-probe")
-		select {
-		case <-exited:
-			if last != nil {
-				return struct{}{}, backoff.Permanent(errExited)
-			}
-		default:
-		}
-		return struct{}{}, last
-	}, backoff.WithBackOff(backoff.NewConstantBackOff(50*time.Millisecond)), backoff.WithMaxElapsedTime(0))
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, errExited):
-		return fmt.Errorf("exited during start (last probe: %v)", last)
-	}
-	return fmt.Errorf("not ready after %s: %v", s.cfg.StartTimeout, last)
+	return s3ready.WaitChild(ctx, s.proc, c, 50*time.Millisecond, s.cfg.StartTimeout)
 }
-
-var errExited = errors.New("exited during start")
 
 // Client returns a minio client for the server with its credentials.
 func (s *Server) Client() (*minio.Client, error) {
@@ -157,27 +128,23 @@ func (s *Server) Client() (*minio.Client, error) {
 // Log is what the child printed since it was last started.
 func (s *Server) Log() string {
 	s.mu.Lock()
-	l := s.log
+	p := s.last
 	s.mu.Unlock()
-	if l == nil {
+	if p == nil {
 		return ""
 	}
-	return l.String()
+	return p.Output()
 }
 
 // Stop shuts the server down (SIGTERM, then SIGKILL after 5 s).
 func (s *Server) Stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd == nil {
+	if s.proc == nil {
 		return
 	}
-	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(5 * time.Second):
-	}
-	s.killLocked()
+	s.proc.Stop(5 * time.Second)
+	s.proc = nil
 }
 
 // Kill stops the server at once with SIGKILL, as a crash would.
@@ -195,45 +162,9 @@ func (s *Server) Restart(ctx context.Context) error {
 }
 
 func (s *Server) killLocked() {
-	if s.cmd == nil {
+	if s.proc == nil {
 		return
 	}
-	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-	<-s.done
-	s.cmd, s.done = nil, nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return "..." + s[len(s)-n:]
-}
-
-// lockedBuffer collects the child's output; the child's copy goroutines
-// write it while the test may read it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	s.proc.Kill()
+	s.proc = nil
 }

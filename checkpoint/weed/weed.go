@@ -1,7 +1,6 @@
 package weed
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,11 +11,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
-	"github.com/cenkalti/backoff/v5"
 	"github.com/edl-nomad/edl/checkpoint/s3ready"
+	"github.com/edl-nomad/edl/internal/childproc"
 	"github.com/minio/minio-go/v7"
 )
 
@@ -37,10 +35,8 @@ type Server struct {
 	cfg      Config
 	args     []string
 
-	mu   sync.Mutex // held across start and stop
-	cmd  *exec.Cmd
-	done chan struct{} // closed when cmd has exited
-	log  *lockedBuffer
+	mu   sync.Mutex      // held across start and stop
+	proc *childproc.Proc // nil while stopped
 }
 
 // LookBinary finds weed: the explicit path when set, then each of dirs
@@ -126,58 +122,31 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 func (s *Server) start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.log = &lockedBuffer{}
 	cmd := exec.Command(s.cfg.Bin, s.args...)
 	cmd.Dir = s.cfg.Dir
 	// A clean environment: AWS_* variables of ours would add identities.
 	cmd.Env = []string{"HOME=" + s.cfg.Dir, "PATH=/usr/bin:/bin", "TMPDIR=" + s.cfg.Dir}
-	cmd.Stdout, cmd.Stderr = s.log, s.log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	p, err := childproc.Start(cmd)
+	if err != nil {
 		return fmt.Errorf("weed: start %s: %w", s.cfg.Bin, err)
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	s.cmd, s.done = cmd, done
-	if err := s.waitReady(ctx, done); err != nil {
+	s.proc = p
+	if err := s.waitReady(ctx); err != nil {
 		s.killLocked()
-		return fmt.Errorf("weed mini on %s: %w; its output: %s", s.Endpoint, err, tail(s.log.String(), 2000))
+		return fmt.Errorf("weed mini on %s: %w; its output: %s", s.Endpoint, err, childproc.Tail(p.Output(), 2000))
 	}
 	return nil
 }
 
 // waitReady polls until a probe object round-trips: the S3 port answers
 // a few seconds before the filer and volume server can store anything.
-func (s *Server) waitReady(ctx context.Context, exited <-chan struct{}) error {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.StartTimeout)
-	defer cancel()
+func (s *Server) waitReady(ctx context.Context) error {
 	c, err := s.Client()
 	if err != nil {
 		return err
 	}
-	const bucket = "edl-ready-probe"
-	var last error
-	_, err = backoff.Retry(ctx, func() (struct{}, error) {
-		last = s3ready.Probe(ctx, c, bucket)
-		select {
-		case <-exited:
-			if last != nil {
-				return struct{}{}, backoff.Permanent(errExited)
-			}
-		default:
-		}
-		return struct{}{}, last
-	}, backoff.WithBackOff(backoff.NewConstantBackOff(200*time.Millisecond)), backoff.WithMaxElapsedTime(0))
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, errExited):
-		return fmt.Errorf("exited during start (last probe: %v)", last)
-	}
-	return fmt.Errorf("not ready: %v", last)
+	return s3ready.WaitChild(ctx, s.proc, c, 200*time.Millisecond, s.cfg.StartTimeout)
 }
-
-var errExited = errors.New("exited during start")
 
 // Client returns a minio client for the server with its credentials.
 func (s *Server) Client() (*minio.Client, error) {
@@ -188,25 +157,27 @@ func (s *Server) Client() (*minio.Client, error) {
 func (s *Server) Stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd == nil {
+	if s.proc == nil {
 		return
 	}
-	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(5 * time.Second):
-	}
-	s.killLocked()
+	s.proc.Stop(5 * time.Second)
+	s.waitPortFree()
+	s.proc = nil
 }
 
 func (s *Server) killLocked() {
-	if s.cmd == nil {
+	if s.proc == nil {
 		return
 	}
-	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-	<-s.done
-	// The group's other processes may hold the ports a moment longer; wait
-	// until the S3 port is free for whoever binds it next.
+	s.proc.Kill()
+	s.waitPortFree()
+	s.proc = nil
+}
+
+// waitPortFree waits up to 5 s until the S3 port is free for whoever binds
+// it next: the group's other processes may hold the ports a moment longer
+// than the child lives.
+func (s *Server) waitPortFree() {
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
 		c, err := net.DialTimeout("tcp", s.Endpoint, 100*time.Millisecond)
@@ -216,7 +187,6 @@ func (s *Server) killLocked() {
 		c.Close()
 		time.Sleep(20 * time.Millisecond)
 	}
-	s.cmd, s.done = nil, nil
 }
 
 func freePorts(n int) ([]int, error) {
@@ -241,32 +211,6 @@ func freePorts(n int) ([]int, error) {
 		out = append(out, port)
 	}
 	return out, nil
-}
-
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return "..." + s[len(s)-n:]
-}
-
-// lockedBuffer collects the child's output; the child's copy goroutines
-// write it while the test may read it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // Validate names the field at fault.

@@ -31,5 +31,8 @@ func checkAPIFlags(cmd string, cfg api.Config) error {
 	if cfg.BodyReadTimeout <= 0 || cfg.BodyReadTimeout > time.Hour {
 		return usageErrorf("%s: --body-read-timeout %s: must be positive and at most 1h", cmd, cfg.BodyReadTimeout)
 	}
+	if err := cfg.Validate(); err != nil {
+		return usageErrorf("%s: %v", cmd, err)
+	}
 	return nil
 }

@@ -21,6 +21,9 @@ func init() {
 }
 
 func startBenchDev(ctx context.Context, c bench.DevConfig, log *slog.Logger) (*bench.Dev, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
 	d, err := startDev(ctx, devConfig{listen: c.Listen, dataDir: c.DataDir, tenants: c.Tenants, slots: c.Slots,
 		grace: c.Grace, cooldown: c.Cooldown, interval: c.Interval, workerLogLevel: c.WorkerLogLevel, workerEnv: c.WorkerEnv}, log)
 	if err != nil {

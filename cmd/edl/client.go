@@ -306,21 +306,45 @@ func isAPIError(err error, status int) bool {
 	return errors.As(err, &ae) && ae.Status == status
 }
 
-// verbFlags is a client verb's flag set with the flags every verb shares:
-// --server and --token (into cf) and, when out is not nil, -o.
-func verbFlags(name, usage, summary string, stderr io.Writer, cf *clientFlags, out *outputFlag) *flag.FlagSet {
-	fs := newVerbFlagSet(name, usage, summary, stderr)
-	cf.add(fs)
-	if out != nil {
-		addOutputFlag(fs, out)
-	}
-	return fs
+// verb is a client verb's flag set with the flags every verb shares:
+// --server and --token (into cf) and, for a verb that prints, -o (out).
+type verb struct {
+	*flag.FlagSet
+	usage string
+	cf    clientFlags
+	out   outputFlag
 }
 
-// openJobVerb parses a verb whose one argument is a job ID, opens the
-// client, and returns the job's API path (with suffix appended).
-func openJobVerb(fs *flag.FlagSet, args []string, usage string, cf *clientFlags, suffix ...string) (*client, string, error) {
-	c, pos, err := openVerb(fs, args, usage, 1, cf)
+// newVerb makes a verb's flag set; output adds -o table|json.
+func newVerb(name, usage, summary string, stderr io.Writer, output bool) *verb {
+	v := &verb{FlagSet: newVerbFlagSet(name, usage, summary, stderr), usage: usage}
+	v.cf.add(v.FlagSet)
+	if output {
+		addOutputFlag(v.FlagSet, &v.out)
+	}
+	return v
+}
+
+// json says whether -o json was asked for.
+func (v *verb) json() bool { return v.out == "json" }
+
+// parse reads args: flags anywhere, want positional arguments (parseVerb).
+func (v *verb) parse(args []string, want int) ([]string, error) {
+	return parseVerb(v.FlagSet, args, v.usage, want)
+}
+
+// open parses args and opens the client.
+func (v *verb) open(args []string, want int) (*client, []string, error) {
+	return openVerb(v.FlagSet, args, v.usage, want, &v.cf)
+}
+
+// client opens the client from the flags already parsed.
+func (v *verb) client() (*client, error) { return newClient(v.cf) }
+
+// openJob parses a verb whose one argument is a job ID, opens the client,
+// and returns the job's API path (with suffix appended).
+func (v *verb) openJob(args []string, suffix ...string) (*client, string, error) {
+	c, pos, err := v.open(args, 1)
 	if err != nil {
 		return nil, "", err
 	}

@@ -2,18 +2,17 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/edl-nomad/edl/api"
+	"github.com/edl-nomad/edl/internal/periodic"
 	"github.com/edl-nomad/edl/jobs/sweep"
 )
 
@@ -57,26 +56,16 @@ func sweepPath(id string, rest ...string) (string, error) {
 
 func runSweepSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "edl sweep submit FILE [--watch] [--idempotency-key K] [-o table|json]"
-	var cf clientFlags
-	var out outputFlag
-	fs := verbFlags("sweep submit", usage, "Submits the sweep spec in FILE (JSON; - reads stdin) and prints the sweep's ID.", stderr, &cf, &out)
+	fs := newVerb("sweep submit", usage, "Submits the sweep spec in FILE (JSON; - reads stdin) and prints the sweep's ID.", stderr, true)
 	watch := fs.Bool("watch", false, "follow the sweep until it ends, like 'edl sweep watch'")
 	key := fs.String("idempotency-key", "", "makes a retried submit return the same sweep")
-	c, pos, err := openVerb(fs, args, usage, 1, &cf)
+	c, pos, err := fs.open(args, 1)
 	if err != nil {
 		return err
 	}
-	var body []byte
-	if pos[0] == "-" {
-		body, err = io.ReadAll(os.Stdin)
-	} else {
-		body, err = os.ReadFile(pos[0])
-	}
+	body, err := readSpec("sweep submit", pos[0], "a sweep spec: see examples/sweep.json")
 	if err != nil {
-		return usageErrorf("sweep submit: %v", err)
-	}
-	if !json.Valid(body) {
-		return usageErrorf("sweep submit: %s is not valid JSON (a sweep spec: see examples/sweep.json)", pos[0])
+		return err
 	}
 	var sw sweep.Sweep
 	raw, replay, err := c.postIdempotent(ctx, "/v1/sweeps", body, *key, "sweep submit", &sw)
@@ -84,7 +73,7 @@ func runSweepSubmit(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	switch {
-	case out == "json":
+	case fs.json():
 		if _, err := stdout.Write(raw); err != nil {
 			return err
 		}
@@ -96,7 +85,7 @@ func runSweepSubmit(ctx context.Context, args []string, stdout, stderr io.Writer
 	if !*watch {
 		return nil
 	}
-	return watchSweep(ctx, c, sw.ID, stdout, out == "json", time.Second)
+	return watchSweep(ctx, c, sw.ID, stdout, fs.json(), time.Second)
 }
 
 func getSweep(ctx context.Context, c *client, id string) (sweep.Sweep, error) {
@@ -113,10 +102,8 @@ func getSweep(ctx context.Context, c *client, id string) (sweep.Sweep, error) {
 
 func runSweepGet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "edl sweep get ID [-o table|json]"
-	var cf clientFlags
-	var out outputFlag
-	fs := verbFlags("sweep get", usage, "Shows a sweep: every trial with its parameters, state, rung, newest metric and workers, and the best trial.", stderr, &cf, &out)
-	c, pos, err := openVerb(fs, args, usage, 1, &cf)
+	fs := newVerb("sweep get", usage, "Shows a sweep: every trial with its parameters, state, rung, newest metric and workers, and the best trial.", stderr, true)
+	c, pos, err := fs.open(args, 1)
 	if err != nil {
 		return err
 	}
@@ -124,7 +111,7 @@ func runSweepGet(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	if out == "json" {
+	if fs.json() {
 		return writeJSONOut(stdout, sw)
 	}
 	return printSweep(stdout, terminalOf(stdout), sw)
@@ -204,11 +191,9 @@ func formatParams(p map[string]any) string {
 
 func runSweepLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "edl sweep ls [--limit N] [-o table|json]"
-	var cf clientFlags
-	var out outputFlag
-	fs := verbFlags("sweep ls", usage, "Lists your sweeps, newest first.", stderr, &cf, &out)
+	fs := newVerb("sweep ls", usage, "Lists your sweeps, newest first.", stderr, true)
 	limit := fs.Int("limit", 0, "at most this many sweeps (0: all)")
-	c, _, err := openVerb(fs, args, usage, 0, &cf)
+	c, _, err := fs.open(args, 0)
 	if err != nil {
 		return err
 	}
@@ -238,7 +223,7 @@ func runSweepLs(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *limit > 0 && len(all) > *limit {
 		all = all[:*limit]
 	}
-	if out == "json" {
+	if fs.json() {
 		return writeJSONOut(stdout, api.SweepList{Sweeps: all})
 	}
 	now := time.Now()
@@ -264,18 +249,16 @@ func runSweepLs(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 func runSweepWatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "edl sweep watch ID [--every D] [-o table|json]"
-	var cf clientFlags
-	var out outputFlag
-	fs := verbFlags("sweep watch", usage, "Shows the trials table live (redrawn in place on a terminal; piped, printed again on every change; -o json: a JSON line per change) until the sweep ends. Exit 0 when it succeeded, 4 when it was cancelled.", stderr, &cf, &out)
+	fs := newVerb("sweep watch", usage, "Shows the trials table live (redrawn in place on a terminal; piped, printed again on every change; -o json: a JSON line per change) until the sweep ends. Exit 0 when it succeeded, 4 when it was cancelled.", stderr, true)
 	every := fs.Duration("every", time.Second, "how often to read the sweep")
-	c, pos, err := openVerb(fs, args, usage, 1, &cf)
+	c, pos, err := fs.open(args, 1)
 	if err != nil {
 		return err
 	}
 	if *every <= 0 {
 		return usageErrorf("sweep watch: --every %s: must be positive", *every)
 	}
-	return watchSweep(ctx, c, pos[0], stdout, out == "json", *every)
+	return watchSweep(ctx, c, pos[0], stdout, fs.json(), *every)
 }
 
 // watchSweep polls the sweep and shows it on every change until it ends.
@@ -311,22 +294,16 @@ func watchSweep(ctx context.Context, c *client, id string, w io.Writer, asJSON b
 		case sweep.Cancelled:
 			return &exitError{code: exitCancelled, msg: fmt.Sprintf("sweep %s was cancelled", sw.ID)}
 		}
-		t := time.NewTimer(every)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if periodic.Sleep(ctx, every) != nil {
 			return nil
-		case <-t.C:
 		}
 	}
 }
 
 func runSweepCancel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "edl sweep cancel ID"
-	var cf clientFlags
-	var out outputFlag
-	fs := verbFlags("sweep cancel", usage, "Cancels the sweep: it goes cancelling at once, every trial's job is cancelled, and it is cancelled when they are gone.", stderr, &cf, &out)
-	c, pos, err := openVerb(fs, args, usage, 1, &cf)
+	fs := newVerb("sweep cancel", usage, "Cancels the sweep: it goes cancelling at once, every trial's job is cancelled, and it is cancelled when they are gone.", stderr, true)
+	c, pos, err := fs.open(args, 1)
 	if err != nil {
 		return err
 	}
@@ -340,7 +317,7 @@ func runSweepCancel(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err := c.call(cctx, http.MethodDelete, p, nil, nil, &sw); err != nil {
 		return err
 	}
-	if out == "json" {
+	if fs.json() {
 		return writeJSONOut(stdout, sw)
 	}
 	fmt.Fprintf(stdout, "%s %s\n", sw.ID, sw.State)

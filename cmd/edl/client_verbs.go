@@ -43,28 +43,18 @@ func (l *labelFlags) Set(v string) error {
 
 func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "edl submit FILE [--watch] [-o table|json]"
-	var cf clientFlags
-	var out outputFlag
-	fs := verbFlags("submit", usage, "Submits the job spec in FILE (JSON; - reads stdin) and prints the job's ID.\nWith --watch it then follows the job like 'edl watch' and exits with the job's status.", stderr, &cf, &out)
+	fs := newVerb("submit", usage, "Submits the job spec in FILE (JSON; - reads stdin) and prints the job's ID.\nWith --watch it then follows the job like 'edl watch' and exits with the job's status.", stderr, true)
 	watch := fs.Bool("watch", false, "follow the job until it ends (exit 0 succeeded, 3 failed, 4 cancelled)")
 	key := fs.String("idempotency-key", "", "makes a retried submit return the same job")
-	pos, err := parseVerb(fs, args, usage, 1)
+	pos, err := fs.parse(args, 1)
 	if err != nil {
 		return err
 	}
-	var body []byte
-	if pos[0] == "-" {
-		body, err = io.ReadAll(os.Stdin)
-	} else {
-		body, err = os.ReadFile(pos[0])
-	}
+	body, err := readSpec("submit", pos[0], "a job spec: see examples/job.json")
 	if err != nil {
-		return usageErrorf("submit: %v", err)
+		return err
 	}
-	if !json.Valid(body) {
-		return usageErrorf("submit: %s is not valid JSON (a job spec: see examples/job.json)", pos[0])
-	}
-	c, err := newClient(cf)
+	c, err := fs.client()
 	if err != nil {
 		return err
 	}
@@ -74,10 +64,10 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	switch {
-	case out == "json" && !*watch:
+	case fs.json() && !*watch:
 		_, err = stdout.Write(raw)
 		return err
-	case out == "json": // JSON lines only: watch's first line is the job
+	case fs.json(): // JSON lines only: watch's first line is the job
 	case replay:
 		fmt.Fprintf(stdout, "%s already submitted with this idempotency key (%s)\n", j.ID, j.State)
 	default:
@@ -86,19 +76,36 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if !*watch {
 		return nil
 	}
-	return watchJob(ctx, c, j.ID, stdout, out == "json")
+	return watchJob(ctx, c, j.ID, stdout, fs.json())
+}
+
+// readSpec reads the JSON spec a submit verb is given: the file at path,
+// or stdin for -; what says what it should hold, for the error.
+func readSpec(verb, path, what string) ([]byte, error) {
+	var body []byte
+	var err error
+	if path == "-" {
+		body, err = io.ReadAll(os.Stdin)
+	} else {
+		body, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, usageErrorf("%s: %v", verb, err)
+	}
+	if !json.Valid(body) {
+		return nil, usageErrorf("%s: %s is not valid JSON (%s)", verb, path, what)
+	}
+	return body, nil
 }
 
 func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "edl ls [--status S[,S]] [--label k=v]... [-o table|json]"
-	var cf clientFlags
-	var out outputFlag
 	var labels labelFlags
-	fs := verbFlags("ls", usage, "Lists your jobs, newest first.", stderr, &cf, &out)
+	fs := newVerb("ls", usage, "Lists your jobs, newest first.", stderr, true)
 	status := fs.String("status", "", "only jobs in these states, comma-separated (pending,running,...)")
 	fs.Var(&labels, "label", "only jobs with this label, key=value (repeat for several)")
 	limit := fs.Int("limit", 0, "at most this many jobs (0: all)")
-	if _, err := parseVerb(fs, args, usage, 0); err != nil {
+	if _, err := fs.parse(args, 0); err != nil {
 		return err
 	}
 	for _, st := range strings.Split(*status, ",") {
@@ -109,7 +116,7 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *limit < 0 {
 		return usageErrorf("ls: --limit %d: must be 0 or more", *limit)
 	}
-	c, err := newClient(cf)
+	c, err := fs.client()
 	if err != nil {
 		return err
 	}
@@ -117,7 +124,7 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if out == "json" {
+	if fs.json() {
 		return writeJSONOut(stdout, api.JobList{Jobs: list})
 	}
 	term, now := terminalOf(stdout), time.Now()
@@ -183,10 +190,8 @@ func getJob(ctx context.Context, c *client, id string) (jobs.Job, error) {
 
 func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "edl get ID [-o table|json]"
-	var cf clientFlags
-	var out outputFlag
-	fs := verbFlags("get", usage, "Shows one job: state, workers, progress, last checkpoint.", stderr, &cf, &out)
-	c, p, err := openJobVerb(fs, args, usage, &cf)
+	fs := newVerb("get", usage, "Shows one job: state, workers, progress, last checkpoint.", stderr, true)
+	c, p, err := fs.openJob(args)
 	if err != nil {
 		return err
 	}
@@ -194,7 +199,7 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := c.call(ctx, http.MethodGet, p, nil, nil, &raw); err != nil {
 		return err
 	}
-	if out == "json" {
+	if fs.json() {
 		_, err := stdout.Write(raw)
 		return err
 	}
@@ -256,10 +261,8 @@ func sortedStrings(s []string) []string {
 
 func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "edl scale ID N"
-	var cf clientFlags
-	var out outputFlag
-	fs := verbFlags("scale", usage, "Pins the job to N workers, within its spec's range; 0 unpins (the planner chooses again).", stderr, &cf, &out)
-	pos, err := parseVerb(fs, args, usage, 2)
+	fs := newVerb("scale", usage, "Pins the job to N workers, within its spec's range; 0 unpins (the planner chooses again).", stderr, true)
+	pos, err := fs.parse(args, 2)
 	if err != nil {
 		return err
 	}
@@ -267,7 +270,7 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil || n < 0 {
 		return usageErrorf("scale: N %q: must be a number of workers, 0 or more (usage: %s)", pos[1], usage)
 	}
-	c, err := newClient(cf)
+	c, err := fs.client()
 	if err != nil {
 		return err
 	}
@@ -279,7 +282,7 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := c.call(ctx, http.MethodPost, p, nil, api.ScaleRequest{Workers: &n}, &j); err != nil {
 		return err
 	}
-	if out == "json" {
+	if fs.json() {
 		return writeJSONOut(stdout, j)
 	}
 	if n == 0 {
@@ -292,10 +295,8 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "edl cancel ID"
-	var cf clientFlags
-	var out outputFlag
-	fs := verbFlags("cancel", usage, "Cancels the job: it goes cancelling at once and cancelled when its workers are gone.", stderr, &cf, &out)
-	c, p, err := openJobVerb(fs, args, usage, &cf)
+	fs := newVerb("cancel", usage, "Cancels the job: it goes cancelling at once and cancelled when its workers are gone.", stderr, true)
+	c, p, err := fs.openJob(args)
 	if err != nil {
 		return err
 	}
@@ -303,7 +304,7 @@ func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := c.call(ctx, http.MethodDelete, p, nil, nil, &j); err != nil {
 		return err
 	}
-	if out == "json" {
+	if fs.json() {
 		return writeJSONOut(stdout, j)
 	}
 	fmt.Fprintf(stdout, "%s %s\n", j.ID, j.State)
@@ -324,10 +325,8 @@ func listCheckpoints(ctx context.Context, c *client, id string) ([]api.Checkpoin
 
 func runCheckpoints(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "edl checkpoints ID [-o table|json]"
-	var cf clientFlags
-	var out outputFlag
-	fs := verbFlags("checkpoints", usage, "Lists the job's committed checkpoints, newest first.", stderr, &cf, &out)
-	c, pos, err := openVerb(fs, args, usage, 1, &cf)
+	fs := newVerb("checkpoints", usage, "Lists the job's committed checkpoints, newest first.", stderr, true)
+	c, pos, err := fs.open(args, 1)
 	if err != nil {
 		return err
 	}
@@ -335,7 +334,7 @@ func runCheckpoints(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	if out == "json" {
+	if fs.json() {
 		return writeJSONOut(stdout, api.CheckpointList{Checkpoints: list})
 	}
 	t := newTable(stdout, "STEP", "EPOCH", "GENERATION", "WORLD", "SIZE", "CREATED")
@@ -348,18 +347,17 @@ func runCheckpoints(ctx context.Context, args []string, stdout, stderr io.Writer
 
 func runModel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "edl model ID [--step N] -o FILE"
-	var cf clientFlags
-	fs := verbFlags("model", usage, "Downloads the trained parameters of a checkpoint (the newest unless --step) into FILE\n(- for stdout), checking the body against the SHA-256 the checkpoint's manifest records.", stderr, &cf, nil)
+	fs := newVerb("model", usage, "Downloads the trained parameters of a checkpoint (the newest unless --step) into FILE\n(- for stdout), checking the body against the SHA-256 the checkpoint's manifest records.", stderr, false)
 	step := fs.Int64("step", -1, "the checkpoint's step (default: the newest)")
 	file := fs.String("o", "", "where to write the model (- for stdout)")
-	pos, err := parseVerb(fs, args, usage, 1)
+	pos, err := fs.parse(args, 1)
 	if err != nil {
 		return err
 	}
 	if *file == "" {
 		return usageErrorf("model: -o FILE is required (usage: %s)", usage)
 	}
-	c, err := newClient(cf)
+	c, err := fs.client()
 	if err != nil {
 		return err
 	}

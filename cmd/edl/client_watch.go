@@ -174,17 +174,15 @@ func eventLine(term terminal, ev jobs.Event) string {
 
 func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "edl events ID [-f] [-o table|json]"
-	var cf clientFlags
-	var out outputFlag
-	fs := verbFlags("events", usage, "Prints the job's event log: state changes, scaling decisions with their reason, worker joins\nand leaves, checkpoints, errors. -f follows it until the job ends. -o json prints one JSON\nevent per line.", stderr, &cf, &out)
+	fs := newVerb("events", usage, "Prints the job's event log: state changes, scaling decisions with their reason, worker joins\nand leaves, checkpoints, errors. -f follows it until the job ends. -o json prints one JSON\nevent per line.", stderr, true)
 	follow := fs.Bool("f", false, "follow: print events as they happen until the job ends")
-	c, pos, err := openVerb(fs, args, usage, 1, &cf)
+	c, pos, err := fs.open(args, 1)
 	if err != nil {
 		return err
 	}
 	term := terminalOf(stdout)
 	print := func(ev jobs.Event) error {
-		if out == "json" {
+		if fs.json() {
 			b, _ := json.Marshal(ev)
 			_, err := fmt.Fprintf(stdout, "%s\n", b)
 			return err
@@ -209,20 +207,19 @@ func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 func runLogs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "edl logs ID [-f] [--worker W] [--stream stdout|stderr] [--tail N]"
-	var cf clientFlags
-	fs := verbFlags("logs", usage, "Prints the output of the job's program (exec mode) from one worker (default: the server's\nchoice, the first). -f follows it.", stderr, &cf, nil)
+	fs := newVerb("logs", usage, "Prints the output of the job's program (exec mode) from one worker (default: the server's\nchoice, the first). -f follows it.", stderr, false)
 	follow := fs.Bool("f", false, "follow the output as it is written")
 	worker := fs.String("worker", "", "the worker's ID (see the job's events)")
 	stream := fs.String("stream", "stdout", "stdout or stderr")
 	tail := fs.Int("tail", -1, "only the last N lines (default: all)")
-	pos, err := parseVerb(fs, args, usage, 1)
+	pos, err := fs.parse(args, 1)
 	if err != nil {
 		return err
 	}
 	if *stream != "stdout" && *stream != "stderr" {
 		return usageErrorf("logs: --stream %q: must be stdout or stderr", *stream)
 	}
-	c, err := newClient(cf)
+	c, err := fs.client()
 	if err != nil {
 		return err
 	}
@@ -259,14 +256,12 @@ func runLogs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "edl watch ID [-o table|json]"
-	var cf clientFlags
-	var out outputFlag
-	fs := verbFlags("watch", usage, "Follows a job until it ends: a live line with its state, epoch and step, a progress bar\nwith the time left, loss, samples/s and workers current/target, and each event (resize,\nworker join or leave, checkpoint) as it happens. Exits 0 when the job succeeded, 3 when it\nfailed, 4 when it was cancelled. -o json prints JSON lines instead.", stderr, &cf, &out)
-	c, pos, err := openVerb(fs, args, usage, 1, &cf)
+	fs := newVerb("watch", usage, "Follows a job until it ends: a live line with its state, epoch and step, a progress bar\nwith the time left, loss, samples/s and workers current/target, and each event (resize,\nworker join or leave, checkpoint) as it happens. Exits 0 when the job succeeded, 3 when it\nfailed, 4 when it was cancelled. -o json prints JSON lines instead.", stderr, true)
+	c, pos, err := fs.open(args, 1)
 	if err != nil {
 		return err
 	}
-	return watchJob(ctx, c, pos[0], stdout, out == "json")
+	return watchJob(ctx, c, pos[0], stdout, fs.json())
 }
 
 // watchPoll is how often watch reads the job's progress (which is not an

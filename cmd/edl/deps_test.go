@@ -27,9 +27,11 @@ var rigs = []string{
 
 // TestProductDoesNotLinkRigs keeps the rigs out of what `edl serve`, `edl
 // dev` and `edl worker` run: no product package depends on one (go list
-// -deps, as TestDomainDoesNotLinkRedis does), and in cmd/edl itself only
-// bench.go imports internal/bench, which holds every benchmark and is the
-// one way in for the rigs (`edl bench e2e --nomad` drives the fake Nomad).
+// -deps, as TestDomainDoesNotLinkRedis does); in cmd/edl itself only
+// bench.go imports internal/bench, which holds every benchmark; and the
+// edl binary links none of the fake Nomad, the test servers and the
+// SeaweedFS harness unless it is built with the rigs tag (`edl bench e2e
+// --nomad` and bench checkpoint's s3 figures need it; make bench does).
 func TestProductDoesNotLinkRigs(t *testing.T) {
 	product := []string{
 		"api", "api/ui", "openapi", "jobs", "jobs/jobstore", "planner", "planner/loop",
@@ -73,6 +75,37 @@ func TestProductDoesNotLinkRigs(t *testing.T) {
 	})
 }
 
+// harnesses are the rigs that only a build with the rigs tag links into
+// the edl binary.
+var harnesses = []string{mod + "nomadx/nomadtest", mod + "internal/testenv", mod + "checkpoint/weed"}
+
+func TestBinaryLinksHarnessesOnlyWithTheRigsTag(t *testing.T) {
+	for _, tags := range []string{"", "rigs"} {
+		t.Run("tags="+tags, func(t *testing.T) {
+			linked := map[string]string{} // harness -> a package that imports it
+			for _, line := range goListDeps(t, mod+"cmd/edl", "-tags", tags) {
+				fields := strings.Fields(line)
+				for _, imp := range fields[1:] {
+					for _, h := range harnesses {
+						if imp == h || strings.HasPrefix(imp, h+"/") {
+							linked[h] = fields[0]
+						}
+					}
+				}
+			}
+			for _, h := range harnesses {
+				by, ok := linked[h]
+				switch {
+				case tags == "" && ok:
+					t.Errorf("the edl binary links the harness %s (%s imports it); only a -tags rigs build may", h, by)
+				case tags == "rigs" && !ok && h != mod+"internal/testenv":
+					t.Errorf("a -tags rigs build of edl does not link %s: edl bench lost what needs it", h)
+				}
+			}
+		})
+	}
+}
+
 func isRig(imp string) bool {
 	for _, r := range rigs {
 		if imp == r || strings.HasPrefix(imp, r+"/") {
@@ -83,9 +116,11 @@ func isRig(imp string) bool {
 }
 
 // goListDeps returns one line per dependency of pkg: its path, then its imports.
-func goListDeps(t *testing.T, pkg string) []string {
+// flags go before pkg (-tags rigs).
+func goListDeps(t *testing.T, pkg string, flags ...string) []string {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-deps", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, pkg).Output()
+	args := append(append([]string{"list", "-deps", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`}, flags...), pkg)
+	out, err := exec.Command("go", args...).Output()
 	if err != nil {
 		msg := ""
 		if ee, ok := err.(*exec.ExitError); ok {

@@ -69,19 +69,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if c.slots < 1 {
-		return usageErrorf("dev: --slots %d: must be at least 1", c.slots)
-	}
-	if c.grace <= 0 {
-		return usageErrorf("dev: --grace %s: must be positive", c.grace)
-	}
-	if err := checkStragglerFlags("dev", c.stragglerFactor, c.stragglerRounds); err != nil {
-		return err
-	}
-	if _, err := loop.ParseAllow(c.callbackAllow); err != nil {
-		return usageErrorf("dev: --callback-allow: %v", err)
-	}
-	if err := checkAPIFlags("dev", c.api); err != nil {
+	if err := c.Validate(); err != nil {
 		return err
 	}
 	log := newLogger(stderr, level.Level, false)
@@ -96,6 +84,23 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 	}
 	return d.wait(ctx)
+}
+
+// Validate names the flag at fault (a usage error).
+func (c devConfig) Validate() error {
+	if c.slots < 1 {
+		return usageErrorf("dev: --slots %d: must be at least 1", c.slots)
+	}
+	if c.grace <= 0 {
+		return usageErrorf("dev: --grace %s: must be positive", c.grace)
+	}
+	if err := checkStragglerFlags("dev", c.stragglerFactor, c.stragglerRounds); err != nil {
+		return err
+	}
+	if _, err := loop.ParseAllow(c.callbackAllow); err != nil {
+		return usageErrorf("dev: --callback-allow: %v", err)
+	}
+	return checkAPIFlags("dev", c.api)
 }
 
 // devEnv is a running `edl dev`: everything it started, to stop in order.

@@ -27,6 +27,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if len(args) > 0 && args[0] == "gen" {
 		return runSimGen(args[1:], stdout, stderr)
 	}
+	if wantsSweepFileSim(args) {
+		return runSimSweepFile(ctx, args, stdout, stderr) // sim_sweepfile.go
+	}
 	if wantsDeadlineSim(args) {
 		return runSimDeadline(ctx, args, stdout, stderr)
 	}
@@ -34,7 +37,8 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		"planner.Decide on a simulated cluster and print the figures (JCT, makespan, queueing,\n" +
 		"GPU utilisation, resizes, opportunistic give-backs). --compare runs every policy; --loads\n" +
 		"runs each at several arrival rates; both print a table and one JSON line per run.\n" +
-		"'edl sim gen --help' generates a synthetic trace."
+		"'edl sim gen --help' generates a synthetic trace; 'edl sim --sweep-file FILE' replays a\n" +
+		"hyperparameter sweep (ASHA, elastic against static trials)."
 	fs := newFlagSet("sim", summary, stderr)
 	d := sim.DefaultOptions(sim.Elastic)
 	trace := fs.String("trace", "testdata/traces/philly_vc_ee9e8c.csv", "trace CSV file")
@@ -52,6 +56,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	queue := fs.Float64("queue-threshold", d.QueueThreshold, "the tiresias baseline's (and --legacy-policy's) first queue bound, GPU seconds of attained service; elastic uses the planner's default queues")
 	legacy := fs.Bool("legacy-policy", false, "elastic policies plan with the earlier policy: two attained-service queues, and guaranteed jobs grow before opportunistic ones get their minimum (to compare with the current one)")
 	oracle := fs.Bool("oracle-order", false, "elastic policies rank jobs by the remaining work the trace records instead of attained service (shortest remaining first): not realisable, it shows what a perfect size estimate would buy")
+	las := fs.Bool("las-order", false, "elastic policies rank jobs by least attained service (eight queues from 1 GPU-hour) instead of by the Gittins index learnt from the service of the jobs finished so far: the earlier order, to compare with the current one")
 	qpg := fs.Float64("queue-per-gpu", -1, "elastic policies' first queue bound in GPU seconds per GPU of the cluster (28.125: 1 GPU-hour on 128 GPUs, proportionally elsewhere; -1: the planner's default, an absolute 1 GPU-hour at any size)")
 	tq := fs.Int("tiresias-queues", d.TiresiasQueues, "least-attained-service queues of the tiresias baseline (2: two-level Tiresias; 8: the queues elastic uses)")
 	backfill := fs.Bool("backfill", false, "fifo starts a later job that fits while an earlier one waits (default: strict first come, first served)")
@@ -77,22 +82,23 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return usageErrorf("sim: --loads: %v", err)
 		}
 	}
+	// What every run takes from the flags, the sweep's and the trace's alike.
+	base := d
+	base.GPUsPerNode = *perNode
+	base.ResizeCost = time.Duration(*resize * float64(time.Second))
+	if *resize < 0 {
+		base.ResizeCost = -1
+	}
+	base.CheckpointPeriod = time.Duration(*ckpt * float64(time.Second))
+	base.FailuresPerGPUDay = *failures
+	base.RestartCost = time.Duration(*restart * float64(time.Second))
+	base.MinFactor, base.MaxFactor, base.QueueThreshold = *minF, *maxF, *queue
+	base.TiresiasQueues, base.QueuePerGPU, base.LASOrder = *tq, *qpg, *las
 	if sw.on {
-		o := d
-		o.GPUsPerNode = *perNode
-		o.ResizeCost = time.Duration(*resize * float64(time.Second))
-		if *resize < 0 {
-			o.ResizeCost = -1
-		}
-		o.CheckpointPeriod = time.Duration(*ckpt * float64(time.Second))
-		o.FailuresPerGPUDay = *failures
-		o.RestartCost = time.Duration(*restart * float64(time.Second))
-		o.MinFactor, o.MaxFactor, o.QueueThreshold = *minF, *maxF, *queue
-		o.TiresiasQueues, o.QueuePerGPU = *tq, *qpg
 		if *loads == "" {
 			factors = []float64{0.5, 1, 2, 4}
 		}
-		return runSweep(ctx, sw, o, factors, *asJSON, *markdown, *plotTo, stdout)
+		return runSweep(ctx, sw, base, factors, *asJSON, *markdown, *plotTo, stdout)
 	}
 	f, err := os.Open(*trace)
 	if err != nil {
@@ -109,18 +115,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			o := d
-			o.Policy, o.GPUs, o.GPUsPerNode, o.Load = p, *gpus, *perNode, lf
-			o.ResizeCost = time.Duration(*resize * float64(time.Second))
-			if *resize < 0 {
-				o.ResizeCost = -1
-			}
-			o.CheckpointPeriod = time.Duration(*ckpt * float64(time.Second))
-			o.FailuresPerGPUDay = *failures
-			o.RestartCost = time.Duration(*restart * float64(time.Second))
-			o.MinFactor, o.MaxFactor, o.QueueThreshold = *minF, *maxF, *queue
-			o.Backfill, o.LegacyPolicy, o.TiresiasQueues = *backfill, *legacy, *tq
-			o.OracleOrder, o.QueuePerGPU = *oracle, *qpg
+			o := base
+			o.Policy, o.GPUs, o.Load = p, *gpus, lf
+			o.Backfill, o.LegacyPolicy, o.OracleOrder = *backfill, *legacy, *oracle
 			if err := o.Validate(); err != nil {
 				return usageErrorf("sim: %v", err)
 			}

@@ -54,6 +54,9 @@ def parse_args():
     p.add_argument("--step-sleep-while", default="", help="with --step-sleep: sleep only while this file exists (tests: slow while the test acts, full speed after)")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     p.add_argument("--log-samples", action="store_true", help="print the sample ids of every step")
+    p.add_argument("--report", action="store_true",
+                   help="report the loss of every step and a validation loss (val_loss) per epoch to the job's metric log (sweeps)")
+    p.add_argument("--val-samples", type=int, default=512, help="with --report: held-out samples of the validation loss")
     p.add_argument("--device", type=str, default="cpu", help="cpu, or cuda: the model and batches on the GPU (scripts/gpu-check.sh)")
     p.add_argument("--backend", type=str, default=None, help="gloo or nccl (default: nccl for a model on the GPU, else gloo)")
     return p.parse_args()
@@ -104,13 +107,25 @@ def main():
     loader = et.DataLoader(Synthetic(args.samples, args.seed), batch_size=args.batch)
     lossf = nn.CrossEntropyLoss()
     step, recent = 0, []
-    for x, y in ctx.steps(loader, state, epochs=args.epochs):
+    held_out = Synthetic(args.samples + args.val_samples, args.seed)  # the samples after the training set's
+
+    def validate(done):
+        # Rank 0 alone (the others' reports are dropped anyway), on its model.
+        if not args.report or ctx.rank != 0:
+            return None
+        with torch.no_grad():
+            x, y = held_out.batch(range(args.samples, args.samples + args.val_samples))
+            return {"val_loss": lossf(model(x.to(dev)), y.to(dev)).item()}
+
+    for x, y in ctx.steps(loader, state, epochs=args.epochs, on_epoch_end=validate):
         x, y = x.to(dev), y.to(dev)
         loss = lossf(model(x), y)
         loss.backward()
         ctx.record(loss)  # before step(): the global batch's mean loss rides in the all-reduce
         opt.step()
         opt.zero_grad()
+        if args.report:
+            ctx.report(loss=loss)
         step += 1
         recent = (recent + [loss.item()])[-50:]
         print("STEP step=%d time=%.6f rank=%d world=%d gen=%d loss=%.4f applied=%d" % (step, time.time(), ctx.rank, ctx.world, ctx.generation, loss.item(), ctx.applied), flush=True)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/edl-nomad/edl/internal/cli"
+	"github.com/edl-nomad/edl/internal/periodic"
 	"github.com/edl-nomad/edl/jobs"
 )
 
@@ -280,18 +281,12 @@ func (ch *chaos) submit(ctx context.Context, row *chaosRow, ids *idList, spec jo
 // probe reads a random job, a list page and /readyz every 100 ms: the
 // answers a user would get during the fault.
 func (ch *chaos) probe(ctx context.Context, ids *idList) {
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	_ = periodic.Every(ctx, 100*time.Millisecond, func() bool {
 		if id := ids.random(); id != "" {
 			ch.c.do(ctx, http.MethodGet, "/v1/jobs/"+id, nil, nil)
 		}
 		ch.c.do(ctx, http.MethodGet, "/v1/jobs?limit=20", nil, nil)
 		ch.c.do(ctx, http.MethodGet, "/readyz", nil, nil)
-	}
+		return true
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edl-nomad/edl/internal/periodic"
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/worker"
 	"github.com/edl-nomad/edl/worker/coord"
@@ -178,4 +179,4 @@ func (ch *chaos) workerPids(ids []string) []int {
 }
 
 // pause sleeps d unless ctx ends first; false when it did.
-func pause(ctx context.Context, d time.Duration) bool { return sleepCtx(ctx, d) == nil }
+func pause(ctx context.Context, d time.Duration) bool { return periodic.Sleep(ctx, d) == nil }

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 
 	"github.com/edl-nomad/edl/checkpoint/cpbench"
-	"github.com/edl-nomad/edl/checkpoint/weed"
 	"github.com/edl-nomad/edl/internal/cli"
 )
 
@@ -40,7 +39,7 @@ func benchCheckpoint(ctx context.Context, _ Env, args []string, stdout, stderr i
 		dirs = append(dirs, filepath.Join(filepath.Dir(exe), "..", ".tools", "bin"))
 	}
 	dirs = append(dirs, filepath.Join(".tools", "bin"))
-	bin, err := weed.LookBinary(*weedBin, dirs...)
+	bin, err := lookWeed(*weedBin, dirs...)
 	if err != nil {
 		fmt.Fprintf(stderr, "edl bench checkpoint: s3 figures skipped: %v\n", err)
 		bin = ""

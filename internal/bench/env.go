@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -41,4 +43,25 @@ type Dev struct {
 	RestartPlanner func(ctx context.Context) error
 	// Shutdown stops everything StartDev started.
 	Shutdown func()
+}
+
+// Validate names the field at fault: a benchmark's `edl dev` listens
+// somewhere, keeps its data somewhere, and has slots, a grace and a round
+// interval.
+func (c DevConfig) Validate() error {
+	switch {
+	case c.Listen == "":
+		return errors.New("bench: DevConfig.Listen is required")
+	case c.DataDir == "":
+		return errors.New("bench: DevConfig.DataDir is required")
+	case c.Slots < 1:
+		return fmt.Errorf("bench: DevConfig.Slots %d: must be at least 1", c.Slots)
+	case c.Grace <= 0:
+		return fmt.Errorf("bench: DevConfig.Grace %s: must be positive", c.Grace)
+	case c.Cooldown < 0:
+		return fmt.Errorf("bench: DevConfig.Cooldown %s: must not be negative", c.Cooldown)
+	case c.Interval <= 0:
+		return fmt.Errorf("bench: DevConfig.Interval %s: must be positive", c.Interval)
+	}
+	return nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/edl-nomad/edl/api"
 	"github.com/edl-nomad/edl/internal/cli"
+	"github.com/edl-nomad/edl/internal/periodic"
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/jobs/jobstore"
 	"github.com/edl-nomad/edl/local/redisproc"
@@ -131,7 +132,7 @@ is what an idle control plane costs at that backlog (aim: <= 0.05).`, stderr)
 	defer wg.Wait()
 	start := time.Now()
 	for pl.Rounds() < 1 {
-		if err := sleepCtx(ctx, 5*time.Millisecond); err != nil {
+		if err := periodic.Sleep(ctx, 5*time.Millisecond); err != nil {
 			return err
 		}
 	}
@@ -139,14 +140,14 @@ is what an idle control plane costs at that backlog (aim: <= 0.05).`, stderr)
 	// Settle: the round after the first records each job's reason; then
 	// wait for two more rounds with nothing left to write.
 	for r := pl.Rounds() + 3; pl.Rounds() < r; {
-		if err := sleepCtx(ctx, 10*time.Millisecond); err != nil {
+		if err := periodic.Sleep(ctx, 10*time.Millisecond); err != nil {
 			return err
 		}
 	}
 	runtime.GC()
 	r0, c0, rc0 := pl.Rounds(), selfCPU(), procCPU(rp.Pid())
 	t0 := time.Now()
-	if err := sleepCtx(ctx, *measure); err != nil {
+	if err := periodic.Sleep(ctx, *measure); err != nil {
 		return err
 	}
 	wall := time.Since(t0)
@@ -184,17 +185,6 @@ func submitMany(ctx context.Context, store *jobstore.Store, spec jobs.Spec, n in
 	wg.Wait()
 	close(errc)
 	return <-errc
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // selfCPU is this process's user + system CPU time (getrusage).

@@ -29,7 +29,7 @@ func init() {
 
 // torchResult is one JSON line of `edl bench torch --json`.
 type torchResult struct {
-	System   string  `json:"system"`   // torchrun | edl-restart | edl-live
+	System   string  `json:"system"`   // torchrun | edl-restart | edl-restart-cold | edl-live
 	Scenario string  `json:"scenario"` // scale_out | scale_in | failure
 	StallS   float64 `json:"stall_s"`  // longest gap between two applied steps on a surviving worker
 	// StepsRedone is how many steps a surviving worker computed again
@@ -64,11 +64,11 @@ var torchScenarios = []string{"scale_out", "scale_in", "failure", "steady"}
 
 // torchSystems are the systems of --mode; ddp runs only the steady
 // scenario, torchrun and edl-restart every other.
-var torchSystems = []string{"torchrun", "edl-restart", "edl-live", "ddp"}
+var torchSystems = []string{"torchrun", "edl-restart", "edl-restart-cold", "edl-live", "ddp"}
 
 func runBenchTorch(ctx context.Context, env Env, args []string, stdout, stderr io.Writer) error {
 	fs := cli.NewFlagSet("bench torch", "Runs one torchrun DDP script (it must print one line per applied step with the step and\na timestamp, e.g. {\"step\": N, \"time\": UNIX_SECONDS}, and checkpoint to $EDL_CHECKPOINT_DIR)\nunder torchrun (c10d rendezvous, --nnodes=2:3, last_call_timeout=1, join_timeout=60,\n--monitor_interval 1) and under edl restart mode (edl dev in this process), through\nscale-out 2->3, scale-in 3->2 and a SIGKILL of one worker's program, and live mode\n(--live-script, the edl package) through the same events. The steady scenario is the\nstep time on a fixed world of plain DDP (--ddp-script, no edl) and of live mode, side by\nside. Prints one JSON line per system and scenario (--json), then a table (on stderr with\n--json). --mode and --scenarios pick what runs.", stderr)
-	modes := fs.String("mode", strings.Join(torchSystems, ","), "systems to run, comma-separated: torchrun, edl-restart, edl-live (examples/torch/train_live.py through the edl package, no restart), ddp (plain torch DDP, no edl: the steady scenario's baseline)")
+	modes := fs.String("mode", strings.Join(torchSystems, ","), "systems to run, comma-separated: torchrun, edl-restart (each run in a warm interpreter), edl-restart-cold (trainer.exec.warm false: every run a fresh python), edl-live (examples/torch/train_live.py through the edl package, no restart), ddp (plain torch DDP, no edl: the steady scenario's baseline)")
 	liveScript := fs.String("live-script", "examples/torch/train_live.py", "the live-mode script of --mode edl-live (the same model as --script, written with the edl package)")
 	scenarios := fs.String("scenarios", strings.Join(torchScenarios, ","), "scenarios, comma-separated: scale_out, scale_in, failure, steady (step time on a fixed world: ddp and edl-live)")
 	ddpScript := fs.String("ddp-script", "examples/torch/steady_ddp.py", "the steady scenario's plain DDP script (--mode ddp: the live script's model and data, no edl)")
@@ -181,13 +181,15 @@ func runBenchTorch(ctx context.Context, env Env, args []string, stdout, stderr i
 			case "torchrun":
 				r, err = b.runTorchrun(ctx, sc)
 			case "edl-restart":
-				r, err = b.runEdlRestart(ctx, sc)
+				r, err = b.runEdlRestart(ctx, sc, true)
+			case "edl-restart-cold":
+				r, err = b.runEdlRestart(ctx, sc, false)
 			case "edl-live":
 				r, err = b.runEdlLive(ctx, *liveScript, sc)
 			}
 			if err != nil {
 				errs = append(errs, fmt.Errorf("bench torch: %s %s: %w", sys, sc, err))
-				if sys == "edl-restart" && errors.Is(err, errExecRefused) {
+				if strings.HasPrefix(sys, "edl-restart") && errors.Is(err, errExecRefused) {
 					break // the other scenarios would fail the same way
 				}
 				continue

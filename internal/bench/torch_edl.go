@@ -23,10 +23,15 @@ import (
 var errExecRefused = errors.New("the API refused the exec job")
 
 // runEdlRestart runs the scenario under edl dev (in this process) with the
-// script as an exec job: its workers' program output is read from the
-// local cluster's log files (LogDir/<job>/<workerID>.stdout.log).
-func (b *torchBench) runEdlRestart(ctx context.Context, scenario string) (torchResult, error) {
-	dataDir := filepath.Join(b.dir, "edl-"+scenario)
+// script as an exec job, each run in a warm interpreter or (warm false)
+// cold: its workers' program output is read from the local cluster's log
+// files (LogDir/<job>/<workerID>.stdout.log).
+func (b *torchBench) runEdlRestart(ctx context.Context, scenario string, warm bool) (torchResult, error) {
+	system := "edl-restart"
+	if !warm {
+		system = "edl-restart-cold"
+	}
+	dataDir := filepath.Join(b.dir, system+"-"+scenario)
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return torchResult{}, err
 	}
@@ -46,7 +51,7 @@ func (b *torchBench) runEdlRestart(ctx context.Context, scenario string) (torchR
 	command := append([]string{b.python, b.script, "--steps=1000000", fmt.Sprintf("--ckpt-every=%d", b.ckptEvery)}, b.scriptArgs...)
 	spec := jobs.Spec{Name: "bench-torch-" + strings.ReplaceAll(scenario, "_", "-"), Workers: jobs.WorkerRange{Min: lo, Max: hi},
 		Priority: jobs.Guaranteed,
-		Trainer: jobs.Trainer{Kind: jobs.TrainerExec, Exec: &jobs.ExecTrainer{Command: command,
+		Trainer: jobs.Trainer{Kind: jobs.TrainerExec, Exec: &jobs.ExecTrainer{Command: command, Warm: &warm,
 			Env: map[string]string{"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}}},
 		Checkpoint: jobs.CheckpointPolicy{Keep: 2}}
 	var job jobs.Job
@@ -77,7 +82,7 @@ func (b *torchBench) runEdlRestart(ctx context.Context, scenario string) (torchR
 	if scenario == "scale_in" {
 		initial = 3
 	}
-	fmt.Fprintf(b.log, "bench torch: edl-restart %s: job %s submitted, warming up\n", scenario, job.ID)
+	fmt.Fprintf(b.log, "bench torch: %s %s: job %s submitted, warming up\n", system, scenario, job.ID)
 	var names []string
 	if err := waitFor(ctx, b.timeout, "the first steps", func() bool {
 		names = nil
@@ -104,7 +109,7 @@ func (b *torchBench) runEdlRestart(ctx context.Context, scenario string) (torchR
 			return torchResult{}, err
 		}
 	case "failure":
-		victim, pid, err := programOf(job.ID)
+		victim, pid, err := programOf(ctx, d, job.ID)
 		if err != nil {
 			return torchResult{}, err
 		}
@@ -113,7 +118,7 @@ func (b *torchBench) runEdlRestart(ctx context.Context, scenario string) (torchR
 		}
 		exclude[victim] = true
 	}
-	fmt.Fprintf(b.log, "bench torch: edl-restart %s: event sent, waiting for the restart\n", scenario)
+	fmt.Fprintf(b.log, "bench torch: %s %s: event sent, waiting for the restart\n", system, scenario)
 	// Two workers (the job's minimum) keep training through every scenario.
 	werr := waitFor(ctx, b.timeout, "two survivors to restart and train", func() bool {
 		done := 0
@@ -131,7 +136,7 @@ func (b *torchBench) runEdlRestart(ctx context.Context, scenario string) (torchR
 	if werr != nil && f.survivors == 0 {
 		return torchResult{}, werr
 	}
-	return torchResult{System: "edl-restart", Scenario: scenario, StallS: f.stall, StepsRedone: f.redone,
+	return torchResult{System: system, Scenario: scenario, StallS: f.stall, StepsRedone: f.redone,
 		Workers: workers, Survivors: f.survivors, Restarted: f.restarted && werr == nil}, nil
 }
 
@@ -163,12 +168,32 @@ func readWorkerLogs(dir string, log *stepLog) {
 	}
 }
 
-// programOf finds the running program of the job with the highest RANK
-// (not rank 0, so the generation's root survives) and its worker's ID
-// (the --worker-id of its parent, `edl worker`).
-func programOf(jobID string) (workerID string, pid int, err error) {
-	ents, _ := os.ReadDir("/proc")
+// programOf finds the running program of the job's worker with the
+// highest rank (not rank 0, so the generation's root survives): the
+// process under an edl-reaper of that worker (a warm interpreter waiting
+// for the next run calls itself edl-warm, worker/warm/boot.py). The
+// rank comes from the API: a warm run's /proc environ is the one its
+// interpreter started with, before the generation was known.
+func programOf(ctx context.Context, d *Dev, jobID string) (workerID string, pid int, err error) {
+	var ws struct {
+		Workers []struct {
+			ID   string `json:"id"`
+			Rank int    `json:"rank"`
+		} `json:"workers"`
+	}
+	if err := d.API(ctx, "GET", "/v1/jobs/"+jobID+"/workers", nil, &ws); err != nil {
+		return "", 0, err
+	}
 	best := 0 // rank 0 is left alone
+	for _, w := range ws.Workers {
+		if w.Rank > best {
+			best, workerID = w.Rank, w.ID
+		}
+	}
+	if workerID == "" {
+		return "", 0, fmt.Errorf("no worker of job %s with rank > 0 (workers %+v)", jobID, ws.Workers)
+	}
+	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		n, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -178,25 +203,17 @@ func programOf(jobID string) (workerID string, pid int, err error) {
 		if err != nil || !bytes.Contains(env, []byte("\x00EDL_JOB_ID="+jobID+"\x00")) && !bytes.HasPrefix(env, []byte("EDL_JOB_ID="+jobID+"\x00")) {
 			continue
 		}
-		rank := -1
-		for _, kv := range bytes.Split(env, []byte{0}) {
-			if v, ok := bytes.CutPrefix(kv, []byte("RANK=")); ok {
-				rank, _ = strconv.Atoi(string(v))
-			}
-		}
-		if rank <= best {
+		comm, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		if strings.TrimSpace(string(comm)) == "edl-warm" {
 			continue
 		}
 		// The program's parent is its reaper (edl-reaper), whose parent is
 		// the worker: the first ancestor with --worker-id names it.
-		if w := workerAbove(n); w != "" {
-			best, pid, workerID = rank, n, w
+		if workerAbove(n) == workerID {
+			return workerID, n, nil
 		}
 	}
-	if pid == 0 {
-		return "", 0, fmt.Errorf("no program of job %s with RANK > 0 under an edl worker", jobID)
-	}
-	return workerID, pid, nil
+	return "", 0, fmt.Errorf("no running program of worker %s (rank %d) of job %s", workerID, best, jobID)
 }
 
 // workerAbove is the --worker-id of the nearest of pid's three closest

@@ -100,7 +100,7 @@ func TestBenchTorchSteadyFlags(t *testing.T) {
 		{[]string{"--mode", "ddp", "--scenarios", "scale_out"}, "runs only the steady scenario"},
 		{[]string{"--mode", "torchrun", "--scenarios", "steady"}, "the steady scenario runs ddp and edl-live"},
 		{[]string{"--mode", "ddp", "--scenarios", "steady", "--steady-steps", "0"}, "--steady-steps"},
-		{[]string{"--mode", "pytorch"}, `"pytorch" is not one of torchrun, edl-restart, edl-live, ddp`},
+		{[]string{"--mode", "pytorch"}, `"pytorch" is not one of torchrun, edl-restart, edl-restart-cold, edl-live, ddp`},
 	} {
 		var out, errb bytes.Buffer
 		err := runBenchTorch(context.Background(), Env{}, tc.args, &out, &errb)

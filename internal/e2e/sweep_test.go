@@ -15,9 +15,11 @@ import (
 // is cut there, and its slot goes to the good one, which grows stop-free
 // to two workers. Then the sweep is cancelled, which cancels the trial.
 func TestSweepCutsOneTrialAndGrowsTheOther(t *testing.T) {
+	// Five epochs: on a quiet machine one epoch of the good trial takes
+	// about 5 s, less than the planner needs to measure it and grow it.
 	good := map[string]any{"model": map[string]any{"hidden": []any{32}}, "learning_rate": 0.3, "momentum": 0.9,
 		"dataset": map[string]any{"seed": 3, "samples": 4000000, "features": 16, "classes": 4, "partitions": 64},
-		"epochs":  1, "batch_size": 64}
+		"epochs":  5, "batch_size": 64}
 	bad := map[string]any{"model": map[string]any{"hidden": []any{1024}}, "learning_rate": 1e-6, "momentum": 0,
 		"dataset": map[string]any{"seed": 3, "samples": 4000000, "features": 16, "classes": 4, "partitions": 64},
 		"epochs":  1, "batch_size": 64}
@@ -28,7 +30,7 @@ func TestSweepCutsOneTrialAndGrowsTheOther(t *testing.T) {
 		"parameters": map[string]any{"trainer.builtin": map[string]any{"type": "choice", "values": []any{good, bad}}},
 		"num_trials": 2, "max_concurrent": 2,
 		"metric":    map[string]any{"name": "loss", "mode": "min"},
-		"scheduler": map[string]any{"kind": "asha", "grace": 20, "max": 100000},
+		"scheduler": map[string]any{"kind": "asha", "grace": 20, "max": 1000000},
 	}
 	// The seed that gives trial 0 the good configuration, trial 1 the bad.
 	var parsed sweep.Spec

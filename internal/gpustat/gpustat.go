@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/edl-nomad/edl/internal/periodic"
 	"github.com/edl-nomad/edl/jobs"
 )
 
@@ -89,14 +90,12 @@ func Report(ctx context.Context, store Store, jobID, worker string, ids []string
 	if len(ids) == 0 {
 		return
 	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
+	_ = periodic.Poll(ctx, every, func() bool {
 		stats, err := Read(ids)
 		switch {
 		case errors.Is(err, ErrNoNVML):
 			log.Info("no NVML: GPU use is not reported", "gpus", ids)
-			return
+			return false
 		case err != nil:
 			log.Warn("read GPU use", "err", err)
 		default:
@@ -104,10 +103,6 @@ func Report(ctx context.Context, store Store, jobID, worker string, ids []string
 				log.Debug("report GPU use", "err", err)
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+		return true
+	})
 }

@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/edl-nomad/edl/internal/freeport"
 )
 
 // Unavailable fails the test under CI=true and skips it elsewhere, with why.
@@ -25,14 +26,7 @@ func Unavailable(t testing.TB, format string, args ...any) {
 }
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+func FreePort() (int, error) { return freeport.Loopback() }
 
 // RandomID returns n random bytes as hex, for prefixes and bucket names.
 func RandomID(n int) string {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/edl-nomad/edl/internal/pubsub"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/internal/records"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -26,7 +27,7 @@ return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', 'e', ARGV[1])
 // AppendEvent adds ev to the job's log (its ID assigned, its time set to now
 // when zero) and returns it as stored. ErrNotFound if there is no such job.
 func (s *Store) AppendEvent(ctx context.Context, id string, ev jobs.Event) (jobs.Event, error) {
-	if !validID(id) {
+	if !records.ValidID(id) {
 		return jobs.Event{}, jobs.ErrNotFound
 	}
 	if ev.Time.IsZero() {
@@ -55,76 +56,22 @@ func (s *Store) AppendEvent(ctx context.Context, id string, ev jobs.Event) (jobs
 	return ev, nil
 }
 
-// maxEventID is the largest stream ID: nothing comes after it.
-const maxEventID = "18446744073709551615-18446744073709551615"
-
 // Events returns up to limit events of the job after afterID ("" = from the
 // start), oldest first.
 func (s *Store) Events(ctx context.Context, id, afterID string, limit int) ([]jobs.Event, error) {
-	start := "-"
-	if afterID != "" {
-		if !jobs.ValidEventID(afterID) {
-			return nil, jobs.Invalid("after", "not an event id")
-		}
-		if afterID == maxEventID {
-			// No ID follows it (Redis refuses the exclusive start).
-			return []jobs.Event{}, nil
-		}
-		start = "(" + afterID
-	}
-	if limit <= 0 {
-		limit = 100
-	}
-	msgs, err := s.rdb.XRangeN(ctx, s.eventsKey(id), start, "+", int64(limit)).Result()
-	if err != nil {
-		return nil, fmt.Errorf("events of %s: %w", id, err)
-	}
-	return decodeEvents(msgs)
+	evs, err := records.Events(ctx, s.rdb, s.eventsKey(id), afterID, limit, setEventID)
+	return evs, records.Wrap(err, "events of "+id)
 }
 
 // WaitEvents is Events that blocks up to block for the first new event, for
 // streaming (SSE). It returns no events and no error when block passes.
 // Each waiting caller holds one Redis connection while it blocks.
 func (s *Store) WaitEvents(ctx context.Context, id, afterID string, limit int, block time.Duration) ([]jobs.Event, error) {
-	start := "0-0"
-	if afterID != "" {
-		if !jobs.ValidEventID(afterID) {
-			return nil, jobs.Invalid("after", "not an event id")
-		}
-		start = afterID
-	}
-	if limit <= 0 {
-		limit = 100
-	}
-	if block <= 0 {
-		block = time.Millisecond // 0 would mean forever to Redis
-	}
-	res, err := s.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{s.eventsKey(id), start}, Count: int64(limit), Block: block}).Result()
-	if errors.Is(err, redis.Nil) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("follow events of %s: %w", id, err)
-	}
-	if len(res) == 0 {
-		return nil, nil
-	}
-	return decodeEvents(res[0].Messages)
+	evs, err := records.WaitEvents(ctx, s.rdb, s.eventsKey(id), afterID, limit, block, setEventID)
+	return evs, records.Wrap(err, "follow events of "+id)
 }
 
-func decodeEvents(msgs []redis.XMessage) ([]jobs.Event, error) {
-	out := make([]jobs.Event, 0, len(msgs))
-	for _, m := range msgs {
-		raw, _ := m.Values["e"].(string)
-		var ev jobs.Event
-		if err := json.Unmarshal([]byte(raw), &ev); err != nil {
-			return nil, fmt.Errorf("decode event %s: %w", m.ID, err)
-		}
-		ev.ID = m.ID
-		out = append(out, ev)
-	}
-	return out, nil
-}
+func setEventID(ev *jobs.Event, id string) { ev.ID = id }
 
 // Notify wakes subscribers (the planner) about job id.
 func (s *Store) Notify(ctx context.Context, id string) error {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/internal/records"
 )
 
 // gpuStatsTTL drops a job's GPU reports once no worker has written for
@@ -19,7 +20,7 @@ func (s *Store) gpuStatsKey(id string) string { return s.cfg.Prefix + "{" + id +
 // SetWorkerGPUStats records a worker's GPU report (one hash field per
 // worker, the key expiring when reports stop).
 func (s *Store) SetWorkerGPUStats(ctx context.Context, jobID string, st jobs.WorkerGPUStats) error {
-	if !validID(jobID) {
+	if !records.ValidID(jobID) {
 		return jobs.ErrNotFound
 	}
 	if st.Time.IsZero() {
@@ -42,7 +43,7 @@ func (s *Store) SetWorkerGPUStats(ctx context.Context, jobID string, st jobs.Wor
 // WorkerGPUStats returns the reports of the job's workers newer than
 // maxAge, by worker ID.
 func (s *Store) WorkerGPUStats(ctx context.Context, jobID string, now time.Time, maxAge time.Duration) ([]jobs.WorkerGPUStats, error) {
-	if !validID(jobID) {
+	if !records.ValidID(jobID) {
 		return nil, jobs.ErrNotFound
 	}
 	vals, err := s.rdb.HGetAll(ctx, s.gpuStatsKey(jobID)).Result()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/internal/records"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -63,7 +64,7 @@ func (s *Store) recordProgress(ctx context.Context, j jobs.Job, prev jobs.Progre
 // ProgressHistory returns up to limit points of the job after since (a
 // point ID, exclusive; "" = from the oldest kept), oldest first.
 func (s *Store) ProgressHistory(ctx context.Context, id, since string, limit int) ([]jobs.ProgressPoint, error) {
-	if !validID(id) {
+	if !records.ValidID(id) {
 		return nil, jobs.ErrNotFound
 	}
 	start := "-"
@@ -71,7 +72,7 @@ func (s *Store) ProgressHistory(ctx context.Context, id, since string, limit int
 		if !jobs.ValidEventID(since) {
 			return nil, jobs.Invalid("since", "not a progress point ID")
 		}
-		if since == maxEventID {
+		if since == records.MaxEventID {
 			return []jobs.ProgressPoint{}, nil // nothing comes after it
 		}
 		start = "(" + since

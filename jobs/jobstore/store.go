@@ -2,15 +2,17 @@ package jobstore
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
+	"github.com/edl-nomad/edl/internal/periodic"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/internal/records"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -206,7 +208,7 @@ func (s *Store) CreateJSON(ctx context.Context, tenant string, spec jobs.Spec, i
 	}
 	now := s.cfg.Now().UTC()
 	job := jobs.Job{
-		ID: newJobID(now), Tenant: tenant, State: jobs.Pending, Reason: "waiting for the planner",
+		ID: records.NewID("j-", now), Tenant: tenant, State: jobs.Pending, Reason: "waiting for the planner",
 		Spec: spec, CreatedAt: now, UpdatedAt: now, Version: 1,
 	}
 	if spec.HasDeadline() {
@@ -260,7 +262,7 @@ func (s *Store) Get(ctx context.Context, id string) (jobs.Job, error) {
 // GetJSON returns a job's tenant and the JSON the store holds for it, for
 // callers that pass the job on without looking inside (the API's GET).
 func (s *Store) GetJSON(ctx context.Context, id string) (string, []byte, error) {
-	if !validID(id) {
+	if !records.ValidID(id) {
 		return "", nil, jobs.ErrNotFound
 	}
 	vals, err := s.rdb.HMGet(ctx, s.jobKey(id), "t", "d").Result()
@@ -276,23 +278,7 @@ func (s *Store) GetJSON(ctx context.Context, id string) (string, []byte, error) 
 }
 
 func (s *Store) get(ctx context.Context, id string) (jobs.Job, string, error) {
-	if !validID(id) {
-		return jobs.Job{}, "", jobs.ErrNotFound
-	}
-	vals, err := s.rdb.HMGet(ctx, s.jobKey(id), "v", "d").Result()
-	if err != nil {
-		return jobs.Job{}, "", fmt.Errorf("get job %s: %w", id, err)
-	}
-	v, _ := vals[0].(string)
-	d, _ := vals[1].(string)
-	if v == "" || d == "" {
-		return jobs.Job{}, "", jobs.ErrNotFound
-	}
-	var job jobs.Job
-	if err := json.Unmarshal([]byte(d), &job); err != nil {
-		return jobs.Job{}, "", fmt.Errorf("decode job %s: %w", id, err)
-	}
-	return job, v, nil
+	return records.Get[jobs.Job](ctx, s.rdb, s.jobKey(id), "job", id)
 }
 
 // Update applies fn to the job and writes it back if nobody wrote in between,
@@ -394,19 +380,21 @@ func (s *Store) cas(ctx context.Context, version string, job jobs.Job, events []
 		}
 		return nil, false, fmt.Errorf("write job %s: %w", job.ID, err)
 	}
-	switch r := res.(type) {
-	case int64:
-		if r == -1 {
-			return nil, false, jobs.ErrNotFound
-		}
+	ids, ok, err := records.CASReply(res)
+	switch {
+	case errors.Is(err, jobs.ErrNotFound):
+		return nil, false, err
+	case err != nil:
+		return nil, false, fmt.Errorf("write job %s: %w", job.ID, err)
+	case !ok:
 		return nil, false, nil
-	case []any:
-		for i := range events {
-			events[i].ID, _ = r[i+1].(string)
-		}
-		return events, true, nil
 	}
-	return nil, false, fmt.Errorf("write job %s: unexpected reply %v", job.ID, res)
+	for i := range events {
+		if i < len(ids) {
+			events[i].ID = ids[i]
+		}
+	}
+	return events, true, nil
 }
 
 // Transition moves a job to state to with a reason, if the table allows it.
@@ -471,43 +459,12 @@ func clonePtr[T any](p *T) *T {
 	return &v
 }
 
-// newJobID returns "j-" + 8 base-36 digits of milliseconds + 8 hex random
-// digits: short, URL- and DNS-safe, roughly time-ordered.
-func newJobID(now time.Time) string {
-	b := make([]byte, 4)
-	if _, err := rand.Read(b); err != nil {
-		panic(fmt.Sprintf("crypto/rand: %v", err))
-	}
-	return "j-" + strconv.FormatInt(now.UnixMilli(), 36) + hex.EncodeToString(b)
-}
-
-// validID accepts what newJobID makes (and similar), so that arbitrary path
-// segments never reach a Redis key.
-func validID(id string) bool {
-	if len(id) < 3 || len(id) > 64 {
-		return false
-	}
-	for _, r := range id {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
-			return false
-		}
-	}
-	return true
-}
-
 func backoff(ctx context.Context, attempt int) error {
 	d := time.Duration(attempt+1) * 200 * time.Microsecond
 	if d > 20*time.Millisecond {
 		d = 20 * time.Millisecond
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return periodic.Sleep(ctx, d)
 }
 
 // Validate names the field at fault; zero values take the defaults.

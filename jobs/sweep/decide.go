@@ -85,9 +85,10 @@ func Decide(sw Sweep, obs map[int]Observation, now time.Time) Plan {
 			last := o.Points[n-1]
 			t.LastMetric = &last
 		}
+		pos := sc.Positions(o.Points)
 		top := false
 		for r := t.Rung + 1; r < len(ms); r++ {
-			v, ok := RungValue(o.Points, ms[r], sc.Window())
+			v, ok := RungValue(pos, ms[r], sc.Window())
 			if !ok {
 				break
 			}
@@ -97,9 +98,9 @@ func Decide(sw Sweep, obs map[int]Observation, now time.Time) Plan {
 		// A job that succeeded before the last milestone (its spec is
 		// shorter than scheduler.max) has its final value as its result
 		// at the last rung, once its last points had time to land.
-		if n := len(o.Points); !top && n > 0 && o.JobState == jobs.Succeeded && now.Sub(o.EndedAt) >= MetricsGrace {
-			end := o.Points[n-1].Step
-			v, _ := RungValue(o.Points, end, sc.Window())
+		if n := len(pos); !top && n > 0 && o.JobState == jobs.Succeeded && now.Sub(o.EndedAt) >= MetricsGrace {
+			end := pos[n-1].Step
+			v, _ := RungValue(pos, end, sc.Window())
 			reports = append(reports, report{trial: i, rung: len(ms) - 1, value: v, step: end})
 		}
 	}
@@ -131,13 +132,13 @@ func Decide(sw Sweep, obs map[int]Observation, now time.Time) Plan {
 		data := map[string]any{"rung": rp.rung, "step": step, "value": rp.value, "job": t.JobID}
 		switch verdict {
 		case Promote:
-			ev(EventPromoted, t.Index, fmt.Sprintf("trial %d promoted past rung %d (step %d, %s %.4g)", t.Index, rp.rung, step, metric.Name, rp.value), data)
+			ev(EventPromoted, t.Index, fmt.Sprintf("trial %d promoted past rung %d (%s %d, %s %.4g)", t.Index, rp.rung, sc.unit(), step, metric.Name, rp.value), data)
 		case Cut:
 			t.State, t.EndedAt = TrialCut, now
-			ev(EventCut, t.Index, fmt.Sprintf("trial %d cut at rung %d (step %d, %s %.4g)", t.Index, rp.rung, step, metric.Name, rp.value), data)
+			ev(EventCut, t.Index, fmt.Sprintf("trial %d cut at rung %d (%s %d, %s %.4g)", t.Index, rp.rung, sc.unit(), step, metric.Name, rp.value), data)
 		case Complete:
 			t.State, t.EndedAt = TrialCompleted, now
-			ev(EventEnded, t.Index, fmt.Sprintf("trial %d completed at step %d (%s %.4g)", t.Index, step, metric.Name, rp.value), data)
+			ev(EventEnded, t.Index, fmt.Sprintf("trial %d completed at %s %d (%s %.4g)", t.Index, sc.unit(), step, metric.Name, rp.value), data)
 		}
 	}
 

@@ -44,7 +44,7 @@ func TestJudge(t *testing.T) {
 }
 
 func TestRungValue(t *testing.T) {
-	pts := []Point{{1, 5}, {2, 4}, {3, 3}, {4, 2}, {6, 1}}
+	pts := []Point{{Step: 1, Value: 5}, {Step: 2, Value: 4}, {Step: 3, Value: 3}, {Step: 4, Value: 2}, {Step: 6, Value: 1}}
 	cases := []struct {
 		name      string
 		m, w      int64

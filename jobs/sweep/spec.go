@@ -65,7 +65,8 @@ const (
 
 // Metric names the value trials are compared on: "loss" for the built-in
 // trainer (its global batch's loss per step), or any name an exec program
-// writes to $EDL_METRICS_FILE.
+// writes to $EDL_METRICS_FILE (restart mode) or reports with ctx.report
+// (live mode).
 type Metric struct {
 	Name string `json:"name" example:"loss"`
 	Mode Mode   `json:"mode" enum:"min,max" example:"min"`
@@ -86,9 +87,42 @@ func (m Metric) Better(a, b float64) bool {
 // metric is in the top 1/reduction_factor of those recorded there so far.
 type Scheduler struct {
 	Kind            string `json:"kind" enum:"asha" example:"asha"`
-	Grace           int64  `json:"grace" minimum:"1" example:"40"` // steps to the first rung
-	Max             int64  `json:"max" minimum:"1" example:"640"`  // steps a trial runs at most
+	Grace           int64  `json:"grace" minimum:"1" example:"40"` // steps (or epochs) to the first rung
+	Max             int64  `json:"max" minimum:"1" example:"640"`  // steps (or epochs) a trial runs at most
 	ReductionFactor int    `json:"reduction_factor" minimum:"2" default:"4" example:"4"`
+	// Unit is what grace and max count: "steps" (applied steps, the
+	// default) or "epochs" (epochs done: a metric reported at each epoch's
+	// end, such as a validation loss, is judged at the epoch it ended).
+	Unit string `json:"unit,omitempty" enum:"steps,epochs" default:"steps" example:"steps"`
+}
+
+// The scheduler's units.
+const (
+	UnitSteps  = "steps"
+	UnitEpochs = "epochs"
+)
+
+// unit is Unit's singular for messages.
+func (s Scheduler) unit() string {
+	if s.Unit == UnitEpochs {
+		return "epoch"
+	}
+	return "step"
+}
+
+// Positions are points placed in the scheduler's unit: each point's Step
+// is its position (its step, or with unit "epochs" its epochs done), in
+// order. RungValue and the milestones read positions.
+func (s Scheduler) Positions(points []Point) []Point {
+	if s.Unit != UnitEpochs {
+		return points
+	}
+	out := make([]Point, len(points))
+	for i, p := range points {
+		out[i] = Point{Step: int64(p.Epoch), Value: p.Value, Epoch: p.Epoch}
+	}
+	sort.SliceStable(out, func(a, b int) bool { return out[a].Step < out[b].Step })
+	return out
 }
 
 // Milestones are the rungs' steps, ascending, the last one Max.
@@ -142,11 +176,14 @@ func (s Spec) Validate() error {
 	if sc.Kind != "asha" {
 		add("scheduler.kind", `must be "asha"`)
 	}
+	if sc.Unit != "" && sc.Unit != UnitSteps && sc.Unit != UnitEpochs {
+		add("scheduler.unit", `must be "steps" or "epochs"`)
+	}
 	if sc.Grace < 1 {
-		add("scheduler.grace", "must be at least 1 (steps)")
+		add("scheduler.grace", "must be at least 1 (%ss)", sc.unit())
 	}
 	if sc.Max < 1 || sc.Max < sc.Grace {
-		add("scheduler.max", "must be at least scheduler.grace (steps)")
+		add("scheduler.max", "must be at least scheduler.grace (%ss)", sc.unit())
 	}
 	if sc.ReductionFactor < 2 || sc.ReductionFactor > MaxReductionFactor {
 		add("scheduler.reduction_factor", "must be between 2 and %d", MaxReductionFactor)

@@ -74,15 +74,20 @@ type Trial struct {
 
 // RungResult is a trial's metric at a rung's milestone.
 type RungResult struct {
-	Rung  int     `json:"rung"`
+	Rung int `json:"rung"`
+	// Step is where the result was taken: the rung's milestone in the
+	// scheduler's unit (a step, or with unit "epochs" the epochs done).
 	Step  int64   `json:"step"`
 	Value float64 `json:"value"`
 }
 
-// Point is one reported value of a metric.
+// Point is one reported value of a metric: the applied step it belongs
+// to and the epochs done when it was measured (an epoch-end validation
+// loss carries the epoch it ended: 1 for the first).
 type Point struct {
 	Step  int64   `json:"step"`
 	Value float64 `json:"value"`
+	Epoch int     `json:"epoch,omitempty"`
 }
 
 // Best names the best trial.

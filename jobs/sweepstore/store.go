@@ -2,7 +2,6 @@ package sweepstore
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -11,7 +10,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/edl-nomad/edl/internal/periodic"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/internal/records"
 	"github.com/edl-nomad/edl/jobs/sweep"
 	"github.com/redis/go-redis/v9"
 )
@@ -126,7 +127,7 @@ func (s *Store) Create(ctx context.Context, tenant string, spec sweep.Spec, idem
 		specHash = hex.EncodeToString(sum[:])
 	}
 	now := s.cfg.Now().UTC()
-	sw := sweep.Sweep{ID: newID(now), Tenant: tenant, State: sweep.Running, Spec: spec,
+	sw := sweep.Sweep{ID: records.NewID("s-", now), Tenant: tenant, State: sweep.Running, Spec: spec,
 		Trials: sweep.NewTrials(spec), CreatedAt: now, UpdatedAt: now, Version: 1}
 	data, err := json.Marshal(sw)
 	if err != nil {
@@ -171,23 +172,7 @@ func (s *Store) Get(ctx context.Context, id string) (sweep.Sweep, error) {
 }
 
 func (s *Store) get(ctx context.Context, id string) (sweep.Sweep, string, error) {
-	if !validID(id) {
-		return sweep.Sweep{}, "", jobs.ErrNotFound
-	}
-	vals, err := s.rdb.HMGet(ctx, s.key(id), "v", "d").Result()
-	if err != nil {
-		return sweep.Sweep{}, "", fmt.Errorf("get sweep %s: %w", id, err)
-	}
-	v, _ := vals[0].(string)
-	d, _ := vals[1].(string)
-	if v == "" || d == "" {
-		return sweep.Sweep{}, "", jobs.ErrNotFound
-	}
-	var sw sweep.Sweep
-	if err := json.Unmarshal([]byte(d), &sw); err != nil {
-		return sweep.Sweep{}, "", fmt.Errorf("decode sweep %s: %w", id, err)
-	}
-	return sw, v, nil
+	return records.Get[sweep.Sweep](ctx, s.rdb, s.key(id), "sweep", id)
 }
 
 // Update applies fn to the sweep and writes it back, with the events fn
@@ -214,12 +199,8 @@ func (s *Store) Update(ctx context.Context, id string, fn func(*sweep.Sweep) ([]
 		if ok {
 			return sw, nil
 		}
-		t := time.NewTimer(time.Duration(attempt+1) * 500 * time.Microsecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return sweep.Sweep{}, ctx.Err()
-		case <-t.C:
+		if err := periodic.Sleep(ctx, time.Duration(attempt+1)*500*time.Microsecond); err != nil {
+			return sweep.Sweep{}, err
 		}
 	}
 	return sweep.Sweep{}, fmt.Errorf("update sweep %s: %w", id, jobs.ErrConflict)
@@ -250,16 +231,14 @@ func (s *Store) cas(ctx context.Context, version string, sw sweep.Sweep, events 
 	if err != nil {
 		return false, fmt.Errorf("write sweep %s: %w", sw.ID, err)
 	}
-	switch r := res.(type) {
-	case int64:
-		if r == -1 {
-			return false, jobs.ErrNotFound
-		}
-		return false, nil
-	case []any:
-		return true, nil
+	_, ok, err := records.CASReply(res)
+	switch {
+	case errors.Is(err, jobs.ErrNotFound):
+		return false, err
+	case err != nil:
+		return false, fmt.Errorf("write sweep %s: %w", sw.ID, err)
 	}
-	return false, fmt.Errorf("write sweep %s: unexpected reply %v", sw.ID, res)
+	return ok, nil
 }
 
 // Active lists the sweeps that are not terminal, oldest first, for the
@@ -321,23 +300,13 @@ func (s *Store) List(ctx context.Context, tenant string, limit int, next string)
 	return out, cursor, nil
 }
 
-// newID is "s-" + base-36 milliseconds + 8 hex random digits.
-func newID(now time.Time) string {
-	b := make([]byte, 4)
-	if _, err := rand.Read(b); err != nil {
-		panic(fmt.Sprintf("crypto/rand: %v", err))
+// Validate names the field at fault; zero values take the defaults.
+func (c Config) Validate() error {
+	switch {
+	case c.IdempotencyTTL < 0:
+		return fmt.Errorf("sweepstore: IdempotencyTTL %s: must not be negative", c.IdempotencyTTL)
+	case c.EventsMaxLen < 0:
+		return fmt.Errorf("sweepstore: EventsMaxLen %d: must not be negative", c.EventsMaxLen)
 	}
-	return "s-" + strconv.FormatInt(now.UnixMilli(), 36) + hex.EncodeToString(b)
-}
-
-func validID(id string) bool {
-	if len(id) < 3 || len(id) > 64 {
-		return false
-	}
-	for _, r := range id {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
-			return false
-		}
-	}
-	return true
+	return nil
 }

@@ -1,7 +1,6 @@
 package redisproc
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,10 +10,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
-	"github.com/cenkalti/backoff/v5"
+	"github.com/edl-nomad/edl/internal/childproc"
 	"github.com/edl-nomad/edl/internal/freeport"
 	"github.com/redis/go-redis/v9"
 )
@@ -23,32 +21,12 @@ import (
 type Proc struct {
 	addr     string
 	password string
-	cmd      *exec.Cmd
-	log      *syncBuffer
+	child    *childproc.Proc
 	once     sync.Once
-	done     chan struct{}
-}
-
-// syncBuffer is the child's output, safe to read while it writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // output is what the child has printed so far.
-func (p *Proc) output() string { return p.log.String() }
+func (p *Proc) output() string { return p.child.Output() }
 
 // Options tune the child; the zero value is fine.
 type Options struct {
@@ -96,7 +74,7 @@ func Start(ctx context.Context, dir string, opts Options) (*Proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proc{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), log: &syncBuffer{}, done: make(chan struct{})}
+	p := &Proc{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
 	var args []string
 	if opts.Password != "" {
 		conf := filepath.Join(abs, "auth.conf")
@@ -109,19 +87,16 @@ func Start(ctx context.Context, dir string, opts Options) (*Proc, error) {
 		args = append(args, conf) // a config file must come first
 	}
 	p.password = opts.Password
-	p.cmd = exec.Command(bin, append(args,
+	cmd := exec.Command(bin, append(args,
 		"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", abs,
 		"--appendonly", "yes", "--appendfsync", fsync, "--save", "",
 		"--daemonize", "no", "--protected-mode", "yes", "--loglevel", "warning")...)
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
+	if p.child, err = childproc.Start(cmd); err != nil {
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
-	go func() { _ = p.cmd.Wait(); close(p.done) }()
 	if err := p.waitReady(ctx, 10*time.Second); err != nil {
 		p.Stop()
-		return nil, fmt.Errorf("redis-server on %s: %w; its output: %s", p.addr, err, p.log.String())
+		return nil, fmt.Errorf("redis-server on %s: %w; its output: %s", p.addr, err, p.output())
 	}
 	return p, nil
 }
@@ -129,16 +104,11 @@ func Start(ctx context.Context, dir string, opts Options) (*Proc, error) {
 func (p *Proc) waitReady(ctx context.Context, timeout time.Duration) error {
 	c := redis.NewClient(&redis.Options{Addr: p.addr, Password: p.password, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	defer c.Close()
-	_, err := backoff.Retry(ctx, func() (struct{}, error) {
-		err := c.Ping(ctx).Err()
-		select {
-		case <-p.done:
-			return struct{}{}, backoff.Permanent(errExited)
-		default:
-		}
-		return struct{}{}, err
-	}, backoff.WithBackOff(backoff.NewConstantBackOff(15*time.Millisecond)), backoff.WithMaxElapsedTime(timeout))
-	if err != nil && ctx.Err() == nil && !errors.Is(err, errExited) {
+	err := p.child.WaitReady(ctx, 15*time.Millisecond, timeout, func() error { return c.Ping(ctx).Err() })
+	switch {
+	case errors.Is(err, childproc.ErrExited):
+		return errExited
+	case err != nil && ctx.Err() == nil:
 		return fmt.Errorf("no PING answer after %s: %w", timeout, err)
 	}
 	return err
@@ -153,29 +123,14 @@ func (p *Proc) Addr() string { return p.addr }
 func (p *Proc) URL() string { return "redis://" + p.addr }
 
 // Pid is the child's process id.
-func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+func (p *Proc) Pid() int { return p.child.Pid() }
 
 // Done is closed when the child has exited.
-func (p *Proc) Done() <-chan struct{} { return p.done }
+func (p *Proc) Done() <-chan struct{} { return p.child.Done() }
 
 // Kill stops the server at once with SIGKILL, losing what is not yet in
 // its append-only file.
-func (p *Proc) Kill() {
-	p.once.Do(func() {
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
-	})
-}
+func (p *Proc) Kill() { p.once.Do(p.child.Kill) }
 
 // Stop asks the server to shut down (SIGTERM) and kills it after 5 s.
-func (p *Proc) Stop() {
-	p.once.Do(func() {
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(5 * time.Second):
-			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-			<-p.done
-		}
-	})
-}
+func (p *Proc) Stop() { p.once.Do(func() { p.child.Stop(5 * time.Second) }) }

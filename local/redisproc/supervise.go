@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/edl-nomad/edl/internal/childproc"
 )
 
 // SuperviseOptions bound how hard a Supervised server is kept up.
@@ -125,9 +126,9 @@ func (s *Supervised) watch() {
 		for len(deaths) > 0 && now.Sub(deaths[0]) > s.sup.Window {
 			deaths = deaths[1:]
 		}
-		s.log.Warn("redis-server exited; restarting it on the same port and data", "addr", s.addr, "pid", p.Pid(), "output", tail(p.output(), 500))
+		s.log.Warn("redis-server exited; restarting it on the same port and data", "addr", s.addr, "pid", p.Pid(), "output", childproc.Tail(p.output(), 500))
 		if len(deaths) > s.sup.MaxRestarts {
-			s.fail(fmt.Errorf("redis-server on %s died %d times within %s; its last output: %s", s.addr, len(deaths), s.sup.Window, tail(p.output(), 500)))
+			s.fail(fmt.Errorf("redis-server on %s died %d times within %s; its last output: %s", s.addr, len(deaths), s.sup.Window, childproc.Tail(p.output(), 500)))
 			return
 		}
 		bo := backoff.NewExponentialBackOff()
@@ -171,11 +172,4 @@ func (s *Supervised) fail(err error) {
 	s.mu.Unlock()
 	s.log.Error("redis-server is gone", "err", err)
 	close(s.failed)
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "..." + s[len(s)-n:]
-	}
-	return s
 }

@@ -12,13 +12,6 @@ import (
 // before its record is written again (estimates jitter every round).
 const finishTolerance = 5 * time.Second
 
-// riskClear is how far before its deadline a job at risk must be planned
-// to finish before it is in time again: 10 s, or a tenth of the time left
-// (estimates near the deadline jitter across it every few rounds).
-func riskClear(due, now time.Time) time.Duration {
-	return max(10*time.Second, due.Sub(now)/10)
-}
-
 // deadlineEstimate is what the record of a deadline job says about its
 // plan: when it is expected to finish (zero: never, at its plan) and
 // whether that is after its deadline.
@@ -62,7 +55,7 @@ func withDeadline(s scaleStep, o observed, replanned map[string]bool, now time.T
 	}
 	e := &deadlineEstimate{finish: d.Finish.Truncate(time.Second), atRisk: !d.Feasible, reason: d.Reason}
 	j := o.job
-	if j.AtRisk && !e.atRisk && j.Deadline != nil && e.finish.After(j.Deadline.Add(-riskClear(*j.Deadline, now))) {
+	if j.AtRisk && !e.atRisk && j.Deadline != nil && e.finish.After(j.Deadline.Add(-planner.DeadlineMargin(*j.Deadline, now))) {
 		e.atRisk = true // not clearly back in time: no flapping
 	}
 	s.dl = e

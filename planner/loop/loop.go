@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edl-nomad/edl/internal/periodic"
 	"github.com/edl-nomad/edl/jobs/jobstore"
 	"github.com/redis/go-redis/v9"
 )
@@ -144,10 +145,8 @@ func (l *Loop) Run(ctx context.Context) error {
 
 // standBy tries the lease every LeaseTTL/3 until it is held (its fence)
 // or ctx ends (0).
-func (l *Loop) standBy(ctx context.Context) int64 {
-	t := time.NewTicker(l.cfg.LeaseTTL / 3)
-	defer t.Stop()
-	for {
+func (l *Loop) standBy(ctx context.Context) (fence int64) {
+	_ = periodic.Poll(ctx, l.cfg.LeaseTTL/3, func() bool {
 		start := time.Now()
 		f, err := l.lease.TryAcquire(ctx)
 		if err != nil && ctx.Err() == nil {
@@ -155,14 +154,12 @@ func (l *Loop) standBy(ctx context.Context) int64 {
 		}
 		if f > 0 {
 			l.validUntil.Store(start.Add(l.cfg.LeaseTTL).UnixNano())
-			return f
+			fence = f
+			return false
 		}
-		select {
-		case <-ctx.Done():
-			return 0
-		case <-t.C:
-		}
-	}
+		return true
+	})
+	return fence
 }
 
 // active plans while the lease is held.
@@ -252,18 +249,11 @@ func drain(ch <-chan string) {
 // renew keeps the lease until it is lost: taken by another, or not renewed
 // within LeaseTTL (then lost is called and the round's context ends).
 func (l *Loop) renew(ctx context.Context, fence int64, lost context.CancelCauseFunc) {
-	t := time.NewTicker(l.cfg.LeaseTTL / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	_ = periodic.Every(ctx, l.cfg.LeaseTTL/3, func() bool {
 		l.hook("renew")
 		if time.Now().UnixNano() >= l.validUntil.Load() {
 			lost(errLeaseLost) // woken after the lease lapsed
-			return
+			return false
 		}
 		start := time.Now()
 		rctx, cancel := context.WithDeadline(ctx, time.Unix(0, l.validUntil.Load()))
@@ -274,13 +264,14 @@ func (l *Loop) renew(ctx context.Context, fence int64, lost context.CancelCauseF
 			l.validUntil.Store(start.Add(l.cfg.LeaseTTL).UnixNano())
 		case err == nil:
 			lost(errLeaseLost)
-			return
+			return false
 		case ctx.Err() != nil:
-			return
+			return false
 		default:
 			l.log.Warn("planner lease renewal", "err", err)
 		}
-	}
+		return true
+	})
 }
 
 // become sets the loop up as the holder of fence: a fresh snapshot and

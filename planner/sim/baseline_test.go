@@ -35,3 +35,45 @@ func TestBaselinesArePinned(t *testing.T) {
 		}
 	}
 }
+
+// Only the elastic policies rank by the Gittins index of finished jobs:
+// the baselines, the oracle, the legacy policy and --las-order never get
+// a service history, and their planner config has Gittins ranking off.
+func TestGittinsOnlyForElastic(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    Options
+		want bool
+	}{
+		{"elastic", DefaultOptions(Elastic), true},
+		{"elastic-restart", DefaultOptions(ElasticRestart), true},
+		{"fifo", DefaultOptions(FIFO), false},
+		{"tiresias", DefaultOptions(Tiresias), false},
+		{"elastic las-order", func() Options { o := DefaultOptions(Elastic); o.LASOrder = true; return o }(), false},
+		{"elastic oracle", func() Options { o := DefaultOptions(Elastic); o.OracleOrder = true; return o }(), false},
+		{"elastic legacy", func() Options { o := DefaultOptions(Elastic); o.LegacyPolicy = true; return o }(), false},
+	} {
+		if got := tc.o.gittins(); got != tc.want {
+			t.Errorf("%s: gittins %v, want %v", tc.name, got, tc.want)
+		}
+		if on := tc.o.config().GittinsThreshold > 0; on != tc.want {
+			t.Errorf("%s: planner config ranks by Gittins: %v, want %v", tc.name, on, tc.want)
+		}
+	}
+	// The order changes elastic's figures on a real trace.
+	tr, _ := FitTrace(readPhilly(t, 300), 32)
+	o := DefaultOptions(Elastic)
+	o.GPUs = 32
+	g, err := Run(context.Background(), tr, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.LASOrder = true
+	l, err := Run(context.Background(), tr, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.AvgJCT == l.AvgJCT && g.Decisions == l.Decisions {
+		t.Errorf("Gittins and least-attained-service order give the same run (avg %.0f s, %d decisions)", g.AvgJCT, g.Decisions)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"slices"
+	"sort"
 	"time"
 
 	"github.com/edl-nomad/edl/jobs"
@@ -166,6 +168,12 @@ type engine struct {
 	next   int    // index of the next arrival in all
 	active []*job // arrived, not finished, in arrival order
 
+	// finished is the service (GPU seconds) of the jobs finished so far,
+	// sorted; history is its Gittins summary, rebuilt when it grows.
+	finished []float64
+	history  *planner.ServiceHistory
+	histN    int
+
 	busy      float64 // GPU seconds held
 	decisions int
 	failures  int
@@ -204,7 +212,7 @@ func (e *engine) decide() {
 		return
 	}
 	now := epoch.Add(time.Duration(e.now * float64(time.Second)))
-	s := planner.Snapshot{Config: e.cfg, Jobs: make([]planner.JobState, len(e.active))}
+	s := planner.Snapshot{Config: e.cfg, Jobs: make([]planner.JobState, len(e.active)), Service: e.serviceHistory()}
 	free := make(map[string]int, len(e.nodes))
 	for _, n := range e.nodes {
 		free[n.ID] = n.GPUs
@@ -305,6 +313,28 @@ func (e *engine) decide() {
 	}
 }
 
+// serviceHistory is the Gittins summary of the finished jobs' service for
+// the elastic policy (nil for the others, and until enough jobs finished).
+func (e *engine) serviceHistory() *planner.ServiceHistory {
+	if !e.o.gittins() || len(e.finished) < planner.MinServiceHistory {
+		return nil
+	}
+	if e.histN != len(e.finished) {
+		// Live jobs count as censored: they need at least what they have
+		// had (known now, not a peek at the trace).
+		live := make([]float64, len(e.active))
+		for i, j := range e.active {
+			live[i] = j.attained
+		}
+		h, err := planner.NewServiceHistory(e.finished, live)
+		if err != nil { // every finished job attained service > 0
+			panic(fmt.Sprintf("simulate: %v", err))
+		}
+		e.history, e.histN = h, len(e.finished)
+	}
+	return e.history
+}
+
 // nextEvent is the time of the next arrival, completion or Tiresias
 // demotion. Cooldown ends (Plan.Recheck) are not events: a cooldown only
 // matters when a plan compacts, and compaction happens on arrivals.
@@ -325,7 +355,11 @@ func (e *engine) nextEvent() float64 {
 		// A demotion closer than eps is as good as done: waiting for it
 		// would not move the clock.
 		// Under OracleOrder a running job's rank only improves: no event.
-		if b := e.nextBound(j.attained); thr >= 0 && !e.o.oracle() && !math.IsInf(b, 1) {
+		b := e.nextBound(j.attained)
+		if h := e.serviceHistory(); h != nil {
+			b = h.NextChange(e.cfg, j.attained)
+		}
+		if thr >= 0 && !e.o.oracle() && !math.IsInf(b, 1) {
 			if d := (b - j.attained) / float64(j.workers); d > eps {
 				t = min(t, e.now+d)
 			}
@@ -362,6 +396,10 @@ func (e *engine) advance(t float64) {
 		if j.workers > 0 && j.timeToFinish() <= dt+eps {
 			e.busy += float64(j.workers) * j.timeToFinish()
 			j.finish = e.now + j.timeToFinish()
+			if e.o.gittins() {
+				served := j.attained + float64(j.workers)*j.timeToFinish()
+				e.finished = slices.Insert(e.finished, sort.SearchFloat64s(e.finished, served), served)
+			}
 			j.done, j.workers, j.placement = j.t.Duration, 0, nil
 			continue
 		}

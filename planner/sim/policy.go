@@ -108,6 +108,11 @@ type Options struct {
 	// measures what a perfect size estimate would buy over least attained
 	// service.
 	OracleOrder bool
+	// LASOrder makes the elastic policies rank jobs by least attained
+	// service (planner.DefaultConfig's eight queues) instead of by the
+	// Gittins index learnt from the service of the jobs finished so far:
+	// the earlier order, for comparison.
+	LASOrder bool
 }
 
 // DefaultOptions is policy p on the cluster size this project documents for
@@ -153,6 +158,9 @@ func (o Options) Validate() error {
 	}
 	if o.TiresiasQueues < 0 {
 		errs = append(errs, fmt.Errorf("tiresias_queues %d: must not be negative", o.TiresiasQueues))
+	}
+	if (o.OracleOrder || o.LegacyPolicy) && o.LASOrder {
+		errs = append(errs, errors.New("las_order with oracle_order or legacy_policy: choose one"))
 	}
 	if o.OracleOrder && o.LegacyPolicy {
 		errs = append(errs, errors.New("oracle_order and legacy_policy: choose one"))
@@ -227,6 +235,12 @@ const oracleQueueThreshold = 60
 // oracle reports whether jobs are ranked by their known remaining work.
 func (o Options) oracle() bool { return o.OracleOrder && o.elastic() }
 
+// gittins reports whether the elastic policy ranks jobs by the Gittins
+// index of the finished jobs' service (the engine hands Decide the history).
+func (o Options) gittins() bool {
+	return o.elastic() && !o.OracleOrder && !o.LegacyPolicy && !o.LASOrder
+}
+
 // config is the planner configuration that makes Decide the policy.
 func (o Options) config() planner.Config {
 	c := planner.DefaultConfig()
@@ -253,6 +267,9 @@ func (o Options) config() planner.Config {
 	if o.LegacyPolicy && o.elastic() {
 		c.QueueThreshold, c.QueueLevels, c.QueueFactor, c.HarvestFirst = o.QueueThreshold, 2, 4, false
 		c.QueueThresholdPerGPU = 0
+	}
+	if !o.gittins() {
+		c.GittinsThreshold = 0 // baselines, oracle, legacy: no Gittins ranking
 	}
 	return c.ForCluster(o.GPUs)
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/edl-nomad/edl/internal/periodic"
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/jobs/jobmetrics"
 	"github.com/edl-nomad/edl/jobs/jobstore"
@@ -76,27 +77,22 @@ func New(cfg Config, sweeps *sweepstore.Store, js *jobstore.Store, metrics *jobm
 // Run plays rounds until ctx ends; a round's error is logged and the next
 // round tries again from what the store says.
 func (c *Controller) Run(ctx context.Context) error {
-	t := time.NewTicker(c.cfg.Interval)
-	defer t.Stop()
 	active := false
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	_ = periodic.Every(ctx, c.cfg.Interval, func() bool {
 		if c.leader != nil && c.leader.Fence() == 0 {
 			if active {
 				c.cache = map[string]*trialPoints{} // a successor may write meanwhile
 			}
 			active = false
-			continue
+			return true
 		}
 		active = true
 		if err := c.Round(ctx); err != nil && ctx.Err() == nil {
 			c.log.Warn("sweep round", "err", err)
 		}
-	}
+		return true
+	})
+	return nil
 }
 
 // Round decides and applies once for every live sweep.
@@ -176,7 +172,7 @@ func (c *Controller) points(ctx context.Context, job, metric string) ([]sweep.Po
 		for _, p := range pts {
 			tp.last = p.ID
 			if v, ok := p.Values[metric]; ok {
-				tp.points = append(tp.points, sweep.Point{Step: p.Step, Value: v})
+				tp.points = append(tp.points, sweep.Point{Step: p.Step, Value: v, Epoch: p.Epoch})
 			}
 		}
 		if len(pts) < 5000 {

@@ -9,6 +9,7 @@
         loss.backward()
         ctx.record(loss)                              # optional: the job's progress loss
         opt.step(); opt.zero_grad()                   # step() averages the gradients first
+        ctx.report(loss=loss)                         # optional: the job's metric log (sweeps)
 
 What the package does (docs/live.md has the whole story):
 
@@ -32,10 +33,12 @@ What the package does (docs/live.md has the whole story):
 
 from __future__ import annotations
 
+import math
+import numbers
 import os
 import time
 import warnings
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import torch
 import torch.distributed as dist
@@ -81,6 +84,11 @@ class Context(GroupMixin):
         self.partitions = partitions
         self.rank, self.world, self.generation = 0, 1, 0
         self.applied = -1  # the job's last applied step (counted from 0), as the worker says
+        self.epoch = 0  # the epochs done (the index of the epoch in progress), as the worker says
+        # The last report(): {"step", "epoch", "values"} (None: none yet).
+        self.last_report: Optional[Dict[str, Any]] = None
+        self._serving = False  # between the hello and the end of steps(): report() reaches the worker
+        self._on_epoch_end: Optional[Callable[[int], Any]] = None
         self.backend = backend  # None: nccl when the model is on a GPU, else gloo (set in steps)
         self._store = None
         self._wstore = None  # the current generation's edl.store.WorkerStore
@@ -116,21 +124,76 @@ class Context(GroupMixin):
         if out is not None and out.stepped and out.total > 0 and not out.loss_reduced:
             out.loss = self._loss * out.total
 
+    def report(self, step: Optional[int] = None, epoch: Optional[int] = None, **metrics: Any) -> bool:
+        """Reports metric values (numbers or one-element tensors) to the
+        job's metric log, what a sweep judges its trials by:
+        ctx.report(loss=0.3, val_loss=0.4). step is the applied step they
+        belong to (default: the step of the current batch inside the loop,
+        else the last applied one); epoch the epochs done (default: the
+        current count). Any rank may call it; rank 0's values are kept (the
+        return value says whether they were). A value that is not finite
+        (a diverged loss) is dropped with a warning."""
+        if not metrics:
+            raise EdlError("report(): no metrics given; call it as ctx.report(loss=0.3, val_loss=0.4)")
+        for name, v in (("step", step), ("epoch", epoch)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+                raise EdlError("report(%s=%r): want an int >= 0" % (name, v))
+        values, dropped = {}, []
+        for k, v in metrics.items():
+            if len(k) > 64:
+                raise EdlError("report(%s=...): a metric name has at most 64 characters" % k[:20])
+            if torch.is_tensor(v):
+                if v.numel() != 1:
+                    raise EdlError("report(%s=...): a tensor of %d elements; want one number" % (k, v.numel()))
+                v = v.detach().item()
+            if isinstance(v, bool) or not isinstance(v, numbers.Real):
+                raise EdlError("report(%s=%r): want a number" % (k, v))
+            if not math.isfinite(float(v)):
+                dropped.append("%s=%r" % (k, float(v)))
+                continue
+            values[k] = float(v)
+        if dropped:
+            warnings.warn("edl: report(): %s not finite: dropped (the job's metric log holds finite numbers)"
+                          % ", ".join(dropped), RuntimeWarning, stacklevel=2)
+        if step is None:
+            step = self.applied + 1 if self._pending is not None else max(self.applied, 0)
+        if epoch is None:
+            epoch = self.epoch
+        self.last_report = {"step": step, "epoch": epoch, "values": values}
+        if not values or self.standalone:
+            return False
+        if not self._serving:
+            raise EdlError("report(): only while ctx.steps() runs (in its loop or its on_epoch_end): the worker "
+                           "ends the job's life when the loop ends")
+        return bool(self.client.call("report", step=step, epoch=epoch, values=values).get("kept"))
+
     @property
     def finished(self) -> bool:
         """True once steps() returned because training reached its end (not
         because this worker left or the job was cancelled)."""
         return self.ended == "done"
 
-    def steps(self, loader: DataLoader, state: State, epochs: int = 1) -> Iterator[Any]:
+    def steps(self, loader: DataLoader, state: State, epochs: int = 1,
+              on_epoch_end: Optional[Callable[[int], Any]] = None) -> Iterator[Any]:
         """Yields this rank's batch of every step until the job ends or this
-        worker leaves; every yielded batch must end in one optimizer.step()."""
+        worker leaves; every yielded batch must end in one optimizer.step().
+
+        on_epoch_end(epochs_done), when given, is called on every rank at
+        the end of every epoch (at the same point of the step loop on every
+        rank, before the next epoch's first batch); a dict it returns is
+        reported (report(), at the last applied step), so that a
+        validation loss per epoch reaches the job's metric log. The other
+        ranks wait for it in their next collective: keep it shorter than
+        the live timeout, or share the evaluation between the ranks."""
         if not isinstance(loader, DataLoader):
             raise EdlError("steps(loader=...): want an edl.torch.DataLoader, got %r" % (type(loader).__name__,))
         if not isinstance(state, State):
             raise EdlError("steps(state=...): want an edl.torch.State, got %r" % (type(state).__name__,))
         if not isinstance(epochs, int) or epochs < 1:
             raise EdlError("steps(epochs=%r): want an int >= 1" % (epochs,))
+        if on_epoch_end is not None and not callable(on_epoch_end):
+            raise EdlError("steps(on_epoch_end=%r): want a function of the epochs done" % (on_epoch_end,))
+        self._on_epoch_end = on_epoch_end
         self._wrap(state)
         if self.backend is None:
             self.backend = "nccl" if next(state.model.parameters()).is_cuda else "gloo"
@@ -143,6 +206,7 @@ class Context(GroupMixin):
         self.timeout = hello.get("timeout_s") or self.timeout
         self.initial_world = hello.get("initial_world") or 1
         self._policy = loader.policy
+        self._serving = True
         after, init_failures, peer_failures = 0, 0, 0
         try:
             while True:
@@ -154,6 +218,7 @@ class Context(GroupMixin):
                     return
                 after = g["gen"]
                 self.generation, self.rank, self.world = g["gen"], g["rank"], g["world"]
+                self.epoch = g["epoch"]
                 if g.get("restore"):  # nobody held the state: the worker's checkpoint
                     self._restore(g, state)
                 try:
@@ -190,6 +255,7 @@ class Context(GroupMixin):
                     return
                 self.stats["switches"] += 1
         finally:
+            self._serving = False
             self._saver.wait()
             self._destroy()
 
@@ -215,6 +281,9 @@ class Context(GroupMixin):
                 # No samples for this rank: it still takes part in the step.
                 state.optimizer.zero_grad(set_to_none=False)
                 self._collective(state, zero=True)
+                self._pending = None
+                if out.failed is None and _ends_epoch(out.meta):
+                    self._epoch_end(self.epoch + 1)
             self._pending = None
             if out.failed is not None:
                 self.stats["failures"] += 1
@@ -228,7 +297,7 @@ class Context(GroupMixin):
                 return "failed"
             rep = self.client.call("step", gen=self.generation, meta=[int(round(v)) for v in out.meta],
                                    loss=out.loss)
-            self.applied = rep["applied"]
+            self.applied, self.epoch = rep["applied"], rep["epoch"]
             if rep.get("checkpoint"):
                 self._saver.save(state, rep["checkpoint"], rep["applied"])
             if rep["action"] != "continue":
@@ -386,6 +455,18 @@ class Context(GroupMixin):
                 state.scheduler._edl_inner_step()
         return None
 
+    def _epoch_end(self, done: int) -> None:
+        """Calls on_epoch_end(done) and reports what it returns."""
+        if self._on_epoch_end is None:
+            return
+        vals = self._on_epoch_end(done)
+        if vals is None:
+            return
+        if not isinstance(vals, dict):
+            raise EdlError("on_epoch_end(%d) returned %r: want a dict of metrics (or None)" % (done, vals))
+        if vals:
+            self.report(step=max(self.applied, 0), epoch=done, **vals)
+
     # --- groups and hand-over ------------------------------------------
 
     def _exit_for_restart(self, save, applied, state, why):
@@ -425,7 +506,14 @@ class Context(GroupMixin):
                     if not out.stepped:
                         raise EdlError("steps(): call optimizer.step() once for every batch (it averages the gradients)")
                     self._pending = None
+            self.epoch = epoch + 1
+            self._epoch_end(self.epoch)
 
+
+def _ends_epoch(meta) -> bool:
+    """Whether a step's summed metadata ends the epoch: no samples and no
+    vote (worker/core/block.go: DecideStep's EpochDone)."""
+    return all(int(round(meta[i])) == 0 for i in (protocol.COUNT, protocol.SWITCH, protocol.STOP, protocol.BLOCKED))
 
 
 def init(timeout=None, standalone=None, backend=None):

@@ -10,7 +10,7 @@ import pathlib
 TESTS = pathlib.Path(__file__).resolve().parent
 EDL = TESTS.parent / "edl"
 PATH = TESTS.parent.parent / "worker" / "live" / "protocol.json"
-TYPES = {"int", "number", "bool", "string", "bytes", "int[]", "string[]", "progress"}
+TYPES = {"int", "number", "bool", "string", "bytes", "int[]", "string[]", "progress", "metrics"}
 
 
 def load():
@@ -35,6 +35,8 @@ def _is(typ, v):
         return isinstance(v, str)
     if typ == "progress":
         return isinstance(v, dict)
+    if typ == "metrics":
+        return isinstance(v, dict) and all(isinstance(k, str) and _is("number", e) and e is not None for k, e in v.items())
     if typ == "int[]":
         return isinstance(v, list) and all(_is("int", e) for e in v)
     if typ == "string[]":

@@ -31,6 +31,7 @@ class FakeWorker:
         self.ops = []
         self.store = StoreOps()  # the generations' rendezvous store (store_* ops)
         self.losses = []  # the "loss" of every step request
+        self.reports = []  # every report request
         self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.srv.bind(path)
         self.srv.listen(1)
@@ -69,6 +70,9 @@ class FakeWorker:
                     "progress": {"applied": -1, "epoch": 0}}
         if op == "adopt":
             return {"applied": -1, "epoch": 0}
+        if op == "report":  # rank 0's worker keeps it (worker/live/livereport.go)
+            self.reports.append(req)
+            return {"kept": True}
         if op == "latest":  # asked while a collective waits: the generation is not over
             return {"gen": req["gen"]}
         if op == "next":
@@ -150,6 +154,25 @@ def test_standalone_warns_and_trains_every_sample_once(monkeypatch):
     assert ctx.finished and ctx.ended == "done"
 
 
+def test_standalone_report_and_epoch_end(monkeypatch):
+    # Without a worker nothing is sent: report() returns False and keeps
+    # the values in last_report; on_epoch_end is called after every epoch.
+    monkeypatch.delenv("EDL_SOCKET", raising=False)
+    with pytest.warns(RuntimeWarning, match="one process"):
+        ctx = et.init(standalone=True)
+    m, opt = model_opt()
+    ends = []
+    for x, y in ctx.steps(et.DataLoader(Data(8), batch_size=4), et.State(model=m, optimizer=opt), epochs=2,
+                          on_epoch_end=lambda done: ends.append(done) or {"val_loss": 0.5}):
+        loss = torch.nn.functional.cross_entropy(m(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        assert ctx.report(loss=loss) is False
+    assert ends == [1, 2]
+    assert ctx.last_report == {"step": 3, "epoch": 2, "values": {"val_loss": 0.5}}
+
+
 def test_state_requires_optimizer():
     m, _ = model_opt()
     with pytest.raises(et.EdlError, match="optimizer is required"):
@@ -201,6 +224,84 @@ def test_live_run_every_sample_once_and_scheduler_per_step(worker):
     assert any(not torch.equal(a, b) for a, b in zip(before, m.parameters()))
     assert not torch.distributed.is_initialized(), "the group is destroyed at the end"
     assert ctx.finished, "the job's last epoch ended: a program may evaluate its final model"
+
+
+def test_report_per_step_and_a_validation_loss_per_epoch(worker):
+    # ctx.report in the loop: the step of the batch; on_epoch_end's dict:
+    # the epochs done at the epoch's last applied step, the last one sent
+    # before the step request that ends training.
+    w = worker(samples=12, partitions=2)
+    ctx = et.init()
+    m, opt = model_opt()
+    ends = []
+
+    def validate(done):
+        ends.append((done, ctx.applied))
+        with torch.no_grad():
+            x = torch.stack([Data(12)[i][0] for i in range(4)])
+            return {"val_loss": float(m(x).pow(2).mean())}
+
+    kept = []
+    for x, y in ctx.steps(et.DataLoader(Data(12), batch_size=4), et.State(model=m, optimizer=opt), epochs=2,
+                          on_epoch_end=validate):
+        loss = torch.nn.functional.cross_entropy(m(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        kept.append(ctx.report(loss=loss, lr=opt.param_groups[0]["lr"]))
+    n = w.applied + 1
+    per_step = [r for r in w.reports if "loss" in r["values"]]
+    assert [r["step"] for r in per_step] == list(range(n)), "the implied step is the batch's applied step"
+    assert [r["epoch"] for r in per_step] == [0] * (n // 2) + [1] * (n // 2)
+    assert all(set(r["values"]) == {"loss", "lr"} for r in per_step) and all(kept)
+    val = [r for r in w.reports if "val_loss" in r["values"]]
+    assert ends == [(1, n // 2 - 1), (2, n - 1)]
+    assert [(r["epoch"], r["step"]) for r in val] == ends
+    assert w.ops.index("report", len(w.ops) - 3) < len(w.ops) - 1 and w.ops[-1] == "step", w.ops[-4:]
+    assert ctx.last_report["values"].keys() == {"val_loss"}
+
+
+def test_report_bad_use(worker):
+    w = worker(samples=8, partitions=1)
+    ctx = et.init()
+    m, opt = model_opt()
+    with pytest.raises(et.EdlError, match="only while ctx.steps"):
+        ctx.report(loss=1.0)
+    for x, y in ctx.steps(et.DataLoader(Data(8), batch_size=4), et.State(model=m, optimizer=opt)):
+        torch.nn.functional.cross_entropy(m(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+        with pytest.raises(et.EdlError, match="no metrics given"):
+            ctx.report()
+        with pytest.raises(et.EdlError, match=r"report\(loss='x'\): want a number"):
+            ctx.report(loss="x")
+        with pytest.raises(et.EdlError, match=r"report\(step=-1\): want an int >= 0"):
+            ctx.report(step=-1, loss=1.0)
+        with pytest.raises(et.EdlError, match="a tensor of 2 elements"):
+            ctx.report(loss=torch.ones(2))
+        with pytest.warns(RuntimeWarning, match="loss=nan not finite: dropped"):
+            assert ctx.report(loss=float("nan")) is False
+        with pytest.warns(RuntimeWarning, match="loss=inf"):
+            assert ctx.report(loss=float("inf"), acc=0.5) is True
+        assert ctx.report(step=100, epoch=3, acc=1) is True
+    assert [r["values"] for r in w.reports] == [{"acc": 0.5}, {"acc": 1.0}] * 2, "nothing non-finite is sent"
+    assert w.reports[1]["step"] == 100 and w.reports[1]["epoch"] == 3
+    with pytest.raises(et.EdlError, match="only while ctx.steps"):
+        ctx.report(loss=1.0)
+
+
+def test_on_epoch_end_must_return_a_dict(worker):
+    worker(samples=4, partitions=1)
+    ctx = et.init()
+    m, opt = model_opt()
+    with pytest.raises(et.EdlError, match="want a function"):
+        next(iter(ctx.steps(et.DataLoader(Data(4), batch_size=4), et.State(model=m, optimizer=opt), on_epoch_end=3)))
+    with pytest.raises(et.EdlError, match=r"on_epoch_end\(1\) returned \[0.5\]: want a dict"):
+        for x, y in ctx.steps(et.DataLoader(Data(4), batch_size=4), et.State(model=m, optimizer=opt),
+                              on_epoch_end=lambda done: [0.5]):
+            torch.nn.functional.cross_entropy(m(x), y).backward()
+            opt.step()
+            opt.zero_grad()
 
 
 def test_user_scheduler_step_and_missing_optimizer_step_are_errors(worker):

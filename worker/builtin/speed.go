@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edl-nomad/edl/internal/periodic"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -93,18 +94,12 @@ type speedWriter struct {
 }
 
 func (s *speedWriter) run(ctx context.Context) {
-	t := time.NewTicker(s.every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	_ = periodic.Every(ctx, s.every, func() bool {
 		if err := s.write(ctx); err != nil && ctx.Err() == nil {
 			s.log.Debug("write step time failed", "err", err)
 		}
-	}
+		return true
+	})
 }
 
 // write sets this worker's field and refreshes the hash's TTL; nothing

@@ -129,6 +129,9 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 			w.log.Info("epoch done", "epoch", w.ts.st.Epoch, "step", w.ts.st.Applied)
 			w.ts.st.Epoch++
 			w.dc.Restart()
+			if rank == 0 {
+				w.validate() // val_loss of this epoch's model (validate.go)
+			}
 			if v.Action == core.ActDone {
 				return outDone, nil // finish takes the final checkpoint
 			}
@@ -183,11 +186,7 @@ func (w *Worker) apply(g *coord.Generation, rank, world int, plan batchPlan, gra
 		fmt.Fprintf(w.deps.StepLog, "%d %d %d %d %d %.6f\n", now.UnixNano(), w.ts.st.Applied, g.Number, world, w.ts.st.Epoch, w.ts.st.Loss)
 	}
 	if rank == 0 {
-		var rate float64
-		if !w.lastSteps.IsZero() {
-			rate = float64(total) / now.Sub(w.lastSteps).Seconds()
-		}
-		w.lastSteps = now
+		rate := w.rate.Step(now, g.Number, int64(total))
 		w.rep.Progress(jobs.Progress{Epoch: w.ts.st.Epoch, Step: w.ts.st.Applied, Samples: w.ts.st.Samples, Loss: w.ts.st.Loss,
 			SamplesPerS: rate, WorldSize: world, Generation: g.Number, TotalEpochs: w.bt.Epochs})
 		w.met.Add(w.ts.st.Applied, w.ts.st.Epoch, map[string]float64{"loss": w.ts.st.Loss})

@@ -33,19 +33,20 @@ type Worker struct {
 	ts  trainState      // model, optimizer, counters, hand-over (trainstate.go)
 
 	rep   *core.Reporter
-	met   *core.MetricSink // rank 0's loss per step, for sweeps
+	met   *core.MetricSink // rank 0's loss per step and validation per epoch, for sweeps
+	val   *heldOut         // the validation set (validate.go), drawn at the first epoch's end
 	speed speedMeter       // per-step compute time, for the planner's straggler check
 	ck    *checkpointer    // nil without a store
 
-	data      *trainer.Dataset
-	ring      *collective.Ring
-	buf       []float32 // gradient ++ metadata, all-reduced every step
-	exact     []int64   // the step's metadata as integers (exactBlock)
-	ids       []int64
-	x         []float32
-	labels    []int32
-	lastSteps time.Time
-	sw        switchTrace
+	data   *trainer.Dataset
+	ring   *collective.Ring
+	buf    []float32 // gradient ++ metadata, all-reduced every step
+	exact  []int64   // the step's metadata as integers (exactBlock)
+	ids    []int64
+	x      []float32
+	labels []int32
+	rate   core.Rate // rank 0's reported speed
+	sw     switchTrace
 }
 
 // New checks cfg and deps; it does no I/O.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edl-nomad/edl/internal/periodic"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -108,18 +109,13 @@ func (c *Client) Heartbeat(ctx context.Context) error {
 // RunHeartbeat renews the lease every Heartbeat until ctx ends. Errors are
 // logged and retried: Redis may be briefly away.
 func (c *Client) RunHeartbeat(ctx context.Context) error {
-	t := time.NewTicker(c.cfg.Heartbeat)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			if err := c.Heartbeat(ctx); err != nil && ctx.Err() == nil {
-				c.log.Warn("heartbeat failed", "err", err)
-			}
+	_ = periodic.Every(ctx, c.cfg.Heartbeat, func() bool {
+		if err := c.Heartbeat(ctx); err != nil && ctx.Err() == nil {
+			c.log.Warn("heartbeat failed", "err", err)
 		}
-	}
+		return true
+	})
+	return nil
 }
 
 // Leave deletes this worker's record and heartbeat and tells the leader.

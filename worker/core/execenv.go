@@ -91,6 +91,25 @@ func (e ProgramEnv) Environ() []string {
 	return out
 }
 
+// generationEnv are the variables of Environ that change from one
+// generation to the next.
+var generationEnv = map[string]bool{"RANK": true, "GROUP_RANK": true, "ROLE_RANK": true,
+	"WORLD_SIZE": true, "GROUP_WORLD_SIZE": true, "ROLE_WORLD_SIZE": true, "MASTER_ADDR": true,
+	"MASTER_PORT": true, "TORCHELASTIC_RESTART_COUNT": true, "EDL_GENERATION": true}
+
+// BaseEnviron is Environ less the variables a generation sets (rank,
+// world, rendezvous, restart count, generation): the environment a warm
+// interpreter starts in before it knows the generation it will run in.
+func (e ProgramEnv) BaseEnviron() []string {
+	var out []string
+	for _, kv := range e.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); !generationEnv[k] {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
 // workerSecretEnv reports whether a variable of the worker's own
 // environment is a credential of edl's, which its program must not
 // inherit: the Redis login, the Nomad token, the checkpoint store's AWS

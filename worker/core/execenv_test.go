@@ -109,3 +109,26 @@ func TestProgramEnvironWorkerValuesWin(t *testing.T) {
 		}
 	}
 }
+
+// A warm interpreter's environment is the generation's less what a
+// generation sets: the same job variables, no rank, world or rendezvous.
+func TestProgramBaseEnviron(t *testing.T) {
+	e := ProgramEnv{Base: []string{"PATH=/usr/bin", "RANK=9"}, Spec: map[string]string{"OMP_NUM_THREADS": "1"},
+		JobID: "j-1", Generation: 7, Rank: 2, World: 3, MasterAddr: "10.0.0.5", MasterPort: 29500,
+		RestartCount: 1, MaxRestarts: 3, CheckpointDir: "/w/checkpoint"}
+	full, base := envMap(e.Environ()), envMap(e.BaseEnviron())
+	for k, v := range full {
+		_, kept := base[k]
+		if gen := generationEnv[k]; gen == kept || kept && base[k] != v {
+			t.Errorf("%s: base has %q (kept %v), generation %q", k, base[k], kept, v)
+		}
+	}
+	for _, k := range []string{"RANK", "WORLD_SIZE", "MASTER_PORT", "EDL_GENERATION"} {
+		if _, ok := base[k]; ok {
+			t.Errorf("base environment has %s", k)
+		}
+	}
+	if base["OMP_NUM_THREADS"] != "1" || base["EDL_JOB_ID"] != "j-1" || base["LOCAL_RANK"] != "0" {
+		t.Errorf("base environment lost the job's variables: %v", base)
+	}
+}

@@ -47,12 +47,14 @@ type ProgramResult struct {
 const pipeDrain = 500 * time.Millisecond
 
 // StartProgram starts argv in dir with env; stdout goes to stdout, stderr
-// to stderr and to a tail of the last tailLines lines.
-func StartProgram(argv []string, dir string, env []string, stdout, stderr io.Writer, tailLines int) *Program {
-	return startContained(containAuto, argv, dir, env, stdout, stderr, tailLines)
+// to stderr and to a tail of the last tailLines lines. files, if any, are
+// the program's descriptors 3, 4, ... (through its reaper); the caller
+// closes its own copies once StartProgram returns.
+func StartProgram(argv []string, dir string, env []string, stdout, stderr io.Writer, tailLines int, files ...*os.File) *Program {
+	return startContained(containAuto, argv, dir, env, stdout, stderr, tailLines, files...)
 }
 
-func startContained(mode containMode, argv []string, dir string, env []string, stdout, stderr io.Writer, tailLines int) *Program {
+func startContained(mode containMode, argv []string, dir string, env []string, stdout, stderr io.Writer, tailLines int, files ...*os.File) *Program {
 	p := &Program{tail: newLineTail(tailLines), Done: make(chan struct{})}
 	fail := func(err error) *Program {
 		p.Res = ProgramResult{Code: -1, StartErr: err}
@@ -90,10 +92,10 @@ func startContained(mode containMode, argv []string, dir string, env []string, s
 	p.cmd = exec.Command(self)
 	p.cmd.Args = append([]string{"edl-reaper", target.Path}, argv...)
 	p.cmd.Dir = dir
-	p.cmd.Env = []string{reaperEnv + "=" + string(mode)}
+	p.cmd.Env = []string{reaperEnv + "=" + string(mode), reaperFilesEnv + "=" + strconv.Itoa(len(files))}
 	p.cmd.Stdout = stdout
 	p.cmd.Stderr = io.MultiWriter(stderr, p.tail)
-	p.cmd.ExtraFiles = []*os.File{statusW, envR}
+	p.cmd.ExtraFiles = append([]*os.File{statusW, envR}, files...)
 	p.cmd.WaitDelay = pipeDrain
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGUSR2}
 	lines := make(chan string, 4)

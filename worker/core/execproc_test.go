@@ -1,6 +1,8 @@
 package core
 
 import (
+	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -69,5 +71,35 @@ func TestProgramNotFound(t *testing.T) {
 	}
 	if r := p.Stop(time.Second); r.StartErr == nil {
 		t.Error("stop of a program that never started lost its result")
+	}
+}
+
+// Descriptors handed to StartProgram reach the program as 3, 4, ...
+// through its reaper, and the reaper keeps no copy: the program's exit
+// is the pipe's end.
+func TestProgramGetsFiles(t *testing.T) {
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out syncBuf
+	p := StartProgram([]string{"/bin/sh", "-c", `read line <&3; echo "got $line" >&4; sleep 0.2`}, "", nil, &out, &out, 5, inR, outW)
+	inR.Close()
+	outW.Close()
+	if _, err := inW.Write([]byte("hello\n")); err != nil {
+		t.Fatal(err)
+	}
+	inW.Close()
+	got, err := io.ReadAll(outR) // EOF only once the program and the reaper let go of fd 4
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.Done
+	if string(got) != "got hello\n" || p.Res.Code != 0 {
+		t.Fatalf("program read %q, exit %+v (output %q)", got, p.Res, out.String())
 	}
 }

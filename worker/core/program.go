@@ -45,6 +45,10 @@ type ExecConfig struct {
 	// process-group setup (a frozen or dead peer fails the step on every
 	// survivor within it) and a claim's round trips (default 5s).
 	LiveTimeout time.Duration
+	// WarmTimeout bounds, in restart mode, a warm interpreter's start and
+	// imports; past it the program starts cold, and warm starts are off
+	// for this worker (default 2m).
+	WarmTimeout time.Duration
 }
 
 // Validate names the field at fault.
@@ -174,6 +178,9 @@ func NewProgramWorker(cfg Config, ecfg ExecConfig, deps Deps) (*ProgramWorker, e
 	}
 	if ecfg.LiveTimeout <= 0 {
 		ecfg.LiveTimeout = 5 * time.Second
+	}
+	if ecfg.WarmTimeout <= 0 {
+		ecfg.WarmTimeout = 2 * time.Minute
 	}
 	dir, err := filepath.Abs(ecfg.Dir)
 	if err != nil {

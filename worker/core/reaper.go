@@ -14,7 +14,8 @@ package core
 // every descendant. When the program's first process exits, whatever
 // else is left is SIGKILLed; once the reaper has no child left it writes
 // the program's exit to fd 3 and exits. The program's environment comes
-// on fd 4 (NUL-separated, to EOF). Status lines: "pid N" once the
+// on fd 4 (NUL-separated, to EOF); descriptors 5, 6, ... (as many as
+// reaperFilesEnv says) are the program's 3, 4, ... Status lines: "pid N" once the
 // program runs, or "starterr MESSAGE"; then "exit CODE" or "signal N".
 
 import (
@@ -34,6 +35,13 @@ import (
 // reaperEnv, set to a containMode, makes this binary a program's reaper
 // (reaperInit) instead of whatever it is otherwise.
 const reaperEnv = "EDL_PROGRAM_REAPER"
+
+// reaperFilesEnv is how many descriptors after the reaper's own two it
+// hands on to the program.
+const reaperFilesEnv = "EDL_PROGRAM_REAPER_FILES"
+
+// maxPassFiles bounds reaperFilesEnv.
+const maxPassFiles = 8
 
 func init() {
 	if mode, ok := os.LookupEnv(reaperEnv); ok {
@@ -74,19 +82,26 @@ func reaperMain(mode containMode, args []string) int {
 		fmt.Fprintf(status, "starterr %v\n", err)
 		return 2
 	}
+	files := []*os.File{devnull, os.Stdout, os.Stderr}
+	n, _ := strconv.Atoi(os.Getenv(reaperFilesEnv))
+	for i := range min(max(n, 0), maxPassFiles) {
+		files = append(files, os.NewFile(uintptr(5+i), "program-fd"))
+	}
 	start := func() (*os.Process, error) {
 		attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		if cg != nil {
 			attr.UseCgroupFD, attr.CgroupFD = true, cg.fd
 		}
-		return os.StartProcess(args[0], args[1:], &os.ProcAttr{Env: env,
-			Files: []*os.File{devnull, os.Stdout, os.Stderr}, Sys: attr})
+		return os.StartProcess(args[0], args[1:], &os.ProcAttr{Env: env, Files: files, Sys: attr})
 	}
 	proc, err := start()
 	if err != nil && cg != nil {
 		cg.remove() // clone3 into the cgroup refused: the subreaper alone
 		cg = nil
 		proc, err = start()
+	}
+	for _, f := range files[3:] {
+		f.Close() // the program's own: a pipe's EOF must not wait for the reaper
 	}
 	devnull.Close()
 	if err != nil {

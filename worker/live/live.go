@@ -40,7 +40,7 @@ import (
 //     claims and stamps claims with st.Applied;
 //   - one-level rollback and the commit fence: Reconcile, commitScript.
 //
-// Requests (op): hello, gen, latest, adopt, next, step, failed, fallback,
+// Requests (op): hello, gen, latest, adopt, next, step, failed, fallback, report,
 // and the store's store_* (livestore.go); protocol.json describes each
 // op's request and reply, and protocol.go holds every message to it.
 
@@ -69,6 +69,10 @@ type liveRequest struct {
 	Progress *core.ProgressState `json:"progress"`
 	// failed, fallback
 	Error string `json:"error"`
+	// report: metric values at an applied step, with the epochs done then
+	Step   int64              `json:"step"`
+	Epoch  int                `json:"epoch"`
+	Values map[string]float64 `json:"values"`
 
 	liveStoreRequest // store_*: livestore.go
 
@@ -116,6 +120,9 @@ type liveReply struct {
 	Stop    bool  `json:"stop"`
 	Blocked bool  `json:"blocked"`
 
+	// report: the values went to the job's metric log (rank 0 only)
+	Kept bool `json:"kept,omitempty"`
+
 	liveCkptReply  // checkpoint, restore, save: liveckpt.go
 	liveStoreReply // store_*: livestore.go
 }
@@ -150,10 +157,11 @@ type Worker struct {
 	accepted chan net.Conn // the pending Accept's connection (nil: none pending)
 	prog     *core.Program
 	restarts int
-	lastStep time.Time
+	rate     core.Rate // rank 0's reported speed
 
-	lck *liveCkpt   // nil without a checkpoint store (liveckpt.go)
-	fb  liveRestart // the job-level fallback to restart mode (liverestart.go)
+	met *core.MetricSink // the program's reports (livereport.go)
+	lck *liveCkpt        // nil without a checkpoint store (liveckpt.go)
+	fb  liveRestart      // the job-level fallback to restart mode (liverestart.go)
 }
 
 // newLive is pw in live mode.
@@ -205,6 +213,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	go func() { _ = w.Co.RunHeartbeat(bg) }()
 	go w.Rep.Run(bg)
 	go w.dc.Com.Run(bg)
+	w.met = core.NewMetricSink(w.Deps.Redis, w.Cfg.Prefix, w.Cfg.Job)
+	defer w.met.Start(func(err error) { w.Log.Warn("metrics", "err", err) })() // flushed before the worker returns
 	// The newcomer prepares (its program imports torch, builds its model
 	// and data loader) while the members train: it is registered ready
 	// only once its program said hello.
@@ -262,6 +272,9 @@ func (w *Worker) handle(ctx context.Context, req liveRequest) (liveReply, func()
 	w.liveOp(req.Op)
 	if rep, ok := w.liveStoreOp(ctx, req); ok {
 		return rep, nil // the generation's rendezvous store (livestore.go)
+	}
+	if req.Op == "report" {
+		return w.liveReport(req), nil // any time between steps (livereport.go)
 	}
 	if req.Op == "latest" {
 		// The program sets up generation req.Gen and asks whether a newer
@@ -509,11 +522,7 @@ func (w *Worker) liveApply(g *coord.Generation, rank int, meta []int64, loss flo
 	w.dc.Applied(g.Number, w.st.Applied, w.st.Epoch, core.ReadSlot(meta, rank), debug...)
 	if rank == 0 {
 		now := w.Deps.Now()
-		var rate float64
-		if !w.lastStep.IsZero() {
-			rate = float64(total) / now.Sub(w.lastStep).Seconds()
-		}
-		w.lastStep = now
+		rate := w.rate.Step(now, g.Number, int64(total))
 		w.Rep.Progress(jobs.Progress{Epoch: w.st.Epoch, Step: w.st.Applied, Samples: w.st.Samples, Loss: w.st.Loss,
 			SamplesPerS: rate, WorldSize: len(g.Members), Generation: g.Number, TotalEpochs: w.epochs})
 	}

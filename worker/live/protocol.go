@@ -40,7 +40,7 @@ func (f *protoField) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-var protoTypes = []string{"int", "number", "bool", "string", "bytes", "int[]", "string[]", "progress"}
+var protoTypes = []string{"int", "number", "bool", "string", "bytes", "int[]", "string[]", "progress", "metrics"}
 
 // protoOp is one operation: its request's and its reply's fields.
 type protoOp struct {
@@ -132,6 +132,13 @@ func checkType(typ string, v json.RawMessage) error {
 		_, ok = x.(string)
 	case "progress":
 		_, ok = x.(map[string]any)
+	case "metrics":
+		m, isObj := x.(map[string]any)
+		ok = isObj
+		for _, e := range m {
+			_, isNum := e.(float64)
+			ok = ok && isNum
+		}
 	case "int[]", "string[]":
 		a, isArr := x.([]any)
 		ok = isArr

@@ -47,6 +47,8 @@ func protoTypeOf(t *testing.T, typ reflect.Type) string {
 		return "bytes"
 	case typ == reflect.TypeFor[*core.ProgressState]():
 		return "progress"
+	case typ == reflect.TypeFor[map[string]float64]():
+		return "metrics"
 	case typ.Kind() == reflect.Slice && typ.Elem().Kind() == reflect.Int64:
 		return "int[]"
 	case typ.Kind() == reflect.Slice && typ.Elem().Kind() == reflect.String:
@@ -205,6 +207,9 @@ func TestProtocolCheckRequest(t *testing.T) {
 		{`{"op":"step","gen":1,"meta":[1,"x"],"loss":0}`, `step: field "meta"`},
 		{`{"op":"store_check","gen":1,"keys":"a"}`, `store_check: field "keys"`},
 		{`{"op":"failed","gen":1,"error":3}`, `failed: field "error": 3 is not of type string`},
+		{`{"op":"report","step":12,"epoch":1,"values":{"loss":0.5,"val_loss":1}}`, ""},
+		{`{"op":"report","step":12,"values":{"loss":"0.5"}}`, `report: field "values"`},
+		{`{"op":"report","step":12,"values":[0.5]}`, `report: field "values"`},
 	}
 	for _, tc := range tests {
 		err := protocol.checkRequest([]byte(tc.line))
@@ -246,6 +251,8 @@ func TestProtocolShapesReplies(t *testing.T) {
 		{"gen", liveReply{Action: "run", Gen: 2, World: 2}, []string{"action", "applied", "epoch", "gen", "have", "rank", "root", "world"}},
 		{"failed", liveReply{Applied: 4}, nil},
 		{"store_add", liveReply{liveStoreReply: liveStoreReply{Num: 2}, Rank: 1}, []string{"num"}},
+		{"report", liveReply{Kept: true, Applied: 3}, []string{"kept"}},
+		{"report", liveReply{}, nil},
 		{"store_get", liveReply{Error: "timeout", liveStoreReply: liveStoreReply{Superseded: true}}, []string{"error", "superseded"}},
 		{"nope", liveReply{Error: `unknown op "nope"`, Rank: 2}, []string{"error"}},
 	}

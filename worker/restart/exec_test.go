@@ -27,6 +27,8 @@ type execRun struct {
 	store checkpoint.Store
 	errs  chan error
 	n     int
+
+	warmTimeout time.Duration // ExecConfig.WarmTimeout (0: the default)
 }
 
 func startExec(t *testing.T, n int, script string, restarts int) *execRun {
@@ -39,14 +41,20 @@ func startExec(t *testing.T, n int, script string, restarts int) *execRun {
 }
 
 func newExecRun(t *testing.T, min, max int, script string, restarts int) *execRun {
+	return newExecRunOf(t, min, max, restarts, func(e *jobs.ExecTrainer) { e.Command = []string{"/bin/sh", "-c", script} })
+}
+
+// newExecRunOf is a job of min..max workers whose exec trainer set
+// makes (its env has OUT, the programs' output folder).
+func newExecRunOf(t *testing.T, min, max, restarts int, set func(*jobs.ExecTrainer)) *execRun {
 	t.Helper()
 	r := testenv.NewRedis(t)
 	out := t.TempDir()
 	grace := 5
+	ex := &jobs.ExecTrainer{Env: map[string]string{"OUT": out}, GracePeriodS: &grace, MaxRestarts: &restarts}
+	set(ex)
 	spec := jobs.Spec{Name: "x", Workers: jobs.WorkerRange{Min: min, Max: max}, Checkpoint: jobs.CheckpointPolicy{Keep: 2},
-		Trainer: jobs.Trainer{Kind: jobs.TrainerExec, Exec: &jobs.ExecTrainer{
-			Command: []string{"/bin/sh", "-c", script}, Env: map[string]string{"OUT": out},
-			GracePeriodS: &grace, MaxRestarts: &restarts}}}
+		Trainer: jobs.Trainer{Kind: jobs.TrainerExec, Exec: ex}}
 	store, err := checkpoint.NewFileStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +72,7 @@ func (run *execRun) add(id string) context.CancelFunc {
 	cfg := core.DefaultConfig("j1", id)
 	cfg.Prefix = run.r.Prefix
 	pw, err := core.NewProgramWorker(cfg, core.ExecConfig{Dir: filepath.Join(t.TempDir(), "w"), Env: []string{"PATH=" + os.Getenv("PATH")},
-		Poll: 50 * time.Millisecond, SyncEvery: 100 * time.Millisecond},
+		Poll: 50 * time.Millisecond, SyncEvery: 100 * time.Millisecond, WarmTimeout: run.warmTimeout},
 		core.Deps{Redis: run.r.Client, Jobs: run.jobs, Store: run.store})
 	if err != nil {
 		t.Fatal(err)

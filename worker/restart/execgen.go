@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -61,6 +60,9 @@ func (w *Worker) runGen(ctx context.Context, g *coord.Generation) genOutcome {
 	if w.Last != nil {
 		w.countRestart(ctx, w.Last, g)
 	}
+	// The run ahead of the last one's warmAfter (or a failed prestart):
+	// its interpreter starts now, beside the barrier and the restore.
+	w.warm.prestart(w.jobEnv().BaseEnviron())
 	entry := execEntry{Seq: w.seq()}
 	if rank == 0 {
 		port, err := w.masterPort()
@@ -102,22 +104,28 @@ func (w *Worker) runGen(ctx context.Context, g *coord.Generation) genOutcome {
 	if rank == 0 && w.sync != nil {
 		w.setRoot(ctx, rootRecord{Gen: g.Number, Worker: w.Cfg.Worker, Seq: w.seq()})
 	}
-	errFile := filepath.Join(w.Ecfg.Dir, "error.json")
-	_ = os.Remove(errFile)
-	env := core.ProgramEnv{Base: w.Ecfg.Env, Spec: w.Ex.Env, JobID: w.Cfg.Job, Generation: g.Number,
-		Rank: rank, World: len(g.Members), MasterAddr: master, MasterPort: entries[g.Members[0]].Port,
-		RestartCount: restarts, MaxRestarts: w.Ex.Restarts(), CheckpointDir: w.CkptDir, ErrorFile: errFile,
-		MetricsFile: filepath.Join(w.Ecfg.Dir, MetricsFileName)}
-	prog := core.StartProgram(w.Ex.Command, w.Ex.Workdir, env.Environ(), w.Ecfg.Stdout, w.Ecfg.Stderr, w.Ecfg.TailLines)
+	env := w.jobEnv()
+	_ = os.Remove(env.ErrorFile)
+	env.Generation, env.Rank, env.World, env.RestartCount = g.Number, rank, len(g.Members), restarts
+	env.MasterAddr, env.MasterPort = master, entries[g.Members[0]].Port
+	var gate func()
+	if rank > 0 {
+		gate = func() { w.warm.awaitRendezvous(ctx, net.JoinHostPort(env.MasterAddr, strconv.Itoa(env.MasterPort))) }
+	}
+	prog := w.warm.start(ctx, env.Environ(), gate)
+	warmRun := prog != nil
+	if !warmRun {
+		prog = core.StartProgram(w.Ex.Command, w.Ex.Workdir, env.Environ(), w.Ecfg.Stdout, w.Ecfg.Stderr, w.Ecfg.TailLines)
+	}
 	w.Last = g
 	if w.State != coord.Active {
 		_ = w.Register(ctx, coord.Active)
 	}
 	w.Log.Info("program started", "gen", g.Number, "rank", rank, "world", len(g.Members), "pid", prog.Pid(),
-		"master", net.JoinHostPort(master, strconv.Itoa(env.MasterPort)), "restart_count", restarts, "seq", w.seq(),
+		"master", net.JoinHostPort(master, strconv.Itoa(env.MasterPort)), "restart_count", restarts, "seq", w.seq(), "warm", warmRun,
 		"barrier", time.Since(start).Round(time.Millisecond), "since_stop", sinceStop(w.stoppedAt))
 	w.Rep.Event(jobs.EventWorker, fmt.Sprintf("worker %s started the program in generation %d as rank %d of %d", w.Cfg.Worker, g.Number, rank, len(g.Members)),
-		map[string]any{"worker": w.Cfg.Worker, "generation": g.Number, "rank": rank, "world": len(g.Members), "restart_count": restarts})
+		map[string]any{"worker": w.Cfg.Worker, "generation": g.Number, "rank": rank, "world": len(g.Members), "restart_count": restarts, "warm": warmRun})
 	if rank == 0 {
 		w.Rep.Progress(jobs.Progress{Step: 0, WorldSize: len(g.Members), Generation: g.Number})
 		mctx, stop := context.WithCancel(ctx)
@@ -231,7 +239,11 @@ func (w *Worker) monitor(ctx context.Context, g *coord.Generation, rank int, pro
 	exited := prog.Done
 	t := time.NewTicker(w.Ecfg.Poll)
 	defer t.Stop()
+	warmAt := time.Now().Add(warmAfter)
 	for {
+		if time.Now().After(warmAt) {
+			w.warm.prestart(w.jobEnv().BaseEnviron()) // the next run's, while this one trains
+		}
 		select {
 		case <-exited:
 			exited, running = nil, false

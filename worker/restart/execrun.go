@@ -26,6 +26,7 @@ type Worker struct {
 
 	stoppedAt time.Time   // when the last program run began to end
 	rank0     atomic.Bool // this worker is rank 0 of the generation running
+	warm      *warmer     // the next run's interpreter (warmstart.go)
 }
 
 // newRestart is pw in restart mode.
@@ -41,6 +42,7 @@ func New(pw *core.ProgramWorker) *Worker {
 func (w *Worker) Run(ctx context.Context) error {
 	bg, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	defer func() { w.warm.discard() }()
 	if err := w.prepare(ctx); err != nil {
 		lctx, lcancel := context.WithTimeout(bg, 5*time.Second)
 		defer lcancel()
@@ -80,6 +82,8 @@ func (w *Worker) prepare(ctx context.Context) error {
 	}
 	w.Spec, w.Ex = *spec, *spec.Trainer.Exec
 	w.Rep = core.NewReporter(w.Deps.Jobs, w.Cfg.Job, w.Cfg.ProgressEvery, w.Log)
+	w.warm = newWarmer(w) // imports beside the registration and the restore
+	w.warm.prestart(w.jobEnv().BaseEnviron())
 	if err := w.Register(ctx, coord.Preparing); err != nil {
 		return err
 	}
@@ -100,11 +104,21 @@ func (w *Worker) prepare(ctx context.Context) error {
 	}
 	w.Leader = core.NewLeader(w.Cfg, *spec, w.Co, w.Deps.Now, nil)
 	w.Watch = w.Co.Watch(context.WithoutCancel(ctx), 100*time.Millisecond)
+	// A newcomer's interpreter is warm before the leader may admit it: a
+	// join does not wait for Python's start and its imports.
+	w.warm.waitReady(ctx)
 	if err := w.Register(ctx, coord.Ready); err != nil {
 		return err
 	}
 	w.Log.Info("ready", "program", w.Ex.Command[0], "checkpoint_dir", w.CkptDir, "seq", w.seq())
 	return nil
+}
+
+// jobEnv is the program's environment without a generation's part.
+func (w *Worker) jobEnv() core.ProgramEnv {
+	return core.ProgramEnv{Base: w.Ecfg.Env, Spec: w.Ex.Env, JobID: w.Cfg.Job, MaxRestarts: w.Ex.Restarts(),
+		CheckpointDir: w.CkptDir, ErrorFile: filepath.Join(w.Ecfg.Dir, "error.json"),
+		MetricsFile: filepath.Join(w.Ecfg.Dir, MetricsFileName)}
 }
 
 // restore brings the newest checkpoint of the store into the folder.

@@ -81,9 +81,24 @@ func (d *Dataset) Sample(id int64, x []float32) int32 {
 	if id < 0 || id >= int64(d.spec.Samples) {
 		panic(fmt.Sprintf("trainer: sample %d outside [0, %d)", id, d.spec.Samples))
 	}
+	return d.draw(splitmix{state: streamKey(d.spec.Seed, domainSample, uint64(id))}, x)
+}
+
+// HeldOut writes the features of held-out sample i (any i >= 0) into
+// x[:Features] and returns its label: drawn from a stream of its own, so
+// never a training sample, and labelled by the same teacher; a
+// validation set of the same distribution.
+func (d *Dataset) HeldOut(i int64, x []float32) int32 {
+	if i < 0 {
+		panic(fmt.Sprintf("trainer: held-out sample %d < 0", i))
+	}
+	return d.draw(splitmix{state: streamKey(d.spec.Seed, domainHeldOut, uint64(i))}, x)
+}
+
+// draw draws a sample's features from g and labels them.
+func (d *Dataset) draw(g splitmix, x []float32) int32 {
 	f := d.spec.Features
 	x = x[:f]
-	g := splitmix{state: streamKey(d.spec.Seed, domainSample, uint64(id))}
 	for j := 0; j < f; j += 2 {
 		a, b := g.uniformPair()
 		x[j] = float32(a)

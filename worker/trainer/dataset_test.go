@@ -144,3 +144,31 @@ func TestPartitionSamplesIsAPermutationPerEpoch(t *testing.T) {
 		t.Fatalf("past the end: %v, want none", got)
 	}
 }
+
+// TestHeldOutIsNotTrainingData: held-out sample i is not training sample
+// i, is the same on every call, and is labelled like the training data
+// (every class appears).
+func TestHeldOutIsNotTrainingData(t *testing.T) {
+	d, err := NewDataset(jobs.SyntheticDataset{Seed: 3, Samples: 100, Features: 8, Classes: 4, Partitions: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	xs, xh, again := make([]float32, 8), make([]float32, 8), make([]float32, 8)
+	classes := map[int32]bool{}
+	for i := range int64(400) {
+		lh := d.HeldOut(i, xh)
+		if i < 100 {
+			d.Sample(i, xs)
+			if slices.Equal(xs, xh) {
+				t.Fatalf("held-out sample %d equals training sample %d", i, i)
+			}
+		}
+		if d.HeldOut(i, again) != lh || !slices.Equal(again, xh) {
+			t.Fatalf("held-out sample %d differs between calls", i)
+		}
+		classes[lh] = true
+	}
+	if len(classes) != 4 {
+		t.Fatalf("held-out labels cover classes %v, want all 4", classes)
+	}
+}

@@ -17,6 +17,7 @@ const (
 	domainTeacher uint64 = 2
 	domainModel   uint64 = 3
 	domainShuffle uint64 = 4
+	domainHeldOut uint64 = 5
 )
 
 // mix64 is the splitmix64 finaliser: a bijection on uint64 with good

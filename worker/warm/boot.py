@@ -1,5 +1,5 @@
 # edl's warm start (worker/warm): run by the job's own interpreter, with the
-# job's own interpreter options, as `python [OPTS] -c <this> SPEC`. It imports
+# job's own interpreter options, as `python [OPTS] edl-warm-boot.py SPEC`. It imports
 # what SPEC preloads (torch, by default) ahead of need, says "ready" on one
 # pipe, waits on the other for the generation's environment, then runs the
 # program exactly as `python [OPTS] SCRIPT ARGS` (or `-m MODULE ARGS`) would:
@@ -8,11 +8,31 @@
 import sys
 
 
+def _edl_comm(name):
+    # The process's name in ps and top: "edl-warm" while it waits, so that
+    # nobody takes an idle interpreter for the program; the interpreter's
+    # own again when the program runs.
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
+    except Exception:
+        pass
+
+
 def _edl_warm():
     import json
     import os
 
     spec = json.loads(sys.argv[1])
+    # sys.path[0] is this file's folder: make it what the program's own
+    # start gives (its script's folder, or the working directory for -m),
+    # so that preloads import as the program's imports would.
+    if not getattr(sys.flags, "safe_path", False):
+        if spec.get("module"):
+            sys.path[0] = os.getcwd()
+        else:
+            sys.path[0] = os.path.dirname(os.path.realpath(spec["script"]))
     ctl = os.fdopen(spec["ctl"], "rb", buffering=0)
     ready = os.fdopen(spec["ready"], "wb", buffering=0)
     failed = []
@@ -21,12 +41,21 @@ def _edl_warm():
             __import__(name)
         except BaseException as e:  # the program's own import fails the same way, cold or warm
             failed.append("%s (%s: %s)" % (name, type(e).__name__, e))
+    try:
+        with open("/proc/self/comm") as f:
+            comm = f.read().strip()
+    except OSError:
+        comm = None
+    if comm:
+        _edl_comm("edl-warm")
     ready.write(("ready %s\n" % json.dumps(failed)).encode())
     ready.close()
     data = ctl.read()
     ctl.close()
     if not data:  # the worker gave this interpreter up
         os._exit(0)
+    if comm:
+        _edl_comm(comm)
     msg = json.loads(data)
     if "cwd" in msg:
         os.chdir(msg["cwd"])
@@ -70,7 +99,7 @@ def _edl_run(spec):
 
 
 _edl_go = _edl_run(_edl_warm())
-del _edl_warm, _edl_run
+del _edl_warm, _edl_run, _edl_comm
 try:
     _edl_go()
 except (SystemExit, KeyboardInterrupt):
@@ -78,7 +107,7 @@ except (SystemExit, KeyboardInterrupt):
 except BaseException as _edl_e:
     # The traceback a cold run prints: without boot.py's frames.
     _edl_tb = _edl_e.__traceback__
-    while _edl_tb is not None and _edl_tb.tb_frame.f_code.co_filename == "<string>":
+    while _edl_tb is not None and _edl_tb.tb_frame.f_code.co_filename == __file__:
         _edl_tb = _edl_tb.tb_next
     sys.excepthook(type(_edl_e), _edl_e, _edl_tb)
     sys.exit(1)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -88,10 +89,38 @@ func Parse(argv []string) (Command, error) {
 	return Command{}, errors.New("no script or -m module (an interactive interpreter starts cold)")
 }
 
+// BootFile is the name WriteBoot gives boot.py in a folder.
+const BootFile = "edl-warm-boot.py"
+
+// WriteBoot writes boot.py into dir (once: an unchanged file is left as
+// it is) and returns its path, for Argv. The warm interpreter runs it as
+// its script, so that its command line stays one short line in ps and
+// /proc (`python3 [OPTS] DIR/edl-warm-boot.py SPEC`).
+func WriteBoot(dir string) (string, error) {
+	path, err := filepath.Abs(filepath.Join(dir, BootFile))
+	if err != nil {
+		return "", fmt.Errorf("warm start: %w", err)
+	}
+	if b, err := os.ReadFile(path); err == nil && string(b) == bootSrc {
+		return path, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return "", fmt.Errorf("warm start: %w", err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(bootSrc), 0o644); err != nil {
+		return "", fmt.Errorf("warm start: write %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("warm start: %w", err)
+	}
+	return path, nil
+}
+
 // Argv is the warm interpreter's command line: the job's interpreter and
-// options, boot.py, and what it runs. ctlFD and readyFD are the
-// descriptors the child has Boot's pipes on.
-func (c Command) Argv(ctlFD, readyFD int, preload []string) []string {
+// options, boot.py (bootPath, from WriteBoot), and what it runs. ctlFD
+// and readyFD are the descriptors the child has Boot's pipes on.
+func (c Command) Argv(bootPath string, ctlFD, readyFD int, preload []string) []string {
 	if preload == nil {
 		preload = []string{}
 	}
@@ -102,5 +131,5 @@ func (c Command) Argv(ctlFD, readyFD int, preload []string) []string {
 	spec, _ := json.Marshal(map[string]any{"ctl": ctlFD, "ready": readyFD, "preload": preload,
 		"script": c.Script, "module": c.Module, "args": args})
 	out := append([]string{c.Interp}, c.Opts...)
-	return append(out, "-c", bootSrc, string(spec))
+	return append(out, bootPath, string(spec))
 }

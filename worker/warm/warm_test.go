@@ -111,7 +111,7 @@ func warmRun(t *testing.T, dir string, argv, base, env []string) run {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wa := c.Argv(3, 4, []string{"torch"})
+	wa := c.Argv(bootPath(t), 3, 4, []string{"torch"})
 	cmd := exec.Command(wa[0], wa[1:]...)
 	cmd.Dir, cmd.Env, cmd.ExtraFiles = dir, base, b.ChildFiles()
 	var out, errb bytes.Buffer
@@ -239,7 +239,7 @@ func TestAbandonedWarmInterpreterExits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wa := c.Argv(3, 4, nil)
+	wa := c.Argv(bootPath(t), 3, 4, nil)
 	cmd := exec.Command(wa[0], wa[1:]...)
 	cmd.Dir, cmd.ExtraFiles = dir, b.ChildFiles()
 	var out bytes.Buffer
@@ -272,7 +272,7 @@ func TestFailedPreloadIsReported(t *testing.T) {
 	}
 	c, _ := Parse([]string{python, "prog.py"})
 	b, _ := NewBoot()
-	wa := c.Argv(3, 4, []string{"no_such_module_edl"})
+	wa := c.Argv(bootPath(t), 3, 4, []string{"no_such_module_edl"})
 	cmd := exec.Command(wa[0], wa[1:]...)
 	cmd.Dir, cmd.ExtraFiles = dir, b.ChildFiles()
 	var errb bytes.Buffer
@@ -293,4 +293,13 @@ func TestFailedPreloadIsReported(t *testing.T) {
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(errb.String(), "ModuleNotFoundError") {
 		t.Fatalf("exit %v, stderr %s; want 1 and ModuleNotFoundError", err, errb.String())
 	}
+}
+
+func bootPath(t *testing.T) string {
+	t.Helper()
+	p, err := WriteBoot(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

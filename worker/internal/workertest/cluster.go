@@ -78,7 +78,7 @@ func NewCluster(t *testing.T, r *testenv.Redis, spec jobs.Spec, delay time.Durat
 		if t.Failed() {
 			for id, p := range c.procs {
 				<-p.done
-				t.Logf("=== worker %s (exit %v):\n%s", id, p.err, Tail(p.out.String(), 40))
+				t.Logf("=== worker %s (exit %v):\n%s", id, p.err, LogTail(p.out.String(), 150, 15))
 			}
 		}
 	})
@@ -91,6 +91,21 @@ func Tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// LogTail is what a failed test shows of a worker's output: its last n
+// lines, less the program's per-step lines ("STEP ...") but for the last
+// steps of them, so the worker's own log (generations, restores,
+// checkpoints) is not pushed out by a few hundred steps.
+func LogTail(s string, n, steps int) string {
+	lines := strings.Split(s, "\n")
+	var keep []string
+	for i, l := range lines {
+		if !strings.HasPrefix(strings.TrimSpace(l), "STEP ") || i >= len(lines)-steps {
+			keep = append(keep, l)
+		}
+	}
+	return Tail(strings.Join(keep, "\n"), n)
 }
 
 // Start launches a new worker process and returns its id.

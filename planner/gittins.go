@@ -1,0 +1,184 @@
+package planner
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+)
+
+// MinServiceHistory is how many finished jobs a ServiceHistory needs before
+// Decide ranks by it; with fewer it ranks by least attained service.
+const MinServiceHistory = 20
+
+// Gittins grid: the index is tabulated at attained service 0 and at
+// gittinsGridStart * gittinsGridFactor^k GPU seconds up to the largest
+// finished job's service.
+const (
+	gittinsGridStart  = 60
+	gittinsGridFactor = 1.15
+)
+
+// ServiceHistory is the service (GPU seconds; worker seconds for CPU-only
+// jobs) that the cluster's finished jobs received, summarised as a Gittins
+// index over attained service: Tiresias' discretised Gittins policy, learnt
+// online from jobs that have already finished (nothing about a live job's
+// future). Live jobs may be added as censored observations (they need at
+// least what they have attained): the Kaplan-Meier estimate then corrects
+// the history's bias toward short jobs, which finish first. It is
+// immutable once built; build it with NewServiceHistory.
+type ServiceHistory struct {
+	n    int
+	grid []float64 // attained service, ascending; grid[0] = 0
+	rank []float64 // 1/index at each grid point: GPU seconds per expected completion
+	max  float64   // the largest finished job's service
+}
+
+// NewServiceHistory summarises the service of finished jobs and,
+// optionally, the attained service of live ones (censored: nil for none).
+// Every finished value must be a positive finite number, every live one a
+// non-negative finite number.
+func NewServiceHistory(finished, live []float64) (*ServiceHistory, error) {
+	if len(finished) == 0 {
+		return nil, errors.New("service history: no finished jobs")
+	}
+	type obs struct {
+		v    float64
+		done bool
+	}
+	all := make([]obs, 0, len(finished)+len(live))
+	for i, v := range finished {
+		if !(v > 0) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("service history: finished job %d: service %g: must be a positive finite number", i, v)
+		}
+		all = append(all, obs{v, true})
+	}
+	for i, v := range live {
+		if !(v >= 0) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("service history: live job %d: attained service %g: must be a non-negative finite number", i, v)
+		}
+		all = append(all, obs{v, false})
+	}
+	slices.SortFunc(all, func(a, b obs) int {
+		if a.v != b.v {
+			return cmp.Compare(a.v, b.v)
+		}
+		if a.done == b.done {
+			return 0
+		}
+		if a.done { // a job finished at v was at risk before one censored at v
+			return -1
+		}
+		return 1
+	})
+	// Kaplan-Meier: the mass of each finished value, and what is left
+	// beyond the last one (live jobs that outlived every finished one).
+	var vals, mass []float64
+	surv, atRisk := 1.0, float64(len(all))
+	for i := 0; i < len(all); {
+		k, d := i, 0
+		for ; k < len(all) && all[k].v == all[i].v; k++ {
+			if all[k].done {
+				d++
+			}
+		}
+		if d > 0 {
+			m := surv * float64(d) / atRisk
+			vals, mass = append(vals, all[i].v), append(mass, m)
+			surv -= m
+		}
+		atRisk -= float64(k - i)
+		i = k
+	}
+	tail := max(surv, 0)
+	pm := make([]float64, len(vals)+1) // prefix sums of mass
+	pv := make([]float64, len(vals)+1) // prefix sums of mass * value
+	for i := range vals {
+		pm[i+1] = pm[i] + mass[i]
+		pv[i+1] = pv[i] + mass[i]*vals[i]
+	}
+	h := &ServiceHistory{n: len(finished), max: vals[len(vals)-1]}
+	for a := 0.0; a < h.max; {
+		h.grid = append(h.grid, a)
+		h.rank = append(h.rank, gittinsRank(vals, pm, pv, tail, a))
+		if a == 0 {
+			a = gittinsGridStart
+		} else {
+			a *= gittinsGridFactor
+		}
+	}
+	return h, nil
+}
+
+// gittinsRank is 1/G(a) for a job that has attained a, where G is the
+// Gittins index of the distribution with masses at vals (sorted, with
+// prefix sums of mass and of mass x value) and tail mass beyond them:
+// G(a) = max over quanta d of P(S-a <= d | S > a) / E[min(S-a, d) | S > a].
+// Its inverse is the GPU seconds the job is expected to use per
+// completion it buys: lower is better.
+func gittinsRank(vals, pm, pv []float64, tail, a float64) float64 {
+	i := sort.SearchFloat64s(vals, math.Nextafter(a, math.Inf(1))) // first value > a
+	n := len(vals)
+	alive := pm[n] - pm[i] + tail
+	best := math.Inf(1)
+	for k := i; k < n; k++ {
+		d := vals[k] - a
+		done := pm[k+1] - pm[i]
+		// Expected service spent with quantum d, over the chance to finish.
+		spent := pv[k+1] - pv[i] - done*a + (alive-done)*d
+		if r := spent / done; r < best {
+			best = r
+		}
+	}
+	return best
+}
+
+// Len is the number of finished jobs the history holds.
+func (h *ServiceHistory) Len() int {
+	if h == nil {
+		return 0
+	}
+	return h.n
+}
+
+// Rank is the Gittins rank of a job that has attained this much service
+// (GPU seconds per expected completion; lower runs first). Past every
+// finished job's service the history says nothing, and the job is assumed
+// to need as much again as it has had (its attained service).
+func (h *ServiceHistory) Rank(attained float64) float64 {
+	if attained >= h.max {
+		return max(attained, h.rank[len(h.rank)-1])
+	}
+	k := sort.SearchFloat64s(h.grid, math.Nextafter(attained, math.Inf(1))) - 1
+	return h.rank[max(k, 0)]
+}
+
+// NextChange is the attained service, above attained, at which a job's
+// queue under cfg's Gittins order (the first attained-service queue, then
+// Gittins ranks: Config.GittinsThreshold) next changes; +Inf if it never
+// does. A simulator uses it as an event.
+func (h *ServiceHistory) NextChange(cfg Config, attained float64) float64 {
+	if attained < cfg.GittinsFirstQueue {
+		return cfg.GittinsFirstQueue
+	}
+	q := cfg.gittinsQueue(h.Rank(attained))
+	k := sort.SearchFloat64s(h.grid, math.Nextafter(attained, math.Inf(1)))
+	for ; k < len(h.grid); k++ {
+		if cfg.gittinsQueue(h.rank[k]) != q {
+			return h.grid[k]
+		}
+	}
+	// Past the last grid point the rank is the attained service itself
+	// (from h.max on) until it leaves the last queue's bound.
+	a := math.Max(attained, h.max)
+	if a > attained && cfg.gittinsQueue(h.Rank(a)) != q {
+		return a
+	}
+	b := cfg.gittinsBound(cfg.gittinsQueue(h.Rank(a)))
+	if math.IsInf(b, 1) {
+		return b
+	}
+	return math.Max(b, math.Nextafter(a, math.Inf(1)))
+}
