@@ -297,10 +297,16 @@ func (c *liveCkpt) restore(ctx context.Context, g *coord.Generation) (string, er
 	}); err != nil {
 		return "", fmt.Errorf("restore data pipeline: %w", err)
 	}
-	w.st, w.synced = d.State, true
+	// The worker holds the training state only once its program is handed
+	// the file (the reply to this join). Marked before a failed reconcile
+	// (a generation superseded meanwhile), the worker reported the
+	// checkpoint's step as held, was named the next generation's root with
+	// nothing to restore, and its program went on from its initial model:
+	// the checkpoint's model was silently lost.
 	if _, err := w.dc.Reconcile(ctx, g, d.State); err != nil {
 		return "", err
 	}
+	w.st, w.synced = d.State, true
 	switch {
 	case found:
 		msg := fmt.Sprintf("generation %d: no member holds the training state; restored the checkpoint of step %d (epoch %d)", g.Number, m.Step, m.Epoch)
