@@ -254,7 +254,12 @@ func (s *summary) handlePackage(p *pkgResult, e event) {
 		}
 		p.out.add(e.Output)
 	case "pass", "fail", "skip":
-		p.action, p.elapsed = e.Action, e.Elapsed
+		// A package may end twice in one stream (make test runs a few of
+		// its tests in a run of their own): a failure stays, the times add.
+		if p.action != "fail" {
+			p.action = e.Action
+		}
+		p.elapsed += e.Elapsed
 		if e.Action == "fail" && len(p.failed) == 0 {
 			// The binary failed with no test failing: killed, os.Exit, a
 			// panic, a timeout. Say so and show everything left of it.

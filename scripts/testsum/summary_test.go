@@ -49,6 +49,20 @@ func TestSummary(t *testing.T) {
 			lastLine: "tests: 0 passed, 1 failed, 0 skipped",
 		},
 		{
+			name: "a package ends twice: its failure stays, its times add",
+			stream: `{"Action":"run",` + p + `,"Test":"TestF"}
+{"Action":"fail",` + p + `,"Test":"TestF","Elapsed":1}
+{"Action":"output",` + p + `,"Output":"FAIL\tgithub.com/edl-nomad/edl/worker\t1.0s\n"}
+{"Action":"fail",` + p + `,"Elapsed":1}
+{"Action":"run",` + p + `,"Test":"TestG"}
+{"Action":"pass",` + p + `,"Test":"TestG","Elapsed":2}
+{"Action":"pass",` + p + `,"Elapsed":2}
+`,
+			failed:   true,
+			want:     []string{"1 packages: 0 ok, 1 failed", "slowest packages: worker 3s", "FAILED worker (TestF)"},
+			lastLine: "tests: 1 passed, 1 failed, 0 skipped",
+		},
+		{
 			name: "the binary is killed mid-test",
 			stream: `{"Action":"run",` + p + `,"Test":"TestC"}
 {"Action":"output",` + p + `,"Test":"TestC","Output":"    c_test.go:4: waiting for the checkpoint\n"}

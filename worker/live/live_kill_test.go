@@ -143,7 +143,12 @@ func TestLiveProgramKilledWhileRestarting(t *testing.T) {
 	// Long enough (667 steps of at least 30 ms) that the job is still
 	// running when w1's last program has imported torch on a loaded
 	// machine (8 s and more under -race in CI; 4,000 samples finished first).
-	l := startLive(t, 1, 2, 16000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03")
+	// Slow steps only until the kills are done (the file's removal below).
+	slow := filepath.Join(t.TempDir(), "slow")
+	if err := os.WriteFile(slow, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := startLive(t, 1, 2, 16000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03", "--step-sleep-while", slow)
 	l.setMaxRestarts(3)
 	// killNext kills w1's next program (a pid other than prev) as soon as
 	// it exists, long before it has imported torch.
@@ -174,6 +179,9 @@ func TestLiveProgramKilledWhileRestarting(t *testing.T) {
 	killNext(pid)
 	p := l.waitProgress("world 2 after the kills", 2*time.Minute, func(p jobs.Progress) bool { return p.Generation > 2 && p.WorldSize == 2 })
 	l.waitProgress("steps after the kills", time.Minute, func(q jobs.Progress) bool { return q.Step >= p.Step+5 })
+	if err := os.Remove(slow); err != nil {
+		t.Fatal(err)
+	}
 	l.wait(3*time.Minute, 1)
 	l.jobs.Mu.Lock()
 	defer l.jobs.Mu.Unlock()
@@ -228,8 +236,13 @@ func TestLiveRootKilledAsGenerationForms(t *testing.T) {
 // thawed program rejoins as a newcomer; nothing missed or repeated.
 func TestLiveFrozenProgramIsDroppedThenRejoins(t *testing.T) {
 	// 16,000 samples: with 4,000 the job once finished (in CI, under
-	// -race) before the thawed program was back.
-	l := startLive(t, 1, 2, 16000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03")
+	// -race) before the thawed program was back. Slow steps only until it
+	// is back (the file's removal below), full speed for the rest.
+	slow := filepath.Join(t.TempDir(), "slow")
+	if err := os.WriteFile(slow, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := startLive(t, 1, 2, 16000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03", "--step-sleep-while", slow)
 	l.spec.Workers.Min = 2
 	l.jobs.Job.Spec = l.spec
 	l.add("w0")
@@ -246,6 +259,9 @@ func TestLiveFrozenProgramIsDroppedThenRejoins(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.waitProgress("the thawed one back", 2*time.Minute, func(q jobs.Progress) bool { return q.WorldSize == 2 && q.Generation > p.Generation })
+	if err := os.Remove(slow); err != nil {
+		t.Fatal(err)
+	}
 	l.wait(3*time.Minute, 1)
 }
 
