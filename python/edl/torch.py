@@ -204,6 +204,7 @@ class Context(GroupMixin):
         hello = self.client.call("hello", dataset_len=len(loader.dataset), store_port=self._store.port,
                                  epochs=epochs, pid=os.getpid())
         self.timeout = hello.get("timeout_s") or self.timeout
+        base_timeout = self.timeout
         self.initial_world = hello.get("initial_world") or 1
         self._policy = loader.policy
         self._serving = True
@@ -221,10 +222,19 @@ class Context(GroupMixin):
                 self.epoch = g["epoch"]
                 if g.get("restore"):  # nobody held the state: the worker's checkpoint
                     self._restore(g, state)
+                # Setups that timed out in a row say the machine is slower than
+                # the live timeout assumes (an overloaded host: every rank
+                # imports, builds and serves its store late), not that a peer
+                # is gone: each such failure doubles the next setup's timeout,
+                # up to SETUP_TIMEOUT_MAX_S, and a setup that succeeds goes
+                # back to the job's timeout. Without it, ten 5-s setups in a
+                # row on a loaded 2-core machine switched a job to restart mode.
+                self.timeout = setup_timeout(base_timeout, peer_failures)
                 try:
                     self._build_group(g)
                     self._sync_state(g, state)
                     init_failures, peer_failures = 0, 0
+                    self.timeout = base_timeout
                 except _Superseded:
                     continue  # a newer generation replaced this one during its setup: join that one
                 except EdlError:
@@ -514,6 +524,19 @@ def _ends_epoch(meta) -> bool:
     """Whether a step's summed metadata ends the epoch: no samples and no
     vote (worker/core/block.go: DecideStep's EpochDone)."""
     return all(int(round(meta[i])) == 0 for i in (protocol.COUNT, protocol.SWITCH, protocol.STOP, protocol.BLOCKED))
+
+
+# SETUP_TIMEOUT_MAX_S bounds a group setup's timeout after setups that timed
+# out in a row (setup_timeout): the bound the worker gives a restarted
+# program's setup (worker/live/liverestart.go, liveRestartTimeout).
+SETUP_TIMEOUT_MAX_S = 30.0
+
+
+def setup_timeout(base: float, peer_failures: int) -> float:
+    """The timeout of a group setup after peer_failures setups in a row that
+    failed for a reason a peer or the load explains: the job's timeout
+    doubled per failure, at most SETUP_TIMEOUT_MAX_S (never below base)."""
+    return max(base, min(base * 2 ** min(peer_failures, 16), SETUP_TIMEOUT_MAX_S))
 
 
 def init(timeout=None, standalone=None, backend=None):

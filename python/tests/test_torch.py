@@ -545,3 +545,13 @@ def test_peer_failures_count_toward_the_larger_bound(backend, err, peer):
     # peer explains counts toward MAX_PEER_FAILURES, not MAX_INIT_FAILURES.
     assert et._peer_failure(backend, err) is peer
     assert et.MAX_PEER_FAILURES > et.MAX_INIT_FAILURES
+
+
+def test_setup_timeout_doubles_after_timed_out_setups_and_is_bounded():
+    # The job's timeout while setups succeed; doubled per setup in a row that
+    # a peer or the load explains; never past SETUP_TIMEOUT_MAX_S, never below
+    # the job's own (a job that asks for more keeps it).
+    assert et.setup_timeout(5, 0) == 5
+    assert [et.setup_timeout(5, n) for n in range(1, 5)] == [10, 20, et.SETUP_TIMEOUT_MAX_S, et.SETUP_TIMEOUT_MAX_S]
+    assert et.setup_timeout(5, 1000) == et.SETUP_TIMEOUT_MAX_S
+    assert et.setup_timeout(60, 3) == 60
