@@ -159,8 +159,22 @@ class GroupMixin:
             if isinstance(e, _PeersMissing):
                 raise
             raise _PeersMissing("generation %d: rank 0's store %s:%s: %r" % (g["gen"], g["master_addr"], g["master_port"], e)) from e
+        # The group is named after its generation, the same on every rank.
+        # Unnamed, torch names it from a per-process counter that it bumps
+        # before the backend connects and resets only when a built group is
+        # destroyed: a rank whose setup failed inside init_process_group (a
+        # connect timeout) kept a counter one ahead of the others, and from
+        # then on every setup waited on keys the others never wrote
+        # ("edl/gen/7/6/..." against "edl/gen/7/5/..."), until the job fell
+        # back to restart mode. The store-based barrier at the end of
+        # init_process_group keys on the same counter: back to torch's own
+        # starting value while no group is built.
+        c10d = dist.distributed_c10d
+        if not dist.is_initialized() and isinstance(getattr(c10d, "_group_count", None), int):
+            c10d._group_count = 0
         try:
-            dist.init_process_group(self.backend, store=store, rank=g["rank"], world_size=g["world"], timeout=t)
+            dist.init_process_group(self.backend, store=store, rank=g["rank"], world_size=g["world"], timeout=t,
+                                    group_name="edl-gen-%d" % g["gen"])
         except RuntimeError:
             if wstore is not None and wstore.superseded:
                 raise _Superseded()
