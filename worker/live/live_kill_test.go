@@ -144,10 +144,7 @@ func TestLiveProgramKilledWhileRestarting(t *testing.T) {
 	// running when w1's last program has imported torch on a loaded
 	// machine (8 s and more under -race in CI; 4,000 samples finished first).
 	// Slow steps only until the kills are done (the file's removal below).
-	slow := filepath.Join(t.TempDir(), "slow")
-	if err := os.WriteFile(slow, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	slow := slowFile(t)
 	l := startLive(t, 1, 2, 16000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03", "--step-sleep-while", slow)
 	l.setMaxRestarts(3)
 	// killNext kills w1's next program (a pid other than prev) as soon as
@@ -238,10 +235,7 @@ func TestLiveFrozenProgramIsDroppedThenRejoins(t *testing.T) {
 	// 16,000 samples: with 4,000 the job once finished (in CI, under
 	// -race) before the thawed program was back. Slow steps only until it
 	// is back (the file's removal below), full speed for the rest.
-	slow := filepath.Join(t.TempDir(), "slow")
-	if err := os.WriteFile(slow, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	slow := slowFile(t)
 	l := startLive(t, 1, 2, 16000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03", "--step-sleep-while", slow)
 	l.spec.Workers.Min = 2
 	l.jobs.Job.Spec = l.spec
@@ -276,10 +270,7 @@ func TestLiveRandomEvents(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	// Slow steps while the events come, full speed for the rest (the
 	// file's removal below).
-	slow := filepath.Join(t.TempDir(), "slow")
-	if err := os.WriteFile(slow, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	slow := slowFile(t)
 	l := startLive(t, 2, 3, 20000, 16, "--batch", "24", "--hidden", "32", "--step-sleep", "0.05", "--step-sleep-while", slow, "--epochs", "2")
 	l.setMaxRestarts(100)
 	running := []string{"w0", "w1"}
@@ -368,4 +359,16 @@ func TestLiveRandomEvents(t *testing.T) {
 		t.Errorf("%d events before the job ended (ended early: %v), want 20", len(log), ended)
 	}
 	l.wait(4*time.Minute, 2)
+}
+
+// slowFile is the file train_live.py's --step-sleep-while watches: steps
+// sleep while it exists; a test removes it once it has acted on the job,
+// and the rest trains at full speed.
+func slowFile(t *testing.T) string {
+	t.Helper()
+	slow := filepath.Join(t.TempDir(), "slow")
+	if err := os.WriteFile(slow, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return slow
 }
