@@ -1,16 +1,13 @@
 package builtin
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/edl-nomad/edl/checkpoint"
 	"github.com/edl-nomad/edl/internal/testenv"
-	"github.com/edl-nomad/edl/worker/core"
 	"github.com/edl-nomad/edl/worker/internal/workertest"
 )
 
@@ -25,17 +22,7 @@ func TestRestoreAfterEveryWorkerKilled(t *testing.T) {
 	spec.Checkpoint.EverySteps, spec.Checkpoint.Keep = 10, 3
 	c := workertest.NewCluster(t, r, spec, 5*time.Millisecond)
 	c.Store = "file://" + dir
-	store, err := checkpoint.Open(context.Background(), c.Store, checkpoint.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	newest := func() int64 {
-		ms, err := checkpoint.List(context.Background(), store, core.CheckpointJob(c.Job))
-		if err != nil || len(ms) == 0 {
-			return -1
-		}
-		return ms[len(ms)-1].Step
-	}
+	newest := c.NewestCheckpoint
 	a, b := c.Start(), c.Start()
 	c.WaitWorld(2, 20*time.Second)
 	c.WaitFor("a checkpoint", 30*time.Second, func() bool { return newest() >= 19 })

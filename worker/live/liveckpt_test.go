@@ -132,14 +132,6 @@ func TestLiveCheckpointSurvivesTotalLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// newest is the step of the newest committed checkpoint (-1: none).
-	newest := func() int64 {
-		ms, err := checkpoint.List(ctx, store, core.CheckpointJob(c.Job))
-		if err != nil || len(ms) == 0 {
-			return -1
-		}
-		return ms[len(ms)-1].Step
-	}
 	c.WaitFor("a checkpoint and steps after it", 3*time.Minute, func() bool {
 		j, err := st.Get(ctx, c.Job)
 		return err == nil && j.LastCheckpoint != nil && j.Progress.Step >= j.LastCheckpoint.Step+4 && j.Progress.WorldSize == 2
@@ -155,7 +147,7 @@ func TestLiveCheckpointSurvivesTotalLoss(t *testing.T) {
 	c.WaitFor("both workers stopped with progress on record after the newest checkpoint", time.Minute, func() bool {
 		c.Stop("w1", "w2")
 		j, err := st.Get(ctx, c.Job)
-		cp, last = newest(), j.Progress.Step
+		cp, last = c.NewestCheckpoint(), j.Progress.Step
 		if err == nil && cp >= 0 && last > cp {
 			return true
 		}

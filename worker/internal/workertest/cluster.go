@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edl-nomad/edl/checkpoint"
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/worker/coord"
@@ -443,4 +444,19 @@ var t0ctx = context.Background()
 
 func datapipeRecords(c *Cluster) (map[int64]string, error) {
 	return datapipe.New(c.R.Client, c.Coord().Keys(), "test").DebugRecords(context.Background())
+}
+
+// NewestCheckpoint is the step of the cluster's job's newest committed
+// checkpoint in its store (c.Store), -1 when there is none or the store
+// cannot be read.
+func (c *Cluster) NewestCheckpoint() int64 {
+	store, err := checkpoint.Open(context.Background(), c.Store, checkpoint.Options{})
+	if err != nil {
+		return -1
+	}
+	ms, err := checkpoint.List(context.Background(), store, core.CheckpointJob(c.Job))
+	if err != nil || len(ms) == 0 {
+		return -1
+	}
+	return ms[len(ms)-1].Step
 }
