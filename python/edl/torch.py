@@ -215,6 +215,8 @@ class Context(GroupMixin):
                 if g["action"] == "restart":  # the job is in restart mode (docs/live.md, "Fallback")
                     self._exit_for_restart(g.get("save"), g["applied"], state, "the next generation")
                 if g["action"] != "run":
+                    if g.get("checkpoint"):  # the last holder of the state leaves: its worker keeps it
+                        self._saver.save(state, g["checkpoint"], g["applied"], background=False)
                     self.ended = g["action"]
                     return
                 after = g["gen"]

@@ -336,7 +336,9 @@ func (w *Worker) liveGen(ctx context.Context, after int64) (liveReply, func() er
 	for {
 		switch {
 		case w.LeaveReq.Load():
-			return liveReply{Action: string(core.ActLeave)}, w.liveLeave(ctx)
+			rep := liveReply{Action: string(core.ActLeave), Applied: w.st.Applied, Epoch: w.st.Epoch}
+			rep.Checkpoint = w.lck.beforeLeave(ctx)
+			return rep, w.liveLeave(ctx)
 		case w.StopReq.Load():
 			return liveReply{Action: string(core.ActStop)}, w.liveFinish(ctx, nil, jobs.Cancelled, "cancelled")
 		}
@@ -387,6 +389,9 @@ func (w *Worker) liveGen(ctx context.Context, after int64) (liveReply, func() er
 func (w *Worker) liveJoin(ctx context.Context, g *coord.Generation, rank int) (liveReply, error) {
 	start := time.Now()
 	w.g = g
+	if w.lck != nil && len(g.Members) > 1 {
+		w.lck.lastHolder = false
+	}
 	joiner := slices.Contains(g.Joiners, w.Cfg.Worker)
 	if joiner {
 		w.synced = false // whatever it held from an earlier membership is stale

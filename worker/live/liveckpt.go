@@ -89,6 +89,15 @@ type liveCkpt struct {
 	every int64
 	// fileWait bounds the wait for the program's file.
 	fileWait time.Duration
+	// lastHolder: at the last step this worker applied, every other
+	// member was flagged leaving, so once they are gone it holds the only
+	// copy of the state; a leave before its next step checkpoints it
+	// (beforeLeave) or the state is lost. Cleared by a join of a
+	// generation with others in it: they may train on from the state.
+	lastHolder bool
+	// taken is the step of the newest checkpoint this worker took or
+	// restored (-1: none).
+	taken int64
 }
 
 func newLiveCkpt(w *Worker) (*liveCkpt, error) {
@@ -99,7 +108,7 @@ func newLiveCkpt(w *Worker) (*liveCkpt, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: checkpoints: %w", err)
 	}
-	c := &liveCkpt{w: w, cat: cat, every: int64(w.Spec.Checkpoint.EverySteps), fileWait: 5 * time.Minute}
+	c := &liveCkpt{w: w, cat: cat, every: int64(w.Spec.Checkpoint.EverySteps), fileWait: 5 * time.Minute, taken: -1}
 	c.up = checkpoint.NewUploader(cat, checkpoint.UploaderConfig{OnEvent: c.onEvent})
 	return c, nil
 }
@@ -141,7 +150,11 @@ func liveCkptReason(v core.StepVerdict, applied, every int64, meta []int64, worl
 // afterStep is rank 0's checkpoint after a step: the file its program
 // writes the state to, or "" for none.
 func (c *liveCkpt) afterStep(ctx context.Context, g *coord.Generation, rank int, v core.StepVerdict, meta []int64) string {
-	if c == nil || rank != 0 {
+	if c == nil {
+		return ""
+	}
+	c.lastHolder = v.Apply && v.Action != core.ActLeave && othersLeaving(meta, len(g.Members), rank)
+	if rank != 0 {
 		return ""
 	}
 	reason := liveCkptReason(v, c.w.st.Applied, c.every, meta, len(g.Members))
@@ -149,6 +162,33 @@ func (c *liveCkpt) afterStep(ctx context.Context, g *coord.Generation, rank int,
 		return ""
 	}
 	return c.take(ctx, g, reason, reason == "end" || reason == "every member leaves")
+}
+
+// othersLeaving reports whether every rank of a step's block but rank
+// was flagged leaving (true for a world of one).
+func othersLeaving(meta []int64, world, rank int) bool {
+	for r := range world {
+		if r != rank && !core.ReadSlot(meta, r).Leaving {
+			return false
+		}
+	}
+	return true
+}
+
+// beforeLeave is the checkpoint of a worker that leaves between steps (a
+// leave request that came after its last step's share was handed out)
+// while it holds the only copy of the state: every other member left at
+// that step. Without it, preempting every worker of a job at once lost
+// the model whenever the signals straddled a step's start: the members
+// that saw theirs first left at that step, the others at the next
+// generation's wait, with nobody to checkpoint. It returns the file for
+// the program ("" for none).
+func (c *liveCkpt) beforeLeave(ctx context.Context) string {
+	if c == nil || !c.lastHolder || !c.w.synced || c.w.g == nil || c.taken == c.w.st.Applied {
+		return ""
+	}
+	c.w.Log.Info("leaving with the only copy of the state: checkpointing it first", "step", c.w.st.Applied)
+	return c.take(ctx, c.w.g, "every member leaves", true)
 }
 
 // take snapshots the data pipeline and the counters at this step boundary
@@ -191,6 +231,7 @@ func (c *liveCkpt) take(ctx context.Context, g *coord.Generation, reason string,
 	_ = os.Remove(path)
 	_ = os.Remove(path + ".err")
 	tr, _ := json.Marshal(liveTrainerShard{Format: liveCkptFormat, Shard: liveStateShard, Reason: reason})
+	c.taken = meta.Step
 	go c.collect(snap, path, data, tr, w.prog)
 	w.Log.Info("checkpoint requested", "step", meta.Step, "reason", reason, "file", path)
 	return path
@@ -307,6 +348,9 @@ func (c *liveCkpt) restore(ctx context.Context, g *coord.Generation) (string, er
 		return "", err
 	}
 	w.st, w.synced = d.State, true
+	if found {
+		c.taken = m.Step
+	}
 	switch {
 	case found:
 		msg := fmt.Sprintf("generation %d: no member holds the training state; restored the checkpoint of step %d (epoch %d)", g.Number, m.Step, m.Epoch)

@@ -216,7 +216,8 @@ func TestLiveCheckpointWhenEveryWorkerLeaves(t *testing.T) {
 	}
 	j, _ := st.Get(ctx, c.Job)
 	if j.LastCheckpoint == nil || j.LastCheckpoint.Step != j.Progress.Step {
-		t.Fatalf("after every worker left at step %d: last checkpoint %+v, want one of that step", j.Progress.Step, j.LastCheckpoint)
+		t.Fatalf("after every worker left at step %d: last checkpoint %+v, want one of that step; events:%s",
+			j.Progress.Step, j.LastCheckpoint, eventMessages(jobEvents(t, st, c.Job)))
 	}
 	left := j.Progress.Step
 	c.Start()
@@ -229,6 +230,63 @@ func TestLiveCheckpointWhenEveryWorkerLeaves(t *testing.T) {
 	evs := jobEvents(t, st, c.Job)
 	if !hasEvent(evs, fmt.Sprintf("restored the checkpoint of step %d", left)) || hasEvent(evs, "are redone") {
 		t.Errorf("want the checkpoint of step %d restored and nothing redone", left)
+	}
+}
+
+// The other member leaves at a step (its SIGTERM came before it took its
+// share), this one's SIGTERM comes after it took its share of that step:
+// it goes on alone with the only copy of the state, and leaves at the
+// next generation's wait. It checkpoints that state before it goes, or the
+// model is lost (before, preempting every worker at once lost it whenever
+// the signals straddled a step's start).
+func TestLiveLastHolderLeavingBetweenStepsCheckpoints(t *testing.T) {
+	const samples, parts, epochs = 2400, 8, 1
+	slow := slowFile(t)
+	c, st := liveCluster(t, 2, 2, samples, parts, 0, "--batch", "24", "--hidden", "32", "--step-sleep", "1", "--step-sleep-while", slow)
+	c.Start()
+	c.Start()
+	ctx := context.Background()
+	c.WaitFor("steps at world 2", 3*time.Minute, func() bool {
+		j, err := st.Get(ctx, c.Job)
+		return err == nil && j.Progress.Step >= 3 && j.Progress.WorldSize == 2
+	})
+	// Each program sleeps a second after it prints a step's line: a
+	// signal sent right after a new line lands before its next share.
+	n := strings.Count(c.OutputSoFar("w2"), "STEP step=")
+	c.WaitFor("a new step of w2", time.Minute, func() bool { return strings.Count(c.OutputSoFar("w2"), "STEP step=") > n })
+	c.Signal("w2", syscall.SIGTERM)
+	n = strings.Count(c.OutputSoFar("w1"), "STEP step=")
+	c.WaitFor("w1's line of the step w2 leaves at", time.Minute, func() bool {
+		return strings.Count(c.OutputSoFar("w1"), "STEP step=") > n
+	})
+	c.Signal("w1", syscall.SIGTERM)
+	for _, id := range []string{"w1", "w2"} {
+		if err := c.Wait(id, time.Minute); err != nil {
+			t.Fatalf("%s after SIGTERM: %v", id, err)
+		}
+	}
+	j, _ := st.Get(ctx, c.Job)
+	if j.LastCheckpoint == nil || j.LastCheckpoint.Step != j.Progress.Step {
+		t.Fatalf("after every worker left at step %d: last checkpoint %+v, want one of that step; events:%s",
+			j.Progress.Step, j.LastCheckpoint, eventMessages(jobEvents(t, st, c.Job)))
+	}
+	if !strings.Contains(c.Output("w1"), "leaving with the only copy of the state") {
+		t.Fatalf("w1 did not leave between steps as the last holder of the state (the case this test is for)")
+	}
+	left := j.Progress.Step
+	if err := os.Remove(slow); err != nil {
+		t.Fatal(err)
+	}
+	c.Start()
+	c.Finish(4 * time.Minute)
+	j, _ = st.Get(ctx, c.Job)
+	if j.State != jobs.Succeeded || j.Progress.Samples != int64(epochs*samples) {
+		t.Fatalf("job %s (%s), %d samples; want succeeded with %d", j.State, j.Reason, j.Progress.Samples, epochs*samples)
+	}
+	c.CheckLiveExactlyOnce(samples, parts, epochs)
+	evs := jobEvents(t, st, c.Job)
+	if !hasEvent(evs, fmt.Sprintf("restored the checkpoint of step %d", left)) || hasEvent(evs, "are redone") {
+		t.Errorf("want the checkpoint of step %d restored and nothing redone; events:%s", left, eventMessages(evs))
 	}
 }
 

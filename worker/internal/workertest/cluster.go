@@ -46,9 +46,27 @@ type Cluster struct {
 
 type proc struct {
 	cmd  *exec.Cmd
-	out  *bytes.Buffer
+	out  *lockedBuffer
 	done chan struct{}
 	err  error
+}
+
+// lockedBuffer is a worker's output, read while the worker writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func TestSpec(epochs, minWorkers int) jobs.Spec {
@@ -135,7 +153,7 @@ func (c *Cluster) Start() string {
 	if c.Full {
 		cmd.Env = append(cmd.Env, "EDL_WORKER_FULL=1")
 	}
-	p := &proc{cmd: cmd, out: &bytes.Buffer{}, done: make(chan struct{})}
+	p := &proc{cmd: cmd, out: &lockedBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -154,6 +172,14 @@ func (c *Cluster) Output(id string) string {
 	p := c.procs[id]
 	c.mu.Unlock()
 	<-p.done
+	return p.out.String()
+}
+
+// OutputSoFar is what worker id (its program included) wrote up to now.
+func (c *Cluster) OutputSoFar(id string) string {
+	c.mu.Lock()
+	p := c.procs[id]
+	c.mu.Unlock()
 	return p.out.String()
 }
 
