@@ -70,7 +70,15 @@ for run in $(seq 1 "$runs"); do
     echo "   make setup FAILED (exit $setup_rc); its last lines:"
     tail -20 "$tmp/setup.log" | sed 's/^/     /'
   fi
+  if [ -n "${EDL_FRESH_JSON:-}" ] && [ -s "$tmp/edl/.test-results/test.json" ]; then
+    mkdir -p "$EDL_FRESH_JSON" && cp "$tmp/edl/.test-results/test.json" "$EDL_FRESH_JSON/run-$run.json"
+    cp "$tmp/test.log" "$EDL_FRESH_JSON/run-$run.log"
+  fi
   if [ -s "$tmp/edl/.test-results/test.json" ]; then
+    first="$(grep -m1 -o '"Time":"[^"]*"' "$tmp/edl/.test-results/test.json" | cut -d'"' -f4)"
+    if [ -n "$first" ]; then
+      echo "   make test to its first test event (bin/edl build, the first test binaries' compile): $(mins "$(secs "$t1" "$(date -d "$first" +%s.%N)")") min"
+    fi
     echo "   test minutes per package (the test binary's run, not its build):"
     (cd "$src" && go run ./scripts/testsum -packages < "$tmp/edl/.test-results/test.json") | sed 's/^/     /'
   fi

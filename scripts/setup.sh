@@ -66,6 +66,12 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
   apt_pid=$!
 fi
 
+# edl's own Go modules download while the tools build (the network beside
+# the CPUs): the first build and test would otherwise fetch them one after
+# another, on the test's clock.
+step modules go mod download &
+mod_pid=$!
+
 mkdir -p .tools/bin
 if [ ! -x .tools/bin/swag ]; then
   echo "setup: building swag v1.16.6 into .tools/bin" >&2
@@ -83,6 +89,7 @@ fi
 if [ "${EDL_SETUP_WEED:-0}" != 0 ] && [ ! -x .tools/bin/weed ]; then
   step weed scripts/build-weed.sh .tools/bin
 fi
+wait "$mod_pid" || { echo "setup: go mod download failed" >&2; exit 1; }
 if [ -n "${apt_pid:-}" ]; then
   wait "$apt_pid" || { echo "setup: the Debian packages did not install" >&2; exit 1; }
 fi
