@@ -58,6 +58,7 @@ type torchBench struct {
 	dir             string
 	log             io.Writer // progress lines
 	pythonTeeNeeded bool
+	workerLogLevel  string // edl-restart's workers (their logs under --keep-dir)
 }
 
 var torchScenarios = []string{"scale_out", "scale_in", "failure", "steady"}
@@ -85,6 +86,7 @@ func runBenchTorch(ctx context.Context, env Env, args []string, stdout, stderr i
 	timeout := fs.Duration("timeout", 4*time.Minute, "limit of one scenario of one system")
 	asJSON := fs.Bool("json", false, "print JSON lines (the table then goes to stderr)")
 	keep := fs.String("keep-dir", "", "keep the agents' and workers' output in this folder")
+	workerLog := fs.String("worker-log-level", "warn", "edl-restart's workers' log level (info: each restart's stop, barrier and start, under --keep-dir)")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -98,6 +100,9 @@ func runBenchTorch(ctx context.Context, env Env, args []string, stdout, stderr i
 	}
 	if *warmup < 2 || *after < 1 || *ckpt < 1 {
 		return cli.Usagef("bench torch: need --warmup >= 2, --after >= 1, --ckpt-every >= 1")
+	}
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, *workerLog) {
+		return cli.Usagef("bench torch: --worker-log-level %q: want debug, info, warn or error", *workerLog)
 	}
 	if *steadyWorld < 1 || *steadySteps < 1 || *steadyWarmup < 1 || *steadyRounds < 1 {
 		return cli.Usagef("bench torch: need --steady-world, --steady-steps, --steady-warmup and --steady-rounds >= 1")
@@ -129,7 +134,7 @@ func runBenchTorch(ctx context.Context, env Env, args []string, stdout, stderr i
 		defer os.RemoveAll(dir)
 	}
 	b := &torchBench{env: env, python: *python, script: abs, scriptArgs: strings.Fields(*scriptArgs), warmup: *warmup, after: *after,
-		ckptEvery: *ckpt, timeout: *timeout, dir: dir, log: stderr}
+		ckptEvery: *ckpt, timeout: *timeout, dir: dir, log: stderr, workerLogLevel: *workerLog}
 	b.pythonTeeNeeded, err = pythonAtLeast(ctx, *python, 3, 11)
 	if err != nil {
 		return err

@@ -36,7 +36,7 @@ func (b *torchBench) runEdlRestart(ctx context.Context, scenario string, warm bo
 		return torchResult{}, err
 	}
 	d, err := b.env.StartDev(ctx, DevConfig{Listen: "127.0.0.1:0", DataDir: dataDir, Slots: 3, Grace: 10 * time.Second,
-		Cooldown: time.Second, Interval: 200 * time.Millisecond, WorkerLogLevel: "warn"}, cli.NewLogger(io.Discard, 0, false))
+		Cooldown: time.Second, Interval: 200 * time.Millisecond, WorkerLogLevel: b.workerLogLevel}, cli.NewLogger(io.Discard, 0, false))
 	if err != nil {
 		return torchResult{}, err
 	}
