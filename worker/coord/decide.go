@@ -99,11 +99,15 @@ func (s Snapshot) lost(next *Generation) []Loss {
 	return out
 }
 
+// ReasonStart is the Reason of a job's first generation: no member ran
+// in one before it.
+const ReasonStart = "start"
+
 func (s Snapshot) decide(now time.Time, window time.Duration) Decision {
 	newcomers := s.newcomers()
 	if s.Gen == nil {
 		if len(newcomers) >= max(1, s.MinStart) {
-			return Decision{Next: s.next(nil, newcomers, -1, false, -1, "start")}
+			return Decision{Next: s.next(nil, newcomers, -1, false, -1, ReasonStart)}
 		}
 		return Decision{}
 	}

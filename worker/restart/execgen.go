@@ -239,7 +239,7 @@ func (w *Worker) monitor(ctx context.Context, g *coord.Generation, rank int, pro
 	exited := prog.Done
 	t := time.NewTicker(w.Ecfg.Poll)
 	defer t.Stop()
-	warmAt := time.Now().Add(warmAfter)
+	warmAt := time.Now().Add(warmDelay(g))
 	for {
 		if time.Now().After(warmAt) {
 			w.warm.prestart(w.jobEnv().BaseEnviron()) // the next run's, while this one trains

@@ -11,6 +11,7 @@ import (
 
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/worker/coord"
 )
 
 const python = "/usr/bin/python3"
@@ -180,5 +181,18 @@ func TestWarmStartFallsBackCold(t *testing.T) {
 				t.Errorf("cold-start events %q, want one with %q", cold, tc.want)
 			}
 		})
+	}
+}
+
+// The next interpreter starts at once in a job's first generation (no
+// member restarts beside it) and warmAfter into any later one.
+func TestWarmDelay(t *testing.T) {
+	for _, c := range []struct {
+		reason string
+		want   time.Duration
+	}{{coord.ReasonStart, 0}, {"failure", warmAfter}, {"join", warmAfter}, {"leave", warmAfter}} {
+		if got := warmDelay(&coord.Generation{Number: 3, Reason: c.reason}); got != c.want {
+			t.Errorf("generation formed for %q: next interpreter after %s, want %s", c.reason, got, c.want)
+		}
 	}
 }
