@@ -27,18 +27,21 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if len(args) > 0 && args[0] == "gen" {
 		return runSimGen(args[1:], stdout, stderr)
 	}
-	if wantsSweepFileSim(args) {
+	switch {
+	case hasFlag(args, "sweep-file"):
 		return runSimSweepFile(ctx, args, stdout, stderr) // sim_sweepfile.go
-	}
-	if wantsDeadlineSim(args) {
-		return runSimDeadline(ctx, args, stdout, stderr)
+	case hasFlag(args, "format"):
+		return runSimDeadline(ctx, args, stdout, stderr) // sim_deadline.go
+	case hasFlag(args, "with-sweeps"):
+		return runSimWithSweeps(ctx, args, stdout, stderr) // sim_trials.go
 	}
 	const summary = "Replay a job trace (CSV: job_id, submit_s, num_gpus, duration_s[, vc][, priority]) through\n" +
 		"planner.Decide on a simulated cluster and print the figures (JCT, makespan, queueing,\n" +
 		"GPU utilisation, resizes, opportunistic give-backs). --compare runs every policy; --loads\n" +
 		"runs each at several arrival rates; both print a table and one JSON line per run.\n" +
 		"'edl sim gen --help' generates a synthetic trace; 'edl sim --sweep-file FILE' replays a\n" +
-		"hyperparameter sweep (ASHA, elastic against static trials)."
+		"hyperparameter sweep (ASHA, elastic against static trials); 'edl sim --with-sweeps FILE'\n" +
+		"replays many such sweeps beside the trace's jobs; 'edl sim --format ...' replays deadline jobs."
 	fs := newFlagSet("sim", summary, stderr)
 	d := sim.DefaultOptions(sim.Elastic)
 	trace := fs.String("trace", "testdata/traces/philly_vc_ee9e8c.csv", "trace CSV file")

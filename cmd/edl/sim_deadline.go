@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -15,21 +14,6 @@ import (
 	"github.com/edl-nomad/edl/planner/dlsim"
 	"github.com/edl-nomad/edl/planner/sim"
 )
-
-// wantsDeadlineSim reports whether edl sim's arguments ask for the
-// deadline simulator (--format given).
-func wantsDeadlineSim(args []string) bool {
-	for _, a := range args {
-		if a == "--" {
-			return false
-		}
-		name := strings.TrimLeft(a, "-")
-		if strings.HasPrefix(a, "-") && (name == "format" || strings.HasPrefix(name, "format=")) {
-			return true
-		}
-	}
-	return false
-}
 
 func runSimDeadline(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const summary = "Replay deadline jobs and print the share that meets its deadline (deadline_met_ratio,\n" +

@@ -52,7 +52,7 @@ func TestSimDeadlineFlagErrors(t *testing.T) {
 			t.Errorf("%s: no error", name)
 		}
 	}
-	if !wantsDeadlineSim([]string{"--gpus", "4", "-format=edl"}) || wantsDeadlineSim([]string{"--trace", "x.csv"}) {
-		t.Error("wantsDeadlineSim")
+	if !hasFlag([]string{"--gpus", "4", "-format=edl"}, "format") || hasFlag([]string{"--trace", "x.csv"}, "format") {
+		t.Error("hasFlag format")
 	}
 }

@@ -12,15 +12,16 @@ import (
 	"github.com/edl-nomad/edl/planner/sweepsim"
 )
 
-// wantsSweepFileSim: `edl sim --sweep-file FILE` replays a hyperparameter
-// sweep (planner/sweepsim), not a trace.
-func wantsSweepFileSim(args []string) bool {
+// hasFlag reports whether args (before a "--") give flag name, as
+// -name, --name or --name=value: edl sim's modes are told apart by a flag
+// of their own (--sweep-file, --format, --with-sweeps).
+func hasFlag(args []string, name string) bool {
 	for _, a := range args {
 		if a == "--" {
 			return false
 		}
-		name := strings.TrimLeft(a, "-")
-		if strings.HasPrefix(a, "-") && (name == "sweep-file" || strings.HasPrefix(name, "sweep-file=")) {
+		n := strings.TrimLeft(a, "-")
+		if strings.HasPrefix(a, "-") && (n == name || strings.HasPrefix(n, name+"=")) {
 			return true
 		}
 	}

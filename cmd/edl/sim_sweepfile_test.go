@@ -60,7 +60,7 @@ func TestSimSweepFile(t *testing.T) {
 			t.Errorf("%s: no error", name)
 		}
 	}
-	if !wantsSweepFileSim([]string{"--json", "-sweep-file=x.json"}) || wantsSweepFileSim([]string{"--sweep"}) {
-		t.Error("wantsSweepFileSim")
+	if !hasFlag([]string{"--json", "-sweep-file=x.json"}, "sweep-file") || hasFlag([]string{"--sweep"}, "sweep-file") {
+		t.Error("hasFlag sweep-file")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/sweep"
 	"github.com/edl-nomad/edl/planner"
 )
 
@@ -43,6 +44,26 @@ type job struct {
 	resizes    int
 	failures   int     // failures so far (to draw the next one)
 	nextFail   float64 // attained GPU seconds at which a worker next dies
+
+	// A sweep's trial (trials.go): pinned is the size its sweep pinned it
+	// to (0: none), cancelled that its sweep cut it, maxWorkers the
+	// largest size it ran at.
+	trial      bool
+	pinned     int
+	cancelled  bool
+	maxWorkers int
+}
+
+// newJob is trace job t with its true scaling model and first failure
+// drawn (its bounds are the caller's).
+func newJob(t TraceJob, o Options) *job {
+	j := &job{t: t, measured: map[int]float64{}}
+	k := commRatio(t.ID)
+	a := 1.0 / baseSamplesPerS
+	j.model = planner.ScalingModel{Alpha: a, Beta: k * a}
+	j.rateAtRq = j.model.Throughput(t.GPUs)
+	j.drawFailure(o.meanGPUSecondsBetweenFailures())
+	return j
 }
 
 // drawFailure sets the attained service at which the job's next worker
@@ -133,16 +154,15 @@ func Run(ctx context.Context, trace []TraceJob, o Options) (Result, error) {
 		if t.GPUs > o.GPUs {
 			return Result{}, fmt.Errorf("simulate: job %s asks for %d GPUs, the cluster has %d", t.ID, t.GPUs, o.GPUs)
 		}
-		j := &job{t: t, measured: map[int]float64{}}
+		j := newJob(t, o)
 		j.lo, j.hi = o.bounds(t.GPUs)
-		k := commRatio(t.ID)
-		a := 1.0 / baseSamplesPerS
-		j.model = planner.ScalingModel{Alpha: a, Beta: k * a}
-		j.rateAtRq = j.model.Throughput(t.GPUs)
-		j.drawFailure(o.meanGPUSecondsBetweenFailures())
 		all[i] = j
 	}
 	e := &engine{o: o, cfg: o.config(), all: all, costs: o.costs(), period: o.CheckpointPeriod.Seconds()}
+	for _, a := range o.Sweeps {
+		a.Submit /= load
+		e.sweeps = append(e.sweeps, &simSweep{a: a, trials: map[int]*job{}, points: map[int][]sweep.Point{}, byJob: map[string]int{}})
+	}
 	e.nodes = make([]jobs.Node, (o.GPUs+o.GPUsPerNode-1)/o.GPUsPerNode)
 	for i := range e.nodes {
 		g := min(o.GPUsPerNode, o.GPUs-i*o.GPUsPerNode)
@@ -153,6 +173,7 @@ func Run(ctx context.Context, trace []TraceJob, o Options) (Result, error) {
 		return Result{}, err
 	}
 	r := e.result()
+	r.Sweeps = e.sweepResults()
 	r.WallS = time.Since(start).Seconds()
 	return r, nil
 }
@@ -167,6 +188,7 @@ type engine struct {
 	now    float64
 	next   int    // index of the next arrival in all
 	active []*job // arrived, not finished, in arrival order
+	sweeps []*simSweep
 
 	// finished is the service (GPU seconds) of the jobs finished so far,
 	// sorted; history is its Gittins summary, rebuilt when it grows.
@@ -187,7 +209,8 @@ type engine struct {
 const eps = 1e-6
 
 func (e *engine) run(ctx context.Context) error {
-	for e.next < len(e.all) || len(e.active) > 0 {
+	limit := e.lastSubmit() + maxSimAfterLast
+	for e.next < len(e.all) || len(e.active) > 0 || e.sweepsLeft() {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("simulate: stopped at %.0f s: %w", e.now, err)
 		}
@@ -195,14 +218,32 @@ func (e *engine) run(ctx context.Context) error {
 			e.active = append(e.active, e.all[e.next])
 			e.next++
 		}
+		if err := e.sweepRounds(); err != nil {
+			return err
+		}
 		e.decide()
 		t := e.nextEvent()
-		if math.IsInf(t, 1) {
+		if math.IsInf(t, 1) || t > limit {
 			return fmt.Errorf("simulate: stuck at %.0f s with %d jobs waiting and none running", e.now, len(e.active))
 		}
 		e.advance(t)
 	}
 	return nil
+}
+
+// maxSimAfterLast bounds a run: ten years after the last submission
+// (a sweep whose trials can never be placed would run its rounds forever).
+const maxSimAfterLast = 10 * 365 * 24 * 3600.0
+
+func (e *engine) lastSubmit() float64 {
+	last := 0.0
+	if n := len(e.all); n > 0 {
+		last = e.all[n-1].t.Submit
+	}
+	for _, s := range e.sweeps {
+		last = max(last, s.a.Submit)
+	}
+	return last
 }
 
 // decide asks the planner and applies its plan at once (a simulated
@@ -225,7 +266,7 @@ func (e *engine) decide() {
 			ID: j.t.ID, Tenant: j.t.Tenant, Min: j.lo, Max: j.hi, GPUsPerWorker: 1,
 			Priority: j.t.Priority, SubmittedAt: epoch.Add(time.Duration(j.t.Submit * float64(time.Second))),
 			AttainedGPUSeconds: j.attained, Current: j.workers, Placement: j.placement,
-			Throughput: j.measured, LastResize: j.lastResize,
+			Throughput: j.measured, LastResize: j.lastResize, Pinned: j.pinned,
 		}
 		if e.o.oracle() {
 			// The planner ranks by attained service; hand it the work
@@ -306,6 +347,7 @@ func (e *engine) decide() {
 			}
 		}
 		j.workers, j.placement = tg.Workers, tg.Placement
+		j.maxWorkers = max(j.maxWorkers, j.workers)
 	}
 	if gaveBack {
 		e.givebacks++
@@ -342,6 +384,14 @@ func (e *engine) nextEvent() float64 {
 	t := math.Inf(1)
 	if e.next < len(e.all) {
 		t = e.all[e.next].t.Submit
+	}
+	for _, s := range e.sweeps {
+		switch {
+		case !s.started:
+			t = min(t, s.a.Submit)
+		case s.live():
+			t = min(t, s.nextRound)
+		}
 	}
 	thr := e.cfg.QueueThreshold
 	for _, j := range e.active {

@@ -113,6 +113,13 @@ type Options struct {
 	// Gittins index learnt from the service of the jobs finished so far:
 	// the earlier order, for comparison.
 	LASOrder bool
+	// Sweeps are hyperparameter sweeps submitted beside the trace's jobs
+	// (trials.go); SweepRound is their controller's period (0:
+	// DefaultSweepRound); StaticTrials runs every trial at the template's
+	// workers.min, so that cut trials' GPUs are not handed on.
+	Sweeps       []SweepArrival
+	SweepRound   time.Duration
+	StaticTrials bool
 }
 
 // DefaultOptions is policy p on the cluster size this project documents for
@@ -155,6 +162,14 @@ func (o Options) Validate() error {
 	}
 	if o.CheckpointPeriod < 0 {
 		errs = append(errs, fmt.Errorf("checkpoint_period %s: must not be negative", o.CheckpointPeriod))
+	}
+	for i, a := range o.Sweeps {
+		if err := a.validate(o.GPUs); err != nil {
+			errs = append(errs, fmt.Errorf("sweep %d (%s): %w", i, a.ID, err))
+		}
+	}
+	if o.SweepRound < 0 {
+		errs = append(errs, fmt.Errorf("sweep_round %s: must not be negative", o.SweepRound))
 	}
 	if o.TiresiasQueues < 0 {
 		errs = append(errs, fmt.Errorf("tiresias_queues %d: must not be negative", o.TiresiasQueues))

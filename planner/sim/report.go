@@ -48,6 +48,9 @@ type Result struct {
 	WallS     float64 `json:"wall_s"`
 	// JCTs are the jobs' completion times in seconds, sorted (for plots).
 	JCTs []float64 `json:"-"`
+	// Sweeps are the figures of the sweeps run beside the trace
+	// (Options.Sweeps); the job figures above are the trace's jobs alone.
+	Sweeps []SweepResult `json:"sweeps,omitempty"`
 }
 
 func (e *engine) result() Result {

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edl-nomad/edl/internal/periodic"
+	"github.com/edl-nomad/edl/internal/pubsub"
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/worker/coord"
 	"github.com/redis/go-redis/v9"
@@ -91,34 +93,14 @@ func (m *Membership) poke() {
 // Listen pokes on every event of the job's channel (reports, leaves,
 // member states, generations, the end).
 func (m *Membership) Listen(ctx context.Context, rdb redis.UniversalClient) {
-	ps := rdb.Subscribe(ctx, m.Co.Keys().Channel())
-	defer ps.Close()
-	ch := ps.Channel()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case _, ok := <-ch:
-			if !ok {
-				return
-			}
-			m.poke()
-		}
-	}
+	pubsub.Each(ctx, rdb.Subscribe(ctx, m.Co.Keys().Channel()), func(string) { m.poke() })
 }
 
 // Poll notices, off the step loop, that this worker was marked leaving or
 // that the job is being cancelled (the stop key, or the job's state in
 // js when there is one).
 func (m *Membership) Poll(ctx context.Context, rdb redis.UniversalClient, js JobSource, job string) {
-	t := time.NewTicker(200 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	_ = periodic.Every(ctx, 200*time.Millisecond, func() bool {
 		if ms, err := m.Co.Members(ctx); err == nil {
 			if rec, ok := ms[m.Self]; ok && rec.State == coord.Leaving {
 				m.RequestLeave()
@@ -132,24 +114,19 @@ func (m *Membership) Poll(ctx context.Context, rdb redis.UniversalClient, js Job
 				m.requestStop()
 			}
 		}
-	}
+		return true
+	})
 }
 
 // CancelOnNewer cancels a join when a newer generation replaces gen.
 func (m *Membership) CancelOnNewer(ctx context.Context, cancel context.CancelFunc, gen int64) {
-	t := time.NewTicker(200 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	_ = periodic.Every(ctx, 200*time.Millisecond, func() bool {
 		if g, err := m.Co.ReadGen(ctx); err == nil && g != nil && g.Number > gen {
 			cancel()
-			return
+			return false
 		}
-	}
+		return true
+	})
 }
 
 // NextGen waits for the generation after gen; done: the job is done (or

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edl-nomad/edl/internal/periodic"
 	"github.com/edl-nomad/edl/jobs/jobmetrics"
 	"github.com/redis/go-redis/v9"
 )
@@ -50,18 +51,12 @@ func (m *MetricSink) Start(onErr func(error)) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(metricsEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
+		_ = periodic.Every(ctx, metricsEvery, func() bool {
 			if err := m.flush(ctx); err != nil && ctx.Err() == nil {
 				onErr(err)
 			}
-		}
+			return true
+		})
 	}()
 	return func() {
 		cancel()

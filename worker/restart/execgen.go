@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/edl-nomad/edl/internal/periodic"
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/worker/coord"
 	"github.com/edl-nomad/edl/worker/core"
@@ -345,16 +346,10 @@ func (w *Worker) report(ctx context.Context, g *coord.Generation) {
 // checkpoint into it, so a worker's death loses at most what was not yet
 // uploaded.
 func (w *Worker) syncLoop(ctx context.Context, g *coord.Generation) {
-	t := time.NewTicker(w.Ecfg.SyncEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	_ = periodic.Every(ctx, w.Ecfg.SyncEvery, func() bool {
 		w.upload(ctx, g, false)
-	}
+		return true
+	})
 }
 
 // finalSync uploads rank 0's folder once its program is gone and tells

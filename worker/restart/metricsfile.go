@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/edl-nomad/edl/internal/periodic"
 	"github.com/edl-nomad/edl/jobs"
 )
 
@@ -167,22 +168,14 @@ func (w *Worker) followMetrics(ctx context.Context, path string, world int, gen 
 		p.WorldSize, p.Generation = world, gen
 		w.Rep.Progress(p)
 	}
-	t := time.NewTicker(w.Ecfg.Poll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	_ = periodic.Every(ctx, w.Ecfg.Poll, func() bool {
 		p, ok, err := m.poll(time.Now())
 		if err != nil {
 			w.Log.Warn("read the program's metrics file", "path", path, "err", err)
-			continue
-		}
-		if ok {
+		} else if ok {
 			p.WorldSize, p.Generation = world, gen
 			w.Rep.Progress(p)
 		}
-	}
+		return true
+	})
 }
