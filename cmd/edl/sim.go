@@ -103,14 +103,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		return runSweep(ctx, sw, base, factors, *asJSON, *markdown, *plotTo, stdout)
 	}
-	f, err := os.Open(*trace)
+	jobs, err := readTraceFile(*trace)
 	if err != nil {
-		return usageErrorf("sim: --trace: %v", err)
-	}
-	jobs, err := sim.ReadTrace(f)
-	f.Close()
-	if err != nil {
-		return fmt.Errorf("sim: %w", err)
+		return err
 	}
 	var results []sim.Result
 	for _, lf := range factors {

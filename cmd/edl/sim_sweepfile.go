@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/edl-nomad/edl/jobs/sweep"
 	"github.com/edl-nomad/edl/planner/sweepsim"
 )
 
@@ -55,16 +56,11 @@ func runSimSweepFile(ctx context.Context, args []string, stdout, stderr io.Write
 	if *file == "" {
 		return usageErrorf("sim: --sweep-file: a sweep spec file is required")
 	}
-	b, err := os.ReadFile(*file)
+	spec, err := sweep.ReadSpecFile(*file)
 	if err != nil {
 		return usageErrorf("sim: --sweep-file: %v", err)
 	}
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c.Spec); err != nil {
-		return usageErrorf("sim: --sweep-file %s: %v", *file, err)
-	}
-	c.Spec = c.Spec.WithDefaults()
+	c.Spec = spec
 	c.Curves = sweepsim.Seeded{Seed: *seed, Noise: *noise}
 	if *logFile != "" {
 		f, err := os.Open(*logFile)

@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"slices"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -63,18 +62,13 @@ func runSimWithSweeps(ctx context.Context, args []string, stdout, stderr io.Writ
 	case !(*load > 0) || math.IsInf(*load, 0):
 		return usageErrorf("sim: --load %g: must be a positive number", *load)
 	}
-	spec, err := readSweepSpec(*file)
+	spec, err := sweep.ReadSpecFile(*file)
 	if err != nil {
-		return usageErrorf("sim: --with-sweeps %s: %v", *file, err)
+		return usageErrorf("sim: --with-sweeps: %v", err)
 	}
-	f, err := os.Open(*trace)
+	tr, err := readTraceFile(*trace)
 	if err != nil {
-		return usageErrorf("sim: --trace: %v", err)
-	}
-	tr, err := sim.ReadTrace(f)
-	f.Close()
-	if err != nil {
-		return fmt.Errorf("sim: %w", err)
+		return err
 	}
 	gap := *every
 	if gap == 0 && len(tr) > 0 {
@@ -104,18 +98,18 @@ func runSimWithSweeps(ctx context.Context, args []string, stdout, stderr io.Writ
 	return writeSweepsBeside(stdout, runs[0], runs[1], *asJSON)
 }
 
-func readSweepSpec(path string) (sweep.Spec, error) {
-	b, err := os.ReadFile(path)
+// readTraceFile reads a trace CSV (sim.ReadTrace).
+func readTraceFile(path string) ([]sim.TraceJob, error) {
+	f, err := os.Open(path)
 	if err != nil {
-		return sweep.Spec{}, err
+		return nil, usageErrorf("sim: --trace: %v", err)
 	}
-	var s sweep.Spec
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&s); err != nil {
-		return sweep.Spec{}, err
+	defer f.Close()
+	tr, err := sim.ReadTrace(f)
+	if err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
 	}
-	return s.WithDefaults(), nil
+	return tr, nil
 }
 
 // sweepsSummary is one run's sweep figures.

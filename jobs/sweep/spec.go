@@ -1,9 +1,11 @@
 package sweep
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"regexp"
 	"sort"
 	"strings"
@@ -345,4 +347,21 @@ func (s Spec) Clone() Spec {
 		panic(fmt.Sprintf("sweep: decode spec: %v", err))
 	}
 	return c
+}
+
+// ReadSpecFile reads a sweep spec file (JSON, as `edl sweep submit` takes
+// it; an unknown field is an error) with its defaults filled in. It does
+// not validate it.
+func ReadSpecFile(path string) (Spec, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Spec{}, err
+	}
+	var s Spec
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return Spec{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return s.WithDefaults(), nil
 }

@@ -2,9 +2,7 @@ package sim
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,15 +16,11 @@ import (
 // 1..4, ASHA rungs at 20, 80 and 320 steps.
 func exampleSweep(t *testing.T) sweep.Spec {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "sweep.json"))
+	s, err := sweep.ReadSpecFile(filepath.Join("..", "..", "examples", "sweep.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s sweep.Spec
-	if err := json.Unmarshal(b, &s); err != nil {
-		t.Fatal(err)
-	}
-	return s.WithDefaults()
+	return s
 }
 
 // sweepsBeside is a 16-GPU cluster with a small load of ordinary jobs

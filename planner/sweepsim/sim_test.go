@@ -3,7 +3,6 @@ package sweepsim
 import (
 	"encoding/json"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,15 +14,11 @@ import (
 // once, workers 1..4, ASHA rungs at 20, 80 and 320 steps.
 func exampleSpec(t *testing.T) sweep.Spec {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "sweep.json"))
+	s, err := sweep.ReadSpecFile(filepath.Join("..", "..", "examples", "sweep.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s sweep.Spec
-	if err := json.Unmarshal(b, &s); err != nil {
-		t.Fatal(err)
-	}
-	return s.WithDefaults()
+	return s
 }
 
 func TestElasticBeatsStaticOnTheExampleSweep(t *testing.T) {

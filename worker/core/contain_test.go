@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/edl-nomad/edl/internal/childproc"
 )
 
 // escapeScript is a hostile program: it leaves a setsid() daemon (double
@@ -104,7 +106,7 @@ func TestStopKillsEscapedProcesses(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			var out syncBuf
+			var out childproc.Buffer
 			p := startContained(tc.mode, []string{py, "-c", escapeScript, dir, tc.main}, "", nil, &out, &out, 5)
 			t.Cleanup(func() { p.Stop(0) })
 			waitFor(t, 20*time.Second, func() bool { return strings.Contains(out.String(), "up") }, "the program's up line")
@@ -134,7 +136,7 @@ func TestProgramExitKillsItsDaemons(t *testing.T) {
 	py := pythonOrSkip(t)
 	dir := t.TempDir()
 	script := strings.Replace(escapeScript, "print(\"up\", flush=True)", "print(\"up\", flush=True); sys.exit(4)", 1)
-	var out syncBuf
+	var out childproc.Buffer
 	p := StartProgram([]string{py, "-c", script, dir, "polite"}, "", nil, &out, &out, 5)
 	select {
 	case <-p.Done:

@@ -6,10 +6,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edl-nomad/edl/internal/childproc"
 )
 
 func TestProgramOutputAndExit(t *testing.T) {
-	var out, errb syncBuf
+	var out, errb childproc.Buffer
 	p := StartProgram([]string{"/bin/sh", "-c", `echo "hello $WHO"; for i in 1 2 3 4 5; do echo "err $i" >&2; done; printf partial >&2; exit 3`},
 		t.TempDir(), []string{"WHO=edl"}, &out, &errb, 3)
 	<-p.Done
@@ -46,7 +48,7 @@ func TestProgramStop(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var out syncBuf
+			var out childproc.Buffer
 			p := StartProgram([]string{"/bin/sh", "-c", tc.script}, "", nil, &out, &out, 5)
 			for !strings.Contains(out.String(), "up") {
 				time.Sleep(10 * time.Millisecond)
@@ -64,7 +66,7 @@ func TestProgramStop(t *testing.T) {
 }
 
 func TestProgramNotFound(t *testing.T) {
-	p := StartProgram([]string{"/nonexistent/prog"}, "", nil, &syncBuf{}, &syncBuf{}, 5)
+	p := StartProgram([]string{"/nonexistent/prog"}, "", nil, &childproc.Buffer{}, &childproc.Buffer{}, 5)
 	<-p.Done
 	if p.Res.StartErr == nil || JudgeExit(0, p.Res) != ExitFailed || !strings.Contains(p.Res.Describe(), "could not start") {
 		t.Fatalf("result %+v (%s), want a start error judged a failure", p.Res, p.Res.Describe())
@@ -86,7 +88,7 @@ func TestProgramGetsFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out syncBuf
+	var out childproc.Buffer
 	p := StartProgram([]string{"/bin/sh", "-c", `read line <&3; echo "got $line" >&4; sleep 0.2`}, "", nil, &out, &out, 5, inR, outW)
 	inR.Close()
 	outW.Close()

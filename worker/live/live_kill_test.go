@@ -198,7 +198,8 @@ func TestLiveProgramKilledWhileRestarting(t *testing.T) {
 // next generation from their own state, the restarted program rejoins as
 // a newcomer, every sample once.
 func TestLiveRootKilledAsGenerationForms(t *testing.T) {
-	l := startLive(t, 2, 3, 6000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03")
+	slow := slowFile(t) // slow steps while the kill comes, full speed after
+	l := startLive(t, 2, 3, 6000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03", "--step-sleep-while", slow)
 	l.setMaxRestarts(3)
 	l.add("w0")
 	l.add("w1")
@@ -225,6 +226,9 @@ func TestLiveRootKilledAsGenerationForms(t *testing.T) {
 	t.Logf("killed %s's program (rank 0 of generation %d %v)", g.Members[0], g.Number, g.Members)
 	q := l.waitProgress("a world of 3 after the kill", 2*time.Minute, func(q jobs.Progress) bool { return q.Generation > g.Number && q.WorldSize == 3 })
 	l.waitProgress("steps after the kill", time.Minute, func(x jobs.Progress) bool { return x.Step >= q.Step+5 })
+	if err := os.Remove(slow); err != nil {
+		t.Fatal(err)
+	}
 	l.wait(3*time.Minute, 1)
 }
 

@@ -188,7 +188,8 @@ func TestLiveStaticTwoWorkers(t *testing.T) {
 // a member leaves (SIGTERM's path: its context ends); every sample of every
 // epoch is in exactly one applied step.
 func TestLiveScaleOutAndIn(t *testing.T) {
-	l := startLive(t, 2, 3, 6000, 16, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03")
+	slow := slowFile(t) // slow steps while the join and the leave come, full speed after
+	l := startLive(t, 2, 3, 6000, 16, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03", "--step-sleep-while", slow)
 	l.add("w0")
 	l.add("w1")
 	p := l.waitProgress("steps at world 2", 2*time.Minute, func(p jobs.Progress) bool { return p.Step >= 5 && p.WorldSize == 2 })
@@ -198,6 +199,9 @@ func TestLiveScaleOutAndIn(t *testing.T) {
 	l.waitProgress("steps at world 3", time.Minute, func(p jobs.Progress) bool { return p.Step >= at+10 })
 	l.cancel["w1"]()
 	l.waitProgress("world 2 again", time.Minute, func(p jobs.Progress) bool { return p.WorldSize == 2 && p.Step > at+10 })
+	if err := os.Remove(slow); err != nil {
+		t.Fatal(err)
+	}
 	l.wait(3*time.Minute, 1)
 	for _, id := range []string{"w0", "w2"} {
 		if n := strings.Count(l.logs[id].String(), "DONE "); n != 1 {

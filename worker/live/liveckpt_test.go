@@ -219,17 +219,25 @@ func TestLiveCheckpointWhenEveryWorkerLeaves(t *testing.T) {
 		t.Fatalf("after every worker left at step %d: last checkpoint %+v, want one of that step; events:%s",
 			j.Progress.Step, j.LastCheckpoint, eventMessages(jobEvents(t, st, c.Job)))
 	}
-	left := j.Progress.Step
+	finishFromLeaveCheckpoint(t, c, st, j.Progress.Step, samples, parts, epochs)
+}
+
+// finishFromLeaveCheckpoint starts a new worker after every one left at
+// step left, lets the job finish and checks that it restored the
+// checkpoint of that step, redid nothing and used every sample once.
+func finishFromLeaveCheckpoint(t *testing.T, c *workertest.Cluster, st *jobstore.Store, left, samples int64, parts, epochs int) {
+	t.Helper()
+	ctx := context.Background()
 	c.Start()
 	c.Finish(4 * time.Minute)
-	j, _ = st.Get(ctx, c.Job)
-	if j.State != jobs.Succeeded || j.Progress.Samples != int64(epochs*samples) {
-		t.Fatalf("job %s (%s), %d samples; want succeeded with %d", j.State, j.Reason, j.Progress.Samples, epochs*samples)
+	j, _ := st.Get(ctx, c.Job)
+	if j.State != jobs.Succeeded || j.Progress.Samples != int64(epochs)*samples {
+		t.Fatalf("job %s (%s), %d samples; want succeeded with %d", j.State, j.Reason, j.Progress.Samples, int64(epochs)*samples)
 	}
 	c.CheckLiveExactlyOnce(samples, parts, epochs)
 	evs := jobEvents(t, st, c.Job)
 	if !hasEvent(evs, fmt.Sprintf("restored the checkpoint of step %d", left)) || hasEvent(evs, "are redone") {
-		t.Errorf("want the checkpoint of step %d restored and nothing redone", left)
+		t.Errorf("want the checkpoint of step %d restored and nothing redone; events:%s", left, eventMessages(evs))
 	}
 }
 
@@ -273,21 +281,10 @@ func TestLiveLastHolderLeavingBetweenStepsCheckpoints(t *testing.T) {
 	if !strings.Contains(c.Output("w1"), "leaving with the only copy of the state") {
 		t.Fatalf("w1 did not leave between steps as the last holder of the state (the case this test is for)")
 	}
-	left := j.Progress.Step
 	if err := os.Remove(slow); err != nil {
 		t.Fatal(err)
 	}
-	c.Start()
-	c.Finish(4 * time.Minute)
-	j, _ = st.Get(ctx, c.Job)
-	if j.State != jobs.Succeeded || j.Progress.Samples != int64(epochs*samples) {
-		t.Fatalf("job %s (%s), %d samples; want succeeded with %d", j.State, j.Reason, j.Progress.Samples, epochs*samples)
-	}
-	c.CheckLiveExactlyOnce(samples, parts, epochs)
-	evs := jobEvents(t, st, c.Job)
-	if !hasEvent(evs, fmt.Sprintf("restored the checkpoint of step %d", left)) || hasEvent(evs, "are redone") {
-		t.Errorf("want the checkpoint of step %d restored and nothing redone; events:%s", left, eventMessages(evs))
-	}
+	finishFromLeaveCheckpoint(t, c, st, j.Progress.Step, samples, parts, epochs)
 }
 
 // The program of a job's only member dies (its worker lives): with a

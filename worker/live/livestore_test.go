@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
 	"regexp"
 	"strings"
 	"syscall"
@@ -25,7 +26,8 @@ import (
 // worker (livestore.go) only the killed programs restart: every survivor's
 // program runs from start to end in one process.
 func TestLiveRootKilledSurvivorsKeepRunning(t *testing.T) {
-	l := startLive(t, 2, 3, 9000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03")
+	slow := slowFile(t) // slow steps while the kills come, full speed after
+	l := startLive(t, 2, 3, 9000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03", "--step-sleep-while", slow)
 	l.setMaxRestarts(3)
 	l.add("w0")
 	l.add("w1")
@@ -67,6 +69,9 @@ func TestLiveRootKilledSurvivorsKeepRunning(t *testing.T) {
 	kill(g.Members[0], "rank 0 mid-training")
 	q = l.waitProgress("a world of 3 after the second kill", 2*time.Minute, func(x jobs.Progress) bool { return x.Generation > g.Number && x.WorldSize == 3 })
 	l.waitProgress("steps after the second kill", time.Minute, func(x jobs.Progress) bool { return x.Step >= q.Step+5 })
+	if err := os.Remove(slow); err != nil {
+		t.Fatal(err)
+	}
 	l.wait(3*time.Minute, 1)
 	l.jobs.Mu.Lock()
 	events := append([]jobs.Event(nil), l.jobs.Events...)

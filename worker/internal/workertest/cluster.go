@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/edl-nomad/edl/checkpoint"
+	"github.com/edl-nomad/edl/internal/childproc"
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/worker/coord"
@@ -46,27 +47,9 @@ type Cluster struct {
 
 type proc struct {
 	cmd  *exec.Cmd
-	out  *lockedBuffer
+	out  *childproc.Buffer // its output, read while it writes
 	done chan struct{}
 	err  error
-}
-
-// lockedBuffer is a worker's output, read while the worker writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func TestSpec(epochs, minWorkers int) jobs.Spec {
@@ -153,7 +136,7 @@ func (c *Cluster) Start() string {
 	if c.Full {
 		cmd.Env = append(cmd.Env, "EDL_WORKER_FULL=1")
 	}
-	p := &proc{cmd: cmd, out: &lockedBuffer{}, done: make(chan struct{})}
+	p := &proc{cmd: cmd, out: &childproc.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
