@@ -192,10 +192,18 @@ func TestTorchScaleKillCancel(t *testing.T) {
 	d := startDev(t, map[string]string{"alice": "tok-alice"}, "--slots", "3")
 	j := d.submit("alice", torchJob("ddp", 1, 3, nil, "--steps", "100000", "--ckpt-every", strconv.Itoa(every)))
 	for _, n := range []int{1, 3, 2} {
+		// Only a generation from the scale on counts: 1 -> 3 may pass
+		// through a world of 2 (one newcomer ready before the other), and
+		// a step line of that generation is not the 3 -> 2 (it once made
+		// the wait below look for 5 more steps of a generation long gone).
+		from := int64(0)
+		for _, s := range d.steps(j.ID) {
+			from = max(from, s.gen)
+		}
 		if code := d.do("alice", "POST", "/v1/jobs/"+j.ID+"/scale", map[string]int{"workers": n}, nil); code >= 300 {
 			t.Fatalf("scale to %d: status %d", n, code)
 		}
-		s := d.waitSteps(j.ID, 120*time.Second, fmt.Sprintf("steps at world %d", n), func(s stepLine) bool { return s.wrld == n })
+		s := d.waitSteps(j.ID, 120*time.Second, fmt.Sprintf("steps at world %d", n), func(s stepLine) bool { return s.wrld == n && s.gen >= from })
 		d.waitSteps(j.ID, 60*time.Second, fmt.Sprintf("5 steps at world %d", n), func(x stepLine) bool { return x.gen == s.gen && x.step >= s.step+5 })
 		got := d.get("alice", j.ID)
 		if got.State != "running" || got.Progress.WorldSize != n {
@@ -206,8 +214,10 @@ func TestTorchScaleKillCancel(t *testing.T) {
 	if len(pids) != 2 {
 		t.Fatalf("worker processes %v, want 2", pids)
 	}
-	before := d.steps(j.ID)
-	lastGen := before[len(before)-1].gen
+	var lastGen int64 // the newest generation before the kill (the step lines come file by file)
+	for _, s := range d.steps(j.ID) {
+		lastGen = max(lastGen, s.gen)
+	}
 	if err := syscall.Kill(pids[1], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
