@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -44,11 +45,8 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		"replays many such sweeps beside the trace's jobs; 'edl sim --format ...' replays deadline jobs."
 	fs := newFlagSet("sim", summary, stderr)
 	d := sim.DefaultOptions(sim.Elastic)
-	trace := fs.String("trace", "testdata/traces/philly_vc_ee9e8c.csv", "trace CSV file")
-	gpus := fs.Int("gpus", d.GPUs, "GPUs in the simulated cluster (every job must fit)")
-	perNode := fs.Int("gpus-per-node", d.GPUsPerNode, "GPUs per node")
-	policy := fs.String("policy", string(sim.Elastic), "policy: elastic, elastic-restart, fifo or tiresias")
-	load := fs.Float64("load", 1, "arrival-rate factor: submit times are divided by it (2: jobs arrive twice as fast)")
+	cf := addClusterFlags(fs, d)
+	trace, gpus, perNode, policy, load := cf.trace, cf.gpus, cf.perNode, cf.policy, cf.load
 	loads := fs.String("loads", "", "comma-separated arrival-rate factors to run each policy at (e.g. 0.5,1,2,4); overrides --load")
 	resize := fs.Float64("resize-cost-s", -1, "seconds one resize stalls a job, join and leave alike (-1: the policy's measured costs: elastic 0.047 s join, 0.014 s leave; elastic-restart torchrun's 3.8 s join, 16 s leave plus the progress since the last checkpoint)")
 	ckpt := fs.Float64("checkpoint-period-s", d.CheckpointPeriod.Seconds(), "seconds of running between a job's checkpoints (a restart-style resize loses the progress since the last one; 0: nothing is lost)")
@@ -75,8 +73,8 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *compare {
 		policies = sim.Policies
 	}
-	if !(*load > 0) || math.IsInf(*load, 0) {
-		return usageErrorf("sim: --load %g: must be a positive number", *load)
+	if err := cf.check(); err != nil {
+		return err
 	}
 	factors := []float64{*load}
 	if *loads != "" {
@@ -224,6 +222,31 @@ func runSimGen(args []string, stdout, stderr io.Writer) error {
 		if err := file.Close(); err != nil {
 			return fmt.Errorf("sim gen: --out: %w", err)
 		}
+	}
+	return nil
+}
+
+// clusterFlags are the flags of edl sim's trace modes that say which
+// trace runs on what cluster under which policy.
+type clusterFlags struct {
+	trace, policy *string
+	gpus, perNode *int
+	load          *float64
+}
+
+func addClusterFlags(fs *flag.FlagSet, d sim.Options) clusterFlags {
+	return clusterFlags{
+		trace:   fs.String("trace", "testdata/traces/philly_vc_ee9e8c.csv", "trace CSV file"),
+		gpus:    fs.Int("gpus", d.GPUs, "GPUs in the simulated cluster (every job must fit)"),
+		perNode: fs.Int("gpus-per-node", d.GPUsPerNode, "GPUs per node"),
+		policy:  fs.String("policy", string(sim.Elastic), "policy: elastic, elastic-restart, fifo or tiresias"),
+		load:    fs.Float64("load", 1, "arrival-rate factor: submit times are divided by it (2: jobs arrive twice as fast)"),
+	}
+}
+
+func (c clusterFlags) check() error {
+	if !(*c.load > 0) || math.IsInf(*c.load, 0) {
+		return usageErrorf("sim: --load %g: must be a positive number", *c.load)
 	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -31,11 +30,7 @@ func runSimWithSweeps(ctx context.Context, args []string, stdout, stderr io.Writ
 	fs := newFlagSet("sim", summary, stderr)
 	d := sim.DefaultOptions(sim.Elastic)
 	file := fs.String("with-sweeps", "", "the sweep spec (JSON, e.g. examples/sweep.json)")
-	trace := fs.String("trace", "testdata/traces/philly_vc_ee9e8c.csv", "trace CSV file of the ordinary jobs")
-	gpus := fs.Int("gpus", d.GPUs, "GPUs in the simulated cluster")
-	perNode := fs.Int("gpus-per-node", d.GPUsPerNode, "GPUs per node")
-	policy := fs.String("policy", string(sim.Elastic), "policy: elastic, elastic-restart, fifo or tiresias")
-	load := fs.Float64("load", 1, "arrival-rate factor of the jobs and the sweeps alike")
+	cf := addClusterFlags(fs, d) // the trace's jobs; --load applies to the sweeps' arrivals too
 	n := fs.Int("sweeps", 10, "how many sweeps")
 	every := fs.Float64("sweep-every", 0, "seconds between two sweeps' arrivals, in the trace's time (0: spread over the trace's span)")
 	first := fs.Float64("sweep-first", 0, "the first sweep's arrival, in the trace's seconds")
@@ -59,14 +54,15 @@ func runSimWithSweeps(ctx context.Context, args []string, stdout, stderr io.Writ
 		return usageErrorf("sim: --sweep-first %g: want seconds >= 0", *first)
 	case !(*round > 0) || math.IsInf(*round, 0):
 		return usageErrorf("sim: --sweep-round-s %g: want a positive number", *round)
-	case !(*load > 0) || math.IsInf(*load, 0):
-		return usageErrorf("sim: --load %g: must be a positive number", *load)
+	}
+	if err := cf.check(); err != nil {
+		return err
 	}
 	spec, err := sweep.ReadSpecFile(*file)
 	if err != nil {
 		return usageErrorf("sim: --with-sweeps: %v", err)
 	}
-	tr, err := readTraceFile(*trace)
+	tr, err := readTraceFile(*cf.trace)
 	if err != nil {
 		return err
 	}
@@ -75,7 +71,7 @@ func runSimWithSweeps(ctx context.Context, args []string, stdout, stderr io.Writ
 		gap = (tr[len(tr)-1].Submit - *first) / float64(*n)
 	}
 	o := d
-	o.Policy, o.GPUs, o.GPUsPerNode, o.Load = sim.Policy(*policy), *gpus, *perNode, *load
+	o.Policy, o.GPUs, o.GPUsPerNode, o.Load = sim.Policy(*cf.policy), *cf.gpus, *cf.perNode, *cf.load
 	o.SweepRound = time.Duration(*round * float64(time.Second))
 	for k := range *n {
 		o.Sweeps = append(o.Sweeps, sim.SweepArrival{ID: fmt.Sprintf("sweep%02d", k), Tenant: "sweeps",
@@ -112,36 +108,19 @@ func readTraceFile(path string) ([]sim.TraceJob, error) {
 	return tr, nil
 }
 
-// sweepsSummary is one run's sweep figures.
+// sweepsSummary is one run's sweep figures and the trace jobs' JCT.
 type sweepsSummary struct {
-	Mode            string  `json:"mode"` // elastic or static trials
-	Policy          string  `json:"policy"`
-	Sweeps          int     `json:"sweeps"`
-	MeanMakespanS   float64 `json:"sweep_makespan_mean_s"`
-	P95MakespanS    float64 `json:"sweep_makespan_p95_s"`
-	GPUHours        float64 `json:"sweep_gpu_h"`
-	MaxTrialWorkers int     `json:"max_trial_workers"`
-	Grown           int     `json:"grown"`
-	JobsAvgJCTS     float64 `json:"jobs_avg_jct_s"`
-	JobsP95JCTS     float64 `json:"jobs_p95_jct_s"`
-	GPUUtil         float64 `json:"gpu_util"`
+	Mode   string `json:"mode"` // elastic or static trials
+	Policy string `json:"policy"`
+	sim.SweepsSummary
+	JobsAvgJCTS float64 `json:"jobs_avg_jct_s"`
+	JobsP95JCTS float64 `json:"jobs_p95_jct_s"`
+	GPUUtil     float64 `json:"gpu_util"`
 }
 
 func summarizeSweeps(mode string, r sim.Result) sweepsSummary {
-	s := sweepsSummary{Mode: mode, Policy: string(r.Policy), Sweeps: len(r.Sweeps), JobsAvgJCTS: r.AvgJCT, JobsP95JCTS: r.P95JCT, GPUUtil: r.GPUUtil}
-	spans := make([]float64, 0, len(r.Sweeps))
-	for _, w := range r.Sweeps {
-		spans = append(spans, w.MakespanS)
-		s.MeanMakespanS += w.MakespanS / float64(len(r.Sweeps))
-		s.GPUHours += w.GPUSeconds / 3600
-		s.MaxTrialWorkers = max(s.MaxTrialWorkers, w.MaxTrialWorkers)
-		s.Grown += w.Grown
-	}
-	slices.Sort(spans)
-	if len(spans) > 0 {
-		s.P95MakespanS = spans[min(len(spans)-1, int(math.Ceil(0.95*float64(len(spans))))-1)]
-	}
-	return s
+	return sweepsSummary{Mode: mode, Policy: string(r.Policy), SweepsSummary: sim.SummarizeSweeps(r.Sweeps),
+		JobsAvgJCTS: r.AvgJCT, JobsP95JCTS: r.P95JCT, GPUUtil: r.GPUUtil}
 }
 
 func writeSweepsBeside(w io.Writer, el, st sim.Result, asJSON bool) error {

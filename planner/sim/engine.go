@@ -48,7 +48,6 @@ type job struct {
 	// A sweep's trial (trials.go): pinned is the size its sweep pinned it
 	// to (0: none), cancelled that its sweep cut it, maxWorkers the
 	// largest size it ran at.
-	trial      bool
 	pinned     int
 	cancelled  bool
 	maxWorkers int

@@ -108,7 +108,7 @@ type simSweep struct {
 	nextRound float64
 	started   bool
 	ended     float64
-	res       SweepResult
+	grown     int // trials grown (sweep.EventGrown)
 }
 
 func (s *simSweep) live() bool { return s.started && !s.sw.State.Terminal() }
@@ -135,13 +135,14 @@ func (e *engine) sweepRounds() error {
 			if err := e.sweepRound(s); err != nil {
 				return fmt.Errorf("simulate: sweep %s: %w", s.a.ID, err)
 			}
-			s.nextRound = e.now + e.sweepRound0()
+			s.nextRound = e.now + e.sweepPeriod()
 		}
 	}
 	return nil
 }
 
-func (e *engine) sweepRound0() float64 {
+// sweepPeriod is the controller's period in seconds.
+func (e *engine) sweepPeriod() float64 {
 	if e.o.SweepRound > 0 {
 		return e.o.SweepRound.Seconds()
 	}
@@ -191,7 +192,7 @@ func (e *engine) sweepRound(s *simSweep) error {
 		t := TraceJob{ID: id, Tenant: s.a.Tenant, Submit: e.now, GPUs: lo, Priority: prio,
 			Duration: float64(s.a.maxSteps()) * s.a.StepS}
 		j := newJob(t, e.o)
-		j.lo, j.hi, j.trial = lo, hi, true
+		j.lo, j.hi = lo, hi
 		s.trials[i], s.byJob[id] = j, i
 		plan.Sweep.Trials[i].JobID = id
 		e.active = append(e.active, j)
@@ -210,7 +211,7 @@ func (e *engine) sweepRound(s *simSweep) error {
 	}
 	for _, ev := range plan.Events {
 		if ev.Type == sweep.EventGrown {
-			s.res.Grown++
+			s.grown++
 		}
 	}
 	s.sw = plan.Sweep
@@ -264,8 +265,7 @@ func (s *simSweep) point(i int, step int64) sweep.Point {
 func (e *engine) sweepResults() []SweepResult {
 	out := make([]SweepResult, 0, len(e.sweeps))
 	for _, s := range e.sweeps {
-		r := s.res
-		r.ID, r.Submit, r.State, r.BestIndex = s.a.ID, s.a.Submit, s.sw.State, -1
+		r := SweepResult{ID: s.a.ID, Submit: s.a.Submit, State: s.sw.State, BestIndex: -1, Grown: s.grown}
 		r.MakespanS = s.ended - s.a.Submit
 		for _, j := range s.trials {
 			r.GPUSeconds += j.attained
@@ -285,4 +285,31 @@ func (e *engine) sweepResults() []SweepResult {
 		out = append(out, r)
 	}
 	return out
+}
+
+// SweepsSummary is a run's sweeps taken together.
+type SweepsSummary struct {
+	Sweeps          int     `json:"sweeps"`
+	MeanMakespanS   float64 `json:"sweep_makespan_mean_s"`
+	P95MakespanS    float64 `json:"sweep_makespan_p95_s"`
+	GPUHours        float64 `json:"sweep_gpu_h"`
+	MaxTrialWorkers int     `json:"max_trial_workers"`
+	Grown           int     `json:"grown"`
+}
+
+// SummarizeSweeps is the mean and p95 (nearest rank) makespan, the GPU
+// hours, the largest trial and the grows of rs.
+func SummarizeSweeps(rs []SweepResult) SweepsSummary {
+	s := SweepsSummary{Sweeps: len(rs)}
+	spans := make([]float64, 0, len(rs))
+	for _, w := range rs {
+		spans = append(spans, w.MakespanS)
+		s.MeanMakespanS += w.MakespanS / float64(len(rs))
+		s.GPUHours += w.GPUSeconds / 3600
+		s.MaxTrialWorkers = max(s.MaxTrialWorkers, w.MaxTrialWorkers)
+		s.Grown += w.Grown
+	}
+	slices.Sort(spans)
+	s.P95MakespanS = percentile(spans, 95)
+	return s
 }

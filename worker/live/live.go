@@ -389,9 +389,7 @@ func (w *Worker) liveGen(ctx context.Context, after int64) (liveReply, func() er
 func (w *Worker) liveJoin(ctx context.Context, g *coord.Generation, rank int) (liveReply, error) {
 	start := time.Now()
 	w.g = g
-	if w.lck != nil && len(g.Members) > 1 {
-		w.lck.lastHolder = false
-	}
+	w.lck.joined(g)
 	joiner := slices.Contains(g.Joiners, w.Cfg.Worker)
 	if joiner {
 		w.synced = false // whatever it held from an earlier membership is stale

@@ -164,6 +164,14 @@ func (c *liveCkpt) afterStep(ctx context.Context, g *coord.Generation, rank int,
 	return c.take(ctx, g, reason, reason == "end" || reason == "every member leaves")
 }
 
+// joined is a join of g: with others in it, they may train on from the
+// state, so this worker is no longer its last holder.
+func (c *liveCkpt) joined(g *coord.Generation) {
+	if c != nil && len(g.Members) > 1 {
+		c.lastHolder = false
+	}
+}
+
 // othersLeaving reports whether every rank of a step's block but rank
 // was flagged leaving (true for a world of one).
 func othersLeaving(meta []int64, world, rank int) bool {
