@@ -72,8 +72,19 @@ type Config struct {
 	GittinsLevels    int
 	// GittinsFirstQueue, with Gittins ranking, puts a job that has
 	// attained less than this (GPU seconds) ahead of every Gittins rank,
-	// as Tiresias' first queue; 0: none, every job by its rank.
+	// as Tiresias' first queue; 0: none, every job by its rank. With
+	// GittinsFirstQueuePerGPU it is the bound's upper limit.
 	GittinsFirstQueue float64
+	// GittinsFirstQueuePerGPU, when positive, sizes the first queue to the
+	// cluster: this many GPU seconds per GPU, at least GittinsFirstQueueMin
+	// and at most GittinsFirstQueue (defaults: 7.5 GPU-minutes per GPU, so
+	// 1 GPU-hour up to 8 GPUs, 2 at 16, Tiresias' 4 from 32 on). A job in
+	// the first queue is not preempted by a fresh one: on a large cluster a
+	// burst of similar jobs of 1-4 GPU-hours then finishes in order instead
+	// of taking turns, while on a small one a long job cannot hold a large
+	// share of the GPUs for hours ahead of short ones.
+	GittinsFirstQueuePerGPU float64
+	GittinsFirstQueueMin    float64
 	// CommRatio is the scaling model's communication-to-compute ratio used
 	// until a job has two throughput measurements (see ScalingModel).
 	CommRatio float64
@@ -100,8 +111,11 @@ func DefaultConfig() Config {
 		GittinsThreshold:  60,
 		GittinsFactor:     1.3,
 		GittinsLevels:     64,
-		GittinsFirstQueue: 3600,
-		CommRatio:         0.05,
+		GittinsFirstQueue: 14400,
+		// 450 GPU seconds per GPU, within [1 h, 4 h] of GPU time.
+		GittinsFirstQueuePerGPU: 450,
+		GittinsFirstQueueMin:    3600,
+		CommRatio:               0.05,
 	}
 }
 
@@ -141,6 +155,12 @@ func (c Config) Validate() error {
 	if c.GittinsThreshold > 0 && c.GittinsLevels < 2 {
 		errs = append(errs, fmt.Errorf("planner config: gittins_levels %d: must be at least 2", c.GittinsLevels))
 	}
+	if c.GittinsFirstQueuePerGPU < 0 || math.IsNaN(c.GittinsFirstQueuePerGPU) || math.IsInf(c.GittinsFirstQueuePerGPU, 0) {
+		errs = append(errs, fmt.Errorf("planner config: gittins_first_queue_per_gpu %g: must be a non-negative number", c.GittinsFirstQueuePerGPU))
+	}
+	if c.GittinsFirstQueueMin < 0 || math.IsNaN(c.GittinsFirstQueueMin) || math.IsInf(c.GittinsFirstQueueMin, 0) {
+		errs = append(errs, fmt.Errorf("planner config: gittins_first_queue_min %g: must be a non-negative number", c.GittinsFirstQueueMin))
+	}
 	if c.GittinsFirstQueue < 0 || math.IsNaN(c.GittinsFirstQueue) {
 		errs = append(errs, fmt.Errorf("planner config: gittins_first_queue %g: must not be negative", c.GittinsFirstQueue))
 	}
@@ -160,6 +180,9 @@ func (c Config) Validate() error {
 func (c Config) ForCluster(gpus int) Config {
 	if c.QueueThresholdPerGPU > 0 && c.QueueThreshold >= 0 && gpus > 0 {
 		c.QueueThreshold = c.QueueThresholdPerGPU * float64(gpus)
+	}
+	if c.GittinsFirstQueuePerGPU > 0 && gpus > 0 {
+		c.GittinsFirstQueue = min(max(c.GittinsFirstQueuePerGPU*float64(gpus), c.GittinsFirstQueueMin), c.GittinsFirstQueue)
 	}
 	return c
 }

@@ -215,3 +215,31 @@ func TestServiceHistoryCensored(t *testing.T) {
 		t.Errorf("negative live service: error %v", err)
 	}
 }
+
+// TestGittinsFirstQueueSizedToCluster: 450 GPU seconds per GPU within
+// [1 h, 4 h]; idempotent (Decide applies ForCluster to a config the
+// simulator already sized); off with GittinsFirstQueuePerGPU 0.
+func TestGittinsFirstQueueSizedToCluster(t *testing.T) {
+	for _, tc := range []struct {
+		gpus int
+		want float64
+	}{{1, 3600}, {4, 3600}, {8, 3600}, {16, 7200}, {24, 10800}, {32, 14400}, {128, 14400}, {1000, 14400}} {
+		c := DefaultConfig().ForCluster(tc.gpus)
+		if c.GittinsFirstQueue != tc.want {
+			t.Errorf("%d GPUs: first queue %g s, want %g", tc.gpus, c.GittinsFirstQueue, tc.want)
+		}
+		if again := c.ForCluster(tc.gpus).GittinsFirstQueue; again != tc.want {
+			t.Errorf("%d GPUs: ForCluster twice: %g s, want %g", tc.gpus, again, tc.want)
+		}
+	}
+	c := DefaultConfig()
+	c.GittinsFirstQueuePerGPU = 0
+	if got := c.ForCluster(8).GittinsFirstQueue; got != 14400 {
+		t.Errorf("per GPU off: first queue %g s, want the absolute 14400", got)
+	}
+	c = DefaultConfig()
+	c.GittinsFirstQueuePerGPU = -1
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "gittins_first_queue_per_gpu") {
+		t.Errorf("negative per-GPU bound: %v, want an error naming gittins_first_queue_per_gpu", err)
+	}
+}
