@@ -85,6 +85,10 @@ type Config struct {
 	// share of the GPUs for hours ahead of short ones.
 	GittinsFirstQueuePerGPU float64
 	GittinsFirstQueueMin    float64
+	// firstQueueSized is the first queue's bound as ForCluster sized it
+	// (0: not sized; GittinsFirstQueue applies). The fields above stay as
+	// given, so that sizing again, for another cluster, starts from them.
+	firstQueueSized float64
 	// CommRatio is the scaling model's communication-to-compute ratio used
 	// until a job has two throughput measurements (see ScalingModel).
 	CommRatio float64
@@ -164,6 +168,9 @@ func (c Config) Validate() error {
 	if c.GittinsFirstQueue < 0 || math.IsNaN(c.GittinsFirstQueue) {
 		errs = append(errs, fmt.Errorf("planner config: gittins_first_queue %g: must not be negative", c.GittinsFirstQueue))
 	}
+	if c.GittinsFirstQueuePerGPU > 0 && c.GittinsFirstQueueMin > c.GittinsFirstQueue {
+		errs = append(errs, fmt.Errorf("planner config: gittins_first_queue_min %g: must not exceed gittins_first_queue %g, its upper limit", c.GittinsFirstQueueMin, c.GittinsFirstQueue))
+	}
 	if c.CommRatio < 0 || c.CommRatio >= 1 {
 		errs = append(errs, fmt.Errorf("planner config: comm_ratio %g: must be in [0, 1)", c.CommRatio))
 	}
@@ -182,9 +189,19 @@ func (c Config) ForCluster(gpus int) Config {
 		c.QueueThreshold = c.QueueThresholdPerGPU * float64(gpus)
 	}
 	if c.GittinsFirstQueuePerGPU > 0 && gpus > 0 {
-		c.GittinsFirstQueue = min(max(c.GittinsFirstQueuePerGPU*float64(gpus), c.GittinsFirstQueueMin), c.GittinsFirstQueue)
+		c.firstQueueSized = min(max(c.GittinsFirstQueuePerGPU*float64(gpus), c.GittinsFirstQueueMin), c.GittinsFirstQueue)
 	}
 	return c
+}
+
+// firstQueue is the bound of attained service (GPU seconds) below which the
+// Gittins order keeps a job in the first queue: as ForCluster sized it,
+// else GittinsFirstQueue.
+func (c Config) firstQueue() float64 {
+	if c.firstQueueSized > 0 {
+		return c.firstQueueSized
+	}
+	return c.GittinsFirstQueue
 }
 
 // queueOf is the least-attained-service queue of a job with that service.
@@ -213,10 +230,10 @@ func (c Config) gittins(h *ServiceHistory) bool {
 }
 
 // gittinsOrder is the queue of a job with that attained service when
-// ranked by h: below GittinsFirstQueue queue 0, ahead of every other, as
+// ranked by h: below the first queue's bound (firstQueue) queue 0, ahead of every other, as
 // in Tiresias; past it, 1 + the queue of its Gittins rank.
 func (c Config) gittinsOrder(h *ServiceHistory, attained float64) int {
-	if attained < c.GittinsFirstQueue {
+	if attained < c.firstQueue() {
 		return 0
 	}
 	return 1 + c.gittinsQueue(h.Rank(attained))

@@ -160,8 +160,8 @@ func (h *ServiceHistory) Rank(attained float64) float64 {
 // Gittins ranks: Config.GittinsThreshold) next changes; +Inf if it never
 // does. A simulator uses it as an event.
 func (h *ServiceHistory) NextChange(cfg Config, attained float64) float64 {
-	if attained < cfg.GittinsFirstQueue {
-		return cfg.GittinsFirstQueue
+	if fq := cfg.firstQueue(); attained < fq {
+		return fq
 	}
 	q := cfg.gittinsQueue(h.Rank(attained))
 	k := sort.SearchFloat64s(h.grid, math.Nextafter(attained, math.Inf(1)))

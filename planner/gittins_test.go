@@ -225,21 +225,31 @@ func TestGittinsFirstQueueSizedToCluster(t *testing.T) {
 		want float64
 	}{{1, 3600}, {4, 3600}, {8, 3600}, {16, 7200}, {24, 10800}, {32, 14400}, {128, 14400}, {1000, 14400}} {
 		c := DefaultConfig().ForCluster(tc.gpus)
-		if c.GittinsFirstQueue != tc.want {
-			t.Errorf("%d GPUs: first queue %g s, want %g", tc.gpus, c.GittinsFirstQueue, tc.want)
+		if c.firstQueue() != tc.want {
+			t.Errorf("%d GPUs: first queue %g s, want %g", tc.gpus, c.firstQueue(), tc.want)
 		}
-		if again := c.ForCluster(tc.gpus).GittinsFirstQueue; again != tc.want {
+		if again := c.ForCluster(tc.gpus).firstQueue(); again != tc.want {
 			t.Errorf("%d GPUs: ForCluster twice: %g s, want %g", tc.gpus, again, tc.want)
 		}
 	}
+	// Sized for 8 GPUs, then for 32: the second sizing starts from the
+	// configured bounds, not from the first one's result.
+	if got := DefaultConfig().ForCluster(8).ForCluster(32).firstQueue(); got != 14400 {
+		t.Errorf("sized for 8 then 32 GPUs: first queue %g s, want 14400", got)
+	}
 	c := DefaultConfig()
 	c.GittinsFirstQueuePerGPU = 0
-	if got := c.ForCluster(8).GittinsFirstQueue; got != 14400 {
+	if got := c.ForCluster(8).firstQueue(); got != 14400 {
 		t.Errorf("per GPU off: first queue %g s, want the absolute 14400", got)
 	}
 	c = DefaultConfig()
 	c.GittinsFirstQueuePerGPU = -1
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "gittins_first_queue_per_gpu") {
 		t.Errorf("negative per-GPU bound: %v, want an error naming gittins_first_queue_per_gpu", err)
+	}
+	c = DefaultConfig()
+	c.GittinsFirstQueueMin = 20000
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "gittins_first_queue_min") {
+		t.Errorf("lower limit above the upper: %v, want an error naming gittins_first_queue_min", err)
 	}
 }
