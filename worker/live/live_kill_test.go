@@ -29,6 +29,7 @@ import (
 // group's connections open after its destroy: now its worker says the
 // generation is over ("latest": broken) and it leaves the collective.
 func TestLiveKillFailsEverySurvivorAtOnce(t *testing.T) {
+	t.Parallel()
 	l := startLive(t, 3, 3, 6000, 8, "--batch", "24", "--hidden", "512,512")
 	l.setMaxRestarts(1)
 	for _, id := range []string{"w0", "w1", "w2"} {
@@ -80,6 +81,7 @@ func TestLiveKillFailsEverySurvivorAtOnce(t *testing.T) {
 // the stateless root reporting the leader's restore generation broken and
 // the leader forming it again, thousands of times a second.
 func TestLiveStateLostFailsTheJob(t *testing.T) {
+	t.Parallel()
 	l := startLive(t, 1, 2, 4000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.5")
 	l.setMaxRestarts(3)
 	l.add("w0")
@@ -140,6 +142,7 @@ func TestLiveStateLostFailsTheJob(t *testing.T) {
 // the next program joins as a newcomer and the job finishes with every
 // sample once.
 func TestLiveProgramKilledWhileRestarting(t *testing.T) {
+	t.Parallel()
 	// Long enough (667 steps of at least 30 ms) that the job is still
 	// running when w1's last program has imported torch on a loaded
 	// machine (8 s and more under -race in CI; 4,000 samples finished first).
@@ -198,6 +201,7 @@ func TestLiveProgramKilledWhileRestarting(t *testing.T) {
 // next generation from their own state, the restarted program rejoins as
 // a newcomer, every sample once.
 func TestLiveRootKilledAsGenerationForms(t *testing.T) {
+	t.Parallel()
 	slow := slowFile(t) // slow steps while the kill comes, full speed after
 	l := startLive(t, 2, 3, 6000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03", "--step-sleep-while", slow)
 	l.setMaxRestarts(3)
@@ -236,6 +240,7 @@ func TestLiveRootKilledAsGenerationForms(t *testing.T) {
 // collective within the live timeout; the survivor goes on alone, and the
 // thawed program rejoins as a newcomer; nothing missed or repeated.
 func TestLiveFrozenProgramIsDroppedThenRejoins(t *testing.T) {
+	t.Parallel()
 	// 16,000 samples: with 4,000 the job once finished (in CI, under
 	// -race) before the thawed program was back. Slow steps only until it
 	// is back (the file's removal below), full speed for the rest.
@@ -272,6 +277,7 @@ func TestLiveFrozenProgramIsDroppedThenRejoins(t *testing.T) {
 const liveRandomEvents = 12
 
 func TestLiveRandomEvents(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("long multi-process test")
 	}

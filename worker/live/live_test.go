@@ -178,6 +178,7 @@ func (l *liveRun) wait(timeout time.Duration, epochs int) {
 }
 
 func TestLiveStaticTwoWorkers(t *testing.T) {
+	t.Parallel()
 	l := startLive(t, 2, 2, 960, 8, "--batch", "24", "--hidden", "32", "--epochs", "2")
 	l.add("w0")
 	l.add("w1")
@@ -188,6 +189,7 @@ func TestLiveStaticTwoWorkers(t *testing.T) {
 // a member leaves (SIGTERM's path: its context ends); every sample of every
 // epoch is in exactly one applied step.
 func TestLiveScaleOutAndIn(t *testing.T) {
+	t.Parallel()
 	slow := slowFile(t) // slow steps while the join and the leave come, full speed after
 	l := startLive(t, 2, 3, 6000, 16, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03", "--step-sleep-while", slow)
 	l.add("w0")
@@ -213,6 +215,7 @@ func TestLiveScaleOutAndIn(t *testing.T) {
 // The leader leaves: it hands its lease to a survivor as it goes, so the
 // next generation forms at once rather than when its lease lapses.
 func TestLiveLeaderLeaveHandsOverLease(t *testing.T) {
+	t.Parallel()
 	l := startLive(t, 1, 2, 4000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03")
 	l.add("w0")
 	l.add("w1")
@@ -266,6 +269,7 @@ func (w *lockedWriter) String() string {
 // A data set whose length differs from trainer.exec.dataset.samples: the
 // worker refuses it with both numbers, the program exits with the error.
 func TestLiveDatasetLengthMismatch(t *testing.T) {
+	t.Parallel()
 	l := startLive(t, 1, 1, 1000, 4, "--hidden", "8")
 	l.spec.Trainer.Exec.Command[3] = "900" // --samples 900
 	l.jobs.Job.Spec = l.spec
@@ -322,6 +326,7 @@ func (l *liveRun) programPid(id string) int {
 // an error event), which joins as a member without state and gets the
 // survivor's; nothing missed or repeated.
 func TestLiveProgramKilledIsRestarted(t *testing.T) {
+	t.Parallel()
 	l := startLive(t, 2, 2, 4000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03")
 	l.setMaxRestarts(1)
 	l.add("w0")

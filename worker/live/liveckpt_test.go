@@ -122,6 +122,7 @@ func hasEvent(evs []jobs.Event, sub string) bool {
 // every sample of every epoch in exactly one applied step of the final
 // model's lineage, and exactly epochs x samples samples counted.
 func TestLiveCheckpointSurvivesTotalLoss(t *testing.T) {
+	t.Parallel()
 	const samples, parts, epochs = 3000, 8, 2
 	c, st := liveCluster(t, 2, 2, samples, parts, 10, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03",
 		"--epochs", fmt.Sprint(epochs))
@@ -198,6 +199,7 @@ func TestLiveCheckpointSurvivesTotalLoss(t *testing.T) {
 // step where every one of them leaves, and rank 0 checkpoints that step
 // before it goes; new workers restore it and redo nothing.
 func TestLiveCheckpointWhenEveryWorkerLeaves(t *testing.T) {
+	t.Parallel()
 	const samples, parts, epochs = 2400, 8, 1
 	c, st := liveCluster(t, 2, 2, samples, parts, 0, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03")
 	c.Start()
@@ -248,6 +250,7 @@ func finishFromLeaveCheckpoint(t *testing.T, c *workertest.Cluster, st *jobstore
 // model is lost (before, preempting every worker at once lost it whenever
 // the signals straddled a step's start).
 func TestLiveLastHolderLeavingBetweenStepsCheckpoints(t *testing.T) {
+	t.Parallel()
 	const samples, parts, epochs = 2400, 8, 1
 	slow := slowFile(t)
 	c, st := liveCluster(t, 2, 2, samples, parts, 0, "--batch", "24", "--hidden", "32", "--step-sleep", "1", "--step-sleep-while", slow)
@@ -292,6 +295,7 @@ func TestLiveLastHolderLeavingBetweenStepsCheckpoints(t *testing.T) {
 // program, the restore generation loads the newest checkpoint, and the
 // job finishes exactly once.
 func TestLiveCheckpointOnlyMemberProgramDies(t *testing.T) {
+	t.Parallel()
 	const samples, parts, epochs = 2400, 8, 1
 	c, st := liveClusterRestarts(t, 1, 1, samples, parts, 10, 1, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03")
 	c.Start()

@@ -59,6 +59,7 @@ var afterLoopRE = regexp.MustCompile(`AFTERLOOP exit time=([0-9.]+)`)
 // loop and exited 0: here it still works for 2 s after the loop (before,
 // the job was succeeded at the last step, while the program still ran).
 func TestLiveSucceededOnceTheProgramExited(t *testing.T) {
+	t.Parallel()
 	l := startLive(t, 2, 2, 480, 4, "--batch", "24", "--hidden", "16")
 	l.afterLoop("sleep")
 	l.add("w0")
@@ -86,6 +87,7 @@ func TestLiveSucceededOnceTheProgramExited(t *testing.T) {
 // A program that fails after its loop (saving the model) fails the job
 // with its exit code and stderr tail.
 func TestLiveProgramFailingAfterItsLoopFailsTheJob(t *testing.T) {
+	t.Parallel()
 	l := startLive(t, 2, 2, 480, 4, "--batch", "24", "--hidden", "16")
 	l.afterLoop("fail")
 	l.add("w0")
@@ -99,6 +101,7 @@ func TestLiveProgramFailingAfterItsLoopFailsTheJob(t *testing.T) {
 // A program that never returns after its loop is stopped after
 // grace_period_s, and the job fails saying so.
 func TestLiveProgramHangingAfterItsLoopIsStopped(t *testing.T) {
+	t.Parallel()
 	l := startLive(t, 1, 1, 240, 2, "--batch", "24", "--hidden", "16")
 	grace := 2
 	l.spec.Trainer.Exec.GracePeriodS = &grace
@@ -155,6 +158,7 @@ func TestLiveConnBoundsALine(t *testing.T) {
 // worker closes its connection with a job event saying why and stops it
 // (before, the worker grew by the whole line).
 func TestLiveLongLineEndsTheProgram(t *testing.T) {
+	t.Parallel()
 	l := startLive(t, 1, 1, 240, 2)
 	l.spec.Trainer.Exec.Command = []string{livePython, "-c", longLineProgram}
 	l.jobs.Job.Spec = l.spec

@@ -75,6 +75,7 @@ func TestLiveReportRankZeroOnly(t *testing.T) {
 // epoch's end (ctx.report, on_epoch_end); both are in the job's metric
 // log, the last epoch's included (sent before the step that ends training).
 func TestLiveProgramReportsMetrics(t *testing.T) {
+	t.Parallel()
 	const samples, batch, epochs = 480, 48, 2 // 2 partitions of 5 whole batches
 	l := startLive(t, 1, 1, samples, 2, "--epochs", fmt.Sprint(epochs), "--batch", fmt.Sprint(batch), "--hidden", "32", "--report", "--val-samples", "96")
 	l.add("w0")

@@ -18,6 +18,7 @@ import (
 // file it wrote; the job finishes with every sample exactly once, and
 // every restarted program loaded the state of the step its worker was at.
 func TestLiveFallbackToRestartMode(t *testing.T) {
+	t.Parallel()
 	l := startLive(t, 2, 3, 4000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03")
 	l.spec.Trainer.Exec.Command = append([]string{livePython, "python/tests/fail_reinit.py"}, l.spec.Trainer.Exec.Command[1:]...)
 	l.jobs.Job.Spec = l.spec

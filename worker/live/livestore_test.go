@@ -26,6 +26,7 @@ import (
 // worker (livestore.go) only the killed programs restart: every survivor's
 // program runs from start to end in one process.
 func TestLiveRootKilledSurvivorsKeepRunning(t *testing.T) {
+	t.Parallel()
 	slow := slowFile(t) // slow steps while the kills come, full speed after
 	l := startLive(t, 2, 3, 9000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03", "--step-sleep-while", slow)
 	l.setMaxRestarts(3)
