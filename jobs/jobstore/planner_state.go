@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -103,6 +104,48 @@ func (s *Store) decodeEntries(ctx context.Context, entries []redis.Z) ([]jobs.Jo
 			return nil, fmt.Errorf("decode job %v: %w", entries[i].Member, err)
 		}
 		out = append(out, j)
+	}
+	return out, nil
+}
+
+// ServiceHistoryMax is how many succeeded jobs' service the store keeps
+// for the planner's ranking (the newest ones).
+const ServiceHistoryMax = 1000
+
+// serviceHistoryMaxLua is ServiceHistoryMax as the cas script reads it.
+const serviceHistoryMaxLua = "1000"
+
+// serviceOf is what a write of j adds to the service history if it is the
+// write that takes j out of the finished queue: the service of a job that
+// succeeded, as the planner recorded it ("" for any other job: a failed or
+// cancelled job's service says nothing about how long jobs need).
+func serviceOf(j jobs.Job) string {
+	if j.State != jobs.Succeeded || j.Planner == nil || !j.Planner.Finished {
+		return ""
+	}
+	v := j.Planner.AttainedGPUSeconds
+	if !(v > 0) || math.IsInf(v, 0) {
+		return ""
+	}
+	return strconv.FormatFloat(v, 'g', -1, 64)
+}
+
+// ServiceHistory is the service (GPU seconds; worker seconds for CPU-only
+// jobs) of the newest succeeded jobs the planner has cleaned up, newest
+// first, at most ServiceHistoryMax: what the planner learns job sizes from.
+// A job's service is added once, by the write that marks it finished.
+func (s *Store) ServiceHistory(ctx context.Context) ([]float64, error) {
+	raw, err := s.rdb.LRange(ctx, s.serviceKey(), 0, ServiceHistoryMax-1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("service history: %w", err)
+	}
+	out := make([]float64, 0, len(raw))
+	for _, r := range raw {
+		v, err := strconv.ParseFloat(r, 64)
+		if err != nil || !(v > 0) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("service history: entry %q: not a positive number of GPU seconds", r)
+		}
+		out = append(out, v)
 	}
 	return out, nil
 }

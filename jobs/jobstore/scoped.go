@@ -25,7 +25,7 @@ if not v then return -1 end
 if v ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'v', ARGV[2], 'd', ARGV[3])
 local out = {1}
-for i = 8, #ARGV do
+for i = 9, #ARGV do
   out[#out+1] = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], '*', 'e', ARGV[i])
 end
 return out

@@ -81,6 +81,8 @@ func (c Config) withDefaults() Config {
 //	p chgseq              counter giving every write its change sequence
 //	p finished            zset: creation sequence -> job id, terminal jobs the planner has not yet
 //	                      cleaned up (torn down, callback sent; Job.Planner.Finished)
+//	p service             list: the service (GPU seconds) of the newest succeeded jobs the
+//	                      planner cleaned up, newest first, at most ServiceHistoryMax
 //
 // Every write is one Lua script: a create, or a compare-and-set on v, so two
 // racing writers never lose an update; the loser re-reads and retries. The
@@ -112,6 +114,7 @@ func (s *Store) notifyChannel() string      { return s.cfg.Prefix + "notify" }
 func (s *Store) changesKey() string         { return s.cfg.Prefix + "changes" }
 func (s *Store) chgSeqKey() string          { return s.cfg.Prefix + "chgseq" }
 func (s *Store) finishedKey() string        { return s.cfg.Prefix + "finished" }
+func (s *Store) serviceKey() string         { return s.cfg.Prefix + "service" }
 func (s *Store) idemKey(tenant, key string) string {
 	sum := sha256.Sum256([]byte(key))
 	return s.cfg.Prefix + "idem:" + tenant + ":" + hex.EncodeToString(sum[:])
@@ -144,12 +147,15 @@ return {1, seq}
 `)
 
 // casScript replaces a job if its version is still the one read.
-// KEYS: job, active, events, changes, chgseq, finished. ARGV: expected
-// version, new version, job JSON, terminal ("0": live, recorded in changes;
-// "1": terminal, removed from active and changes and queued in finished for
-// the planner; "2": terminal and cleaned up by the planner, out of finished
-// too), job id, events maxlen, notify channel ("" = none), then one event
-// JSON per event to append.
+// KEYS: job, active, events, changes, chgseq, finished, service. ARGV:
+// expected version, new version, job JSON, terminal ("0": live, recorded in
+// changes; "1": terminal, removed from active and changes and queued in
+// finished for the planner; "2": terminal and cleaned up by the planner,
+// out of finished too), job id, events maxlen, notify channel ("" = none),
+// the job's service to add to the service history when this write takes it
+// out of finished ("" = none), then one event JSON per event to append.
+// The service is added once: only the write whose ZREM took the job out of
+// finished adds it.
 // Returns -1 if the job is gone, 0 on a version conflict, else {1, ids...}.
 var casScript = redis.NewScript(casSrc)
 
@@ -167,12 +173,13 @@ else
   redis.call('ZREM', KEYS[4], ARGV[5])
   if ARGV[4] == '1' then
     redis.call('ZADD', KEYS[6], tonumber(redis.call('HGET', KEYS[1], 's') or '0'), ARGV[5])
-  else
-    redis.call('ZREM', KEYS[6], ARGV[5])
+  elseif redis.call('ZREM', KEYS[6], ARGV[5]) == 1 and ARGV[8] ~= '' then
+    redis.call('LPUSH', KEYS[7], ARGV[8])
+    redis.call('LTRIM', KEYS[7], 0, ` + serviceHistoryMaxLua + ` - 1)
   end
 end
 local out = {1}
-for i = 8, #ARGV do
+for i = 9, #ARGV do
   out[#out+1] = redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[6], '*', 'e', ARGV[i])
 end
 if ARGV[7] ~= '' then redis.call('PUBLISH', ARGV[7], ARGV[5]) end
@@ -352,7 +359,7 @@ func (s *Store) cas(ctx context.Context, version string, job jobs.Job, events []
 	if notify {
 		channel = s.notifyChannel()
 	}
-	args := []any{version, strconv.FormatInt(job.Version, 10), data, terminal, job.ID, s.cfg.EventsMaxLen, channel}
+	args := []any{version, strconv.FormatInt(job.Version, 10), data, terminal, job.ID, s.cfg.EventsMaxLen, channel, serviceOf(job)}
 	for i := range events {
 		if events[i].Time.IsZero() {
 			events[i].Time = job.UpdatedAt
@@ -365,7 +372,7 @@ func (s *Store) cas(ctx context.Context, version string, job jobs.Job, events []
 		}
 		args = append(args, b)
 	}
-	keys := []string{s.jobKey(job.ID), s.activeKey(), s.eventsKey(job.ID), s.changesKey(), s.chgSeqKey(), s.finishedKey()}
+	keys := []string{s.jobKey(job.ID), s.activeKey(), s.eventsKey(job.ID), s.changesKey(), s.chgSeqKey(), s.finishedKey(), s.serviceKey()}
 	script := casScript
 	if s.cfg.JobScoped {
 		script, keys, args[6] = casScopedScript, []string{keys[0], keys[2]}, ""

@@ -292,6 +292,40 @@ func TestFinishedJobIsTornDown(t *testing.T) {
 	}
 }
 
+// TestSucceededJobJoinsTheServiceHistory: the service a planner counted
+// for a job its workers ended goes into the store's history once, from
+// the round that cleans the job up, even though the record was not saved
+// since; a cancelled job adds nothing.
+func TestSucceededJobJoinsTheServiceHistory(t *testing.T) {
+	cl := newFakeCluster(4)
+	now := at0
+	l, store := newTestLoop(t, cl, func(c *Config) { c.Now = func() time.Time { return now } })
+	ctx := context.Background()
+	a, _, _ := store.Create(ctx, "t1", exampleSpec(t, 2, 2), "")
+	b, _, _ := store.Create(ctx, "t1", exampleSpec(t, 1, 1), "")
+	for range 3 { // 2 workers for 2 x 5 s, less than SaveEvery
+		if err := l.Round(ctx); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(5 * time.Second)
+	}
+	store.Transition(ctx, a.ID, jobs.Running, "")
+	store.Transition(ctx, a.ID, jobs.Succeeded, "the workers' end")
+	store.Transition(ctx, b.ID, jobs.Cancelling, "by test")
+	for range 3 {
+		if err := l.Round(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := store.ServiceHistory(ctx)
+	if err != nil || len(got) != 1 || got[0] != 20 {
+		t.Fatalf("service history %v, %v; want [20] (2 workers x 10 s)", got, err)
+	}
+	if j, _ := store.Get(ctx, a.ID); j.Planner == nil || !j.Planner.Finished || j.Planner.AttainedGPUSeconds != 20 {
+		t.Fatalf("finished record's planner state %+v; want finished with 20 GPU seconds", j.Planner)
+	}
+}
+
 func TestScaleErrorBecomesEventAndRoundConverges(t *testing.T) {
 	cl := newFakeCluster(4)
 	l, store := newTestLoop(t, cl)

@@ -57,6 +57,7 @@ func decideRound(w world, cfg Config, fence int64) RoundPlan {
 			snap.Jobs = append(snap.Jobs, jobState(o))
 		}
 	}
+	snap.Service = serviceHistory(w.service, planned)
 	snap, replanned := replanMoved(snap, planned, w.now)
 	plan := planner.Decide(snap, w.now)
 	p.next = earliest(p.next, plan.Recheck)
@@ -65,6 +66,27 @@ func decideRound(w world, cfg Config, fence int64) RoundPlan {
 		p.scale = append(p.scale, withDeadline(s, o, replanned, w.now))
 	}
 	return p
+}
+
+// serviceHistory is what Decide ranks the planned jobs by: the finished
+// jobs' service with the planned jobs' attained service as censored
+// observations (they need at least that), or nil (least attained service
+// first) while fewer than planner.MinServiceHistory jobs have succeeded.
+func serviceHistory(finished []float64, planned []observed) *planner.ServiceHistory {
+	if len(finished) < planner.MinServiceHistory {
+		return nil
+	}
+	live := make([]float64, len(planned))
+	for i, o := range planned {
+		live[i] = o.tr.attained
+	}
+	h, err := planner.NewServiceHistory(finished, live)
+	if err != nil {
+		// The store returns positive finite values and attained service
+		// only grows from zero: not reached; rank without a history.
+		return nil
+	}
+	return h
 }
 
 // earliest is the sooner of two due times, zero meaning none.

@@ -205,3 +205,63 @@ func TestDecideRound(t *testing.T) {
 		t.Errorf("the queued job's step %+v; want it started with 1 worker", p.scale[0])
 	}
 }
+
+// TestDecideRoundRanksByServiceHistory: with enough succeeded jobs the
+// round ranks by their service (the Gittins order), which can put a job
+// with more attained service first; with too few, least attained service.
+func TestDecideRoundRanksByServiceHistory(t *testing.T) {
+	mk := func(id string, attained float64) observed {
+		spec := jobs.Spec{Workers: jobs.WorkerRange{Min: 1, Max: 1}, GPUsPerWorker: 1}
+		return observed{job: &jobs.Job{ID: id, State: jobs.Suspended, Spec: spec, CreatedAt: at0},
+			tr: &tracked{throughput: map[int]float64{}, attained: attained}}
+	}
+	// Half the jobs that ran past an hour ended at 9,500 GPU seconds, half
+	// at 50,000: at 9,000 a job is likely to end soon, at 3,700 it has
+	// either 5,800 or 46,300 to go.
+	var history []float64
+	for range planner.MinServiceHistory {
+		history = append(history, 9500, 50000)
+	}
+	w := world{now: at0, capacity: jobs.Capacity{Nodes: []jobs.Node{{ID: "n1", Name: "n1", GPUs: 1, FreeGPUs: 1}}},
+		jobs: []observed{mk("less", 3700), mk("more", 9000)}}
+	cfg := DefaultConfig().withDefaults()
+	cfg.Policy.Cooldown = 0
+	placed := func(w world) string {
+		t.Helper()
+		p := decideRound(w, cfg, 1)
+		var got []string
+		for _, s := range p.scale {
+			if s.target.Workers > 0 {
+				got = append(got, s.job.ID)
+			}
+		}
+		if len(got) != 1 {
+			t.Fatalf("placed %v on one GPU; want one job", got)
+		}
+		return got[0]
+	}
+	w.service = history[:planner.MinServiceHistory-1]
+	if got := placed(w); got != "less" {
+		t.Errorf("with %d succeeded jobs the GPU went to %q; want \"less\" (least attained service)", len(w.service), got)
+	}
+	w.service = history
+	if got := placed(w); got != "more" {
+		t.Errorf("with the history the GPU went to %q; want \"more\" (likelier to end soon)", got)
+	}
+	if h := serviceHistory(history, w.jobs); h.Len() != len(history) {
+		t.Errorf("history of %d jobs; want %d", h.Len(), len(history))
+	}
+}
+
+func TestWithAttained(t *testing.T) {
+	j := jobs.Job{ID: "j", Planner: &jobs.PlannerState{AttainedGPUSeconds: 50, TornDown: true}}
+	if got := withAttained(j, 80); got.Planner.AttainedGPUSeconds != 80 || !got.Planner.TornDown || j.Planner.AttainedGPUSeconds != 50 {
+		t.Errorf("withAttained(50 -> 80) = %+v (input now %+v); want 80 on a copy", got.Planner, j.Planner)
+	}
+	if got := withAttained(j, 20); got.Planner.AttainedGPUSeconds != 50 {
+		t.Errorf("withAttained(50, 20) = %g; want the record's 50 kept", got.Planner.AttainedGPUSeconds)
+	}
+	if got := withAttained(jobs.Job{ID: "n"}, 5); got.Planner == nil || got.Planner.AttainedGPUSeconds != 5 {
+		t.Errorf("withAttained(no record, 5) = %+v; want 5", got.Planner)
+	}
+}

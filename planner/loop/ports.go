@@ -47,6 +47,9 @@ type JobReader interface {
 	ListActive(ctx context.Context) ([]jobs.Job, error)
 	ChangedSince(ctx context.Context, seq int64) ([]jobs.Job, int64, error)
 	Finished(ctx context.Context) ([]jobs.Job, error)
+	// ServiceHistory is the service of the newest succeeded jobs, what
+	// the policy learns job sizes from (planner.ServiceHistory).
+	ServiceHistory(ctx context.Context) ([]float64, error)
 	// Versions and Get find the writes workers made through their
 	// job-scoped stores, which the change index does not list.
 	Versions(ctx context.Context, ids []string) ([]int64, error)

@@ -23,6 +23,8 @@ type world struct {
 	// sending are the finished jobs whose callback is in flight from here.
 	sending map[string]bool
 	jobs    []observed
+	// service is the service of the newest succeeded jobs (GPU seconds).
+	service []float64
 }
 
 // observed is one live job as read this round.
@@ -63,9 +65,16 @@ func (l *Loop) read(ctx context.Context) (world, []error, error) {
 	if w.finished, err = l.store.Finished(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	for _, j := range w.finished {
+	for i, j := range w.finished {
+		if tr := l.track[j.ID]; tr != nil {
+			w.finished[i] = withAttained(j, tr.attained)
+		}
 		l.snap.remove(j.ID)
 		delete(l.track, j.ID)
+	}
+	if w.service, err = l.store.ServiceHistory(ctx); err != nil {
+		// Not fatal: the round ranks by least attained service.
+		errs = append(errs, err)
 	}
 	dt := 0.0
 	if !l.last.IsZero() {
@@ -81,6 +90,21 @@ func (l *Loop) read(ctx context.Context) (world, []error, error) {
 		w.jobs = append(w.jobs, o)
 	}
 	return w, errs, nil
+}
+
+// withAttained is j with the attained service this planner counted, when
+// that is more than its record says (the record is saved every SaveEvery,
+// and a job its workers ended became terminal in between).
+func withAttained(j jobs.Job, attained float64) jobs.Job {
+	if j.Planner != nil && j.Planner.AttainedGPUSeconds >= attained {
+		return j
+	}
+	j.Planner = j.Planner.Clone()
+	if j.Planner == nil {
+		j.Planner = &jobs.PlannerState{}
+	}
+	j.Planner.AttainedGPUSeconds = attained
+	return j
 }
 
 // observe reads one job's workers (when it may have some) and updates the
