@@ -202,8 +202,13 @@ func TestLiveProgramKilledWhileRestarting(t *testing.T) {
 // a newcomer, every sample once.
 func TestLiveRootKilledAsGenerationForms(t *testing.T) {
 	t.Parallel()
-	slow := slowFile(t) // slow steps while the kill comes, full speed after
-	l := startLive(t, 2, 3, 6000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03", "--step-sleep-while", slow)
+	// Slow steps while the kill comes, full speed after. The slow phase
+	// spans two program starts (w2's, then w0's restart: 8-10 s each on a
+	// loaded machine), so it must not run out of samples: 24,000 at 0.1 s a
+	// step of 48 last about 50 s; with 6,000 at 0.03 s (12 s) the job once
+	// finished before the restarted program was back.
+	slow := slowFile(t)
+	l := startLive(t, 2, 3, 24000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.1", "--step-sleep-while", slow)
 	l.setMaxRestarts(3)
 	l.add("w0")
 	l.add("w1")

@@ -190,8 +190,11 @@ func TestLiveStaticTwoWorkers(t *testing.T) {
 // epoch is in exactly one applied step.
 func TestLiveScaleOutAndIn(t *testing.T) {
 	t.Parallel()
-	slow := slowFile(t) // slow steps while the join and the leave come, full speed after
-	l := startLive(t, 2, 3, 6000, 16, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03", "--step-sleep-while", slow)
+	// Slow steps while the join and the leave come, full speed after: at
+	// 0.1 s a step 24,000 samples outlast a newcomer's program start
+	// (8-10 s on a loaded machine) several times over.
+	slow := slowFile(t)
+	l := startLive(t, 2, 3, 24000, 16, "--batch", "24", "--hidden", "32", "--step-sleep", "0.1", "--step-sleep-while", slow)
 	l.add("w0")
 	l.add("w1")
 	p := l.waitProgress("steps at world 2", 2*time.Minute, func(p jobs.Progress) bool { return p.Step >= 5 && p.WorldSize == 2 })
@@ -327,7 +330,10 @@ func (l *liveRun) programPid(id string) int {
 // survivor's; nothing missed or repeated.
 func TestLiveProgramKilledIsRestarted(t *testing.T) {
 	t.Parallel()
-	l := startLive(t, 2, 2, 4000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03")
+	// Slow steps until the restarted program has rejoined (its start takes
+	// 8-10 s on a loaded machine), full speed after.
+	slow := slowFile(t)
+	l := startLive(t, 2, 2, 24000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.1", "--step-sleep-while", slow)
 	l.setMaxRestarts(1)
 	l.add("w0")
 	l.add("w1")
@@ -338,6 +344,9 @@ func TestLiveProgramKilledIsRestarted(t *testing.T) {
 	}
 	p := l.waitProgress("a generation after the kill", 2*time.Minute, func(p jobs.Progress) bool { return p.Generation > 1 && p.WorldSize == 2 })
 	l.waitProgress("steps after the kill", time.Minute, func(q jobs.Progress) bool { return q.Step >= p.Step+5 })
+	if err := os.Remove(slow); err != nil {
+		t.Fatal(err)
+	}
 	l.wait(3*time.Minute, 1)
 	if n := strings.Count(l.logs["w0"].String(), "DONE "); n != 1 {
 		t.Errorf("w0's program printed DONE %d times, want once (the survivor never restarted)", n)
