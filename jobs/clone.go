@@ -39,6 +39,18 @@ func (s Spec) Clone() Spec {
 	return c
 }
 
+// Clone returns a copy of j that shares nothing a write to either could
+// change in the other: its spec, last checkpoint, planner state and
+// deadline figures are copied.
+func (j Job) Clone() Job {
+	c := j
+	c.Spec = j.Spec.Clone()
+	c.LastCheckpoint = clonePtr(j.LastCheckpoint)
+	c.Planner = j.Planner.Clone()
+	c.Deadline, c.ExpectedFinish = clonePtr(j.Deadline), clonePtr(j.ExpectedFinish)
+	return c
+}
+
 func clonePtr[T any](p *T) *T {
 	if p == nil {
 		return nil

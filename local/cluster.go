@@ -201,12 +201,7 @@ func (c *Cluster) Workers(ctx context.Context, jobID string) ([]jobs.Worker, err
 		}
 		out = append(out, w)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Index != out[j].Index {
-			return out[i].Index < out[j].Index
-		}
-		return out[i].ID < out[j].ID
-	})
+	sortWorkers(out)
 	return out, nil
 }
 
@@ -545,4 +540,15 @@ func (c *Cluster) removeAuthFile(id string) {
 	if dir != "" {
 		_ = os.Remove(filepath.Join(dir, id))
 	}
+}
+
+// sortWorkers orders workers by index, then ID: the order Workers lists
+// them in, whoever reads them.
+func sortWorkers(ws []jobs.Worker) {
+	sort.Slice(ws, func(i, j int) bool {
+		if ws[i].Index != ws[j].Index {
+			return ws[i].Index < ws[j].Index
+		}
+		return ws[i].ID < ws[j].ID
+	})
 }

@@ -26,6 +26,21 @@ while true; do
   sleep 0.02
 done`
 
+// exitWith makes the fake worker of that index exit with code. The file
+// appears whole (written aside, then renamed): the worker polls for it,
+// and one written in place could be read empty (exit 0) before its
+// content landed, as a loaded machine once showed.
+func exitWith(t *testing.T, ctl string, index, code int) {
+	t.Helper()
+	tmp := filepath.Join(ctl, ".tmp")
+	if err := os.WriteFile(tmp, []byte(strconv.Itoa(code)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(ctl, strconv.Itoa(index))); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func newTestCluster(t *testing.T, slots int) (*Cluster, string) {
 	t.Helper()
 	ctl := t.TempDir()
@@ -155,13 +170,13 @@ func TestCompletedWorkerNotReplacedFailedOneIs(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitWorkers(t, c, "b", func(ws []jobs.Worker) bool { return liveIndexes(ws) == "0,1" })
-	os.WriteFile(filepath.Join(ctl, "1"), []byte("0"), 0o644)
+	exitWith(t, ctl, 1, 0)
 	waitWorkers(t, c, "b", func(ws []jobs.Worker) bool { return liveIndexes(ws) == "0" })
 	time.Sleep(200 * time.Millisecond)
 	if ws, _ := c.Workers(ctx, "b"); liveIndexes(ws) != "0" {
 		t.Fatalf("a worker that exited 0 was replaced: %+v", ws)
 	}
-	os.WriteFile(filepath.Join(ctl, "0"), []byte("3"), 0o644)
+	exitWith(t, ctl, 0, 3)
 	waitWorkers(t, c, "b", func(ws []jobs.Worker) bool {
 		failed := 0
 		for _, w := range ws {

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -82,12 +81,7 @@ func (c *Cluster) finishedWorkers(jobID string) ([]jobs.Worker, error) {
 		}
 		out = append(out, w)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Index != out[j].Index {
-			return out[i].Index < out[j].Index
-		}
-		return out[i].ID < out[j].ID
-	})
+	sortWorkers(out)
 	return out, nil
 }
 

@@ -306,7 +306,7 @@ func (s *Store) UpdateWith(ctx context.Context, id string, fn func(*jobs.Job) ([
 		if err != nil {
 			return jobs.Job{}, nil, err
 		}
-		job := cloneJob(old)
+		job := old.Clone()
 		events, err := fn(&job)
 		if err != nil {
 			return jobs.Job{}, nil, err
@@ -444,26 +444,6 @@ func (s *Store) SetCheckpoint(ctx context.Context, id string, ref jobs.Checkpoin
 			Data: map[string]any{"step": ref.Step, "epoch": ref.Epoch, "url": ref.URL, "size_bytes": ref.SizeBytes}}}, nil
 	})
 	return err
-}
-
-func cloneJob(j jobs.Job) jobs.Job {
-	c := j
-	c.Spec = j.Spec.Clone()
-	if j.LastCheckpoint != nil {
-		cp := *j.LastCheckpoint
-		c.LastCheckpoint = &cp
-	}
-	c.Planner = j.Planner.Clone()
-	c.Deadline, c.ExpectedFinish = clonePtr(j.Deadline), clonePtr(j.ExpectedFinish)
-	return c
-}
-
-func clonePtr[T any](p *T) *T {
-	if p == nil {
-		return nil
-	}
-	v := *p
-	return &v
 }
 
 func backoff(ctx context.Context, attempt int) error {

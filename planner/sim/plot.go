@@ -59,15 +59,7 @@ func WriteJCTPlot(w io.Writer, title string, rs []Result) error {
 		p.Add(l)
 		p.Legend.Add(fmt.Sprintf("%s (avg %.1f h)", r.Policy, r.AvgJCT/3600), l)
 	}
-	p.Legend.ThumbnailWidth = vg.Points(30)
-	wt, err := p.WriterTo(9*vg.Inch, 5.5*vg.Inch, "png")
-	if err != nil {
-		return fmt.Errorf("plot: %w", err)
-	}
-	if _, err := wt.WriteTo(w); err != nil {
-		return fmt.Errorf("plot: %w", err)
-	}
-	return nil
+	return writePNG(w, p)
 }
 
 // WriteLoadPlot draws average JCT (hours, log scale) against the load
@@ -109,6 +101,11 @@ func WriteLoadPlot(w io.Writer, title string, rs []Result) error {
 		p.Add(l, s)
 		p.Legend.Add(string(pol), l, s)
 	}
+	return writePNG(w, p)
+}
+
+// writePNG writes p as a 9 x 5.5 inch PNG, its legend's samples 30 points wide.
+func writePNG(w io.Writer, p *plot.Plot) error {
 	p.Legend.ThumbnailWidth = vg.Points(30)
 	wt, err := p.WriterTo(9*vg.Inch, 5.5*vg.Inch, "png")
 	if err != nil {

@@ -110,15 +110,7 @@ func WriteSweepPlot(w io.Writer, title string, ps []SweepPoint) error {
 	aim.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
 	p.Add(aim)
 	p.Legend.Add("0.8 (aim)", aim)
-	p.Legend.ThumbnailWidth = vg.Points(30)
-	wt, err := p.WriterTo(9*vg.Inch, 5.5*vg.Inch, "png")
-	if err != nil {
-		return fmt.Errorf("plot: %w", err)
-	}
-	if _, err := wt.WriteTo(w); err != nil {
-		return fmt.Errorf("plot: %w", err)
-	}
-	return nil
+	return writePNG(w, p)
 }
 
 // pointsOf wraps ratios to Tiresias as points, to summarise them.
