@@ -112,9 +112,6 @@ func (s *Store) decodeEntries(ctx context.Context, entries []redis.Z) ([]jobs.Jo
 // for the planner's ranking (the newest ones).
 const ServiceHistoryMax = 1000
 
-// serviceHistoryMaxLua is ServiceHistoryMax as the cas script reads it.
-const serviceHistoryMaxLua = "1000"
-
 // serviceOf is what a write of j adds to the service history if it is the
 // write that takes j out of the finished queue: the service of a job that
 // succeeded, as the planner recorded it ("" for any other job: a failed or

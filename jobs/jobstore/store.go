@@ -161,7 +161,8 @@ var casScript = redis.NewScript(casSrc)
 
 var casFencedScript = redis.NewScript(fencePrelude + casSrc)
 
-const casSrc = `
+// casSrc is a var: the history's cap is written into it from ServiceHistoryMax.
+var casSrc = `
 local v = redis.call('HGET', KEYS[1], 'v')
 if not v then return -1 end
 if v ~= ARGV[1] then return 0 end
@@ -175,7 +176,7 @@ else
     redis.call('ZADD', KEYS[6], tonumber(redis.call('HGET', KEYS[1], 's') or '0'), ARGV[5])
   elseif redis.call('ZREM', KEYS[6], ARGV[5]) == 1 and ARGV[8] ~= '' then
     redis.call('LPUSH', KEYS[7], ARGV[8])
-    redis.call('LTRIM', KEYS[7], 0, ` + serviceHistoryMaxLua + ` - 1)
+    redis.call('LTRIM', KEYS[7], 0, ` + strconv.Itoa(ServiceHistoryMax-1) + `)
   end
 end
 local out = {1}

@@ -49,6 +49,12 @@ type Loop struct {
 	// listed are the jobs whose workers this planner has listed once.
 	listed map[string]struct{}
 	last   time.Time
+	// service is the store's service history as last read. It changes
+	// only when a job leaves the finished queue, so it is read again only
+	// on a holder's first round and after a round that saw finished jobs
+	// (serviceDue), not every round.
+	service    []float64
+	serviceDue bool
 	// again asks for another round at once (a job was settled).
 	again bool
 	// rounds counts completed rounds (tests, metrics).
@@ -284,6 +290,7 @@ func (l *Loop) become(fence int64) {
 	l.track = map[string]*tracked{}
 	l.listed = map[string]struct{}{}
 	l.last = time.Time{}
+	l.service, l.serviceDue = nil, true
 }
 
 func (l *Loop) resign() {

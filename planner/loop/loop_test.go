@@ -324,6 +324,11 @@ func TestSucceededJobJoinsTheServiceHistory(t *testing.T) {
 	if j, _ := store.Get(ctx, a.ID); j.Planner == nil || !j.Planner.Finished || j.Planner.AttainedGPUSeconds != 20 {
 		t.Fatalf("finished record's planner state %+v; want finished with 20 GPU seconds", j.Planner)
 	}
+	// The loop read the history again after the round that cleaned up,
+	// and no more once nothing was left to clean up.
+	if len(l.service) != 1 || l.service[0] != 20 || l.serviceDue {
+		t.Fatalf("the loop's history %v (due %v); want [20], not due", l.service, l.serviceDue)
+	}
 }
 
 func TestScaleErrorBecomesEventAndRoundConverges(t *testing.T) {

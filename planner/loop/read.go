@@ -72,10 +72,17 @@ func (l *Loop) read(ctx context.Context) (world, []error, error) {
 		l.snap.remove(j.ID)
 		delete(l.track, j.ID)
 	}
-	if w.service, err = l.store.ServiceHistory(ctx); err != nil {
-		// Not fatal: the round ranks by least attained service.
-		errs = append(errs, err)
+	if l.serviceDue {
+		if s, err := l.store.ServiceHistory(ctx); err != nil {
+			// Not fatal: the round ranks by the history last read.
+			errs = append(errs, err)
+		} else {
+			l.service, l.serviceDue = s, false
+		}
 	}
+	// This round may clean finished jobs up: the next one reads again.
+	l.serviceDue = l.serviceDue || len(w.finished) > 0
+	w.service = l.service
 	dt := 0.0
 	if !l.last.IsZero() {
 		dt = w.now.Sub(l.last).Seconds()
