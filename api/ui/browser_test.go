@@ -2,7 +2,6 @@ package ui_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -46,7 +45,7 @@ func chromiumPath(t *testing.T) string {
 type devProc struct {
 	url         string
 	user, admin string
-	stderr      *bytes.Buffer
+	stderr      *testenv.Output
 	dataDir     string
 	cmd         *exec.Cmd
 }
@@ -68,17 +67,11 @@ func startDev(t *testing.T) *devProc {
 	}
 	tmp := t.TempDir()
 	bin := filepath.Join(tmp, "edl")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/edl")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build edl: %v\n%s", err, out)
+	if err := testenv.BuildEdl(bin); err != nil {
+		t.Fatalf("build edl: %v", err)
 	}
-	port, err := testenv.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &devProc{stderr: &bytes.Buffer{}, dataDir: filepath.Join(tmp, "data")}
-	d.cmd = exec.Command(bin, "dev", "--data-dir", d.dataDir, "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+	d := &devProc{stderr: &testenv.Output{}, dataDir: filepath.Join(tmp, "data")}
+	d.cmd = exec.Command(bin, "dev", "--data-dir", d.dataDir, "--listen", "127.0.0.1:0",
 		"--slots", "2", "--grace", "5s", "--planner-interval", "200ms", "--planner-cooldown", "1s",
 		"--straggler-factor", "0", "--worker-log-level", "warn")
 	d.cmd.Dir = root

@@ -22,13 +22,7 @@ func TestSubmitTrainsToSucceeded(t *testing.T) {
 	if j.Progress.Loss <= 0 || j.Progress.Loss > 1.3 {
 		t.Errorf("final loss %.3f; want trained below ln(4)=1.39", j.Progress.Loss)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(d.workerPids()) > 0 && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
-	if pids := d.workerPids(); len(pids) > 0 {
-		t.Errorf("worker processes %v still running after the job succeeded", pids)
-	}
+	d.waitWorkerPids(0, 10*time.Second) // none left once the job succeeded
 }
 
 func TestScaleUpDownThenCancel(t *testing.T) {
@@ -46,16 +40,12 @@ func TestScaleUpDownThenCancel(t *testing.T) {
 		step := got.Progress.Step
 		d.waitJob("alice", j.ID, 30*time.Second, "steps after resize", func(j jobView) bool { return j.Progress.Step > step+5 })
 	}
-	if len(d.workerPids()) != 2 {
-		t.Errorf("worker processes = %v, want 2", d.workerPids())
-	}
+	d.waitWorkerPids(2, 30*time.Second)
 	if code := d.do("alice", "DELETE", "/v1/jobs/"+j.ID, nil, nil); code != 202 {
 		t.Fatalf("cancel: status %d, want 202", code)
 	}
 	d.waitJob("alice", j.ID, 60*time.Second, "cancelled", func(j jobView) bool { return j.State == "cancelled" })
-	if pids := d.workerPids(); len(pids) > 0 {
-		t.Errorf("worker processes %v alive after cancelled", pids)
-	}
+	d.waitWorkerPids(0, 10*time.Second) // none alive once cancelled
 }
 
 func TestTwoTenantsShareTheSlots(t *testing.T) {

@@ -30,10 +30,8 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	edlBin = filepath.Join(dir, "edl")
-	build := exec.Command("go", "build", "-o", edlBin, "../../cmd/edl")
-	build.Env = append(os.Environ(), "CGO_CFLAGS=-O2 -g -Wno-deprecated-declarations")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build edl: %v\n%s", err, out)
+	if err := testenv.BuildEdl(edlBin); err != nil {
+		fmt.Fprintf(os.Stderr, "build edl: %v\n", err)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -49,7 +47,7 @@ type dev struct {
 	redisURL string
 	dataDir  string
 	tokens   map[string]string
-	stderr   *bytes.Buffer
+	stderr   *testenv.Output
 	exited   chan struct{}
 }
 
@@ -64,11 +62,7 @@ func startDev(t *testing.T, tenants map[string]string, extra ...string) *dev {
 			testenv.Unavailable(t, "redis-server not installed")
 		}
 	}
-	port, err := testenv.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &dev{t: t, dataDir: t.TempDir(), tokens: tenants, stderr: &bytes.Buffer{}, exited: make(chan struct{})}
+	d := &dev{t: t, dataDir: t.TempDir(), tokens: tenants, stderr: &testenv.Output{}, exited: make(chan struct{})}
 	var yaml strings.Builder
 	yaml.WriteString("tenants:\n")
 	for name, tok := range tenants {
@@ -79,7 +73,7 @@ func startDev(t *testing.T, tenants map[string]string, extra ...string) *dev {
 	if err := os.WriteFile(tf, []byte(yaml.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"dev", "--data-dir", d.dataDir, "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+	args := append([]string{"dev", "--data-dir", d.dataDir, "--listen", "127.0.0.1:0",
 		"--tenants", tf, "--grace", "10s", "--planner-interval", "200ms", "--planner-cooldown", "1s",
 		// Three CPU workers on two cores are unevenly slow; straggler
 		// replacement is tested in planner/ and would only add noise here.
@@ -230,6 +224,21 @@ func (d *dev) waitJob(tenant, id string, timeout time.Duration, what string, con
 	}
 	d.t.Fatalf("job %s: %s not reached in %s; last: %+v", id, what, timeout, j)
 	return j
+}
+
+// waitWorkerPids waits until this edl dev has n worker processes and returns
+// them: a worker the planner stopped leaves its generation first and exits a
+// moment later, so a count read right after the resize can still include it.
+func (d *dev) waitWorkerPids(n int, within time.Duration) []int {
+	d.t.Helper()
+	pids := d.workerPids()
+	for deadline := time.Now().Add(within); len(pids) != n && time.Now().Before(deadline); pids = d.workerPids() {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(pids) != n {
+		d.t.Fatalf("worker processes %v after waiting %s, want %d", pids, within, n)
+	}
+	return pids
 }
 
 // workerPids lists the edl worker processes of this edl dev (they carry its

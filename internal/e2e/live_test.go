@@ -187,13 +187,7 @@ func TestLiveScaleKillExactlyOnce(t *testing.T) {
 		s := d.waitLive(j.ID, 120*time.Second, fmt.Sprintf("world %d", n), func(s stepLine) bool { return s.wrld == n && s.gen >= last })
 		d.waitLive(j.ID, 60*time.Second, fmt.Sprintf("5 steps at world %d", n), func(x stepLine) bool { return x.gen == s.gen && x.step >= s.step+5 })
 	}
-	pids := d.workerPids()
-	for deadline := time.Now().Add(30 * time.Second); len(pids) != 2 && time.Now().Before(deadline); pids = d.workerPids() {
-		time.Sleep(200 * time.Millisecond) // the leaver is on its way out
-	}
-	if len(pids) != 2 {
-		t.Fatalf("worker processes %v, want 2", pids)
-	}
+	pids := d.waitWorkerPids(2, 30*time.Second)
 	st, _ := d.liveSteps(j.ID)
 	lastGen := st[len(st)-1].gen
 	if err := syscall.Kill(pids[1], syscall.SIGKILL); err != nil {

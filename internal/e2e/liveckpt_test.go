@@ -61,10 +61,7 @@ func TestLiveKillAllCkpt(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	pids := d.workerPids()
-	if len(pids) != 2 {
-		t.Fatalf("worker processes %v, want 2", pids)
-	}
+	pids := d.waitWorkerPids(2, 30*time.Second)
 	at := d.get("alice", j.ID).Progress.Step
 	for _, p := range pids {
 		if err := syscall.Kill(p, syscall.SIGKILL); err != nil {
