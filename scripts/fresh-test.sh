@@ -77,7 +77,7 @@ for run in $(seq 1 "$runs"); do
   if [ -s "$tmp/edl/.test-results/test.json" ]; then
     first="$(grep -m1 -o '"Time":"[^"]*"' "$tmp/edl/.test-results/test.json" | cut -d'"' -f4)"
     if [ -n "$first" ]; then
-      echo "   make test to its first test event (bin/edl build, the first test binaries' compile): $(mins "$(secs "$t1" "$(date -d "$first" +%s.%N)")") min"
+      echo "   make test to its first test event (the -race edl build, the first test binaries' compile): $(mins "$(secs "$t1" "$(date -d "$first" +%s.%N)")") min"
     fi
     echo "   test minutes per package (the test binary's run, not its build):"
     (cd "$src" && go run ./scripts/testsum -packages < "$tmp/edl/.test-results/test.json") | sed 's/^/     /'

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -265,10 +267,14 @@ func TestLiveLastHolderLeavingBetweenStepsCheckpoints(t *testing.T) {
 	// signal sent right after a new line lands before its next share.
 	n := strings.Count(c.OutputSoFar("w2"), "STEP step=")
 	c.WaitFor("a new step of w2", time.Minute, func() bool { return strings.Count(c.OutputSoFar("w2"), "STEP step=") > n })
+	left := lastStepLine(c.OutputSoFar("w2"))
 	c.Signal("w2", syscall.SIGTERM)
-	n = strings.Count(c.OutputSoFar("w1"), "STEP step=")
-	c.WaitFor("w1's line of the step w2 leaves at", time.Minute, func() bool {
-		return strings.Count(c.OutputSoFar("w1"), "STEP step=") > n
+	// By step number, not by a count of w1's lines taken now: w1's line of
+	// the same step can land in its output just after such a count, and w1
+	// was then stopped in the same step as w2 (every member leaving at once,
+	// another case).
+	c.WaitFor(fmt.Sprintf("w1's line of the step w2 leaves at (after %d)", left), time.Minute, func() bool {
+		return lastStepLine(c.OutputSoFar("w1")) > left
 	})
 	c.Signal("w1", syscall.SIGTERM)
 	for _, id := range []string{"w1", "w2"} {
@@ -374,4 +380,17 @@ func TestAwaitStateFile(t *testing.T) {
 	if _, err := awaitStateFile(p+"3", done, 5*time.Second); err == nil || !strings.Contains(err.Error(), "ended") {
 		t.Fatalf("err %v, want the program's end", err)
 	}
+}
+
+var stepLineRe = regexp.MustCompile(`STEP step=(\d+) `)
+
+// lastStepLine is the step of the newest "STEP step=N" line in a program's
+// output (0 for none).
+func lastStepLine(out string) int {
+	m := stepLineRe.FindAllStringSubmatch(out, -1)
+	if len(m) == 0 {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[len(m)-1][1])
+	return n
 }
