@@ -32,11 +32,11 @@ run: setup build
 ## 30 minutes: a hang panics with every goroutine's stack well before CI's limit.
 ## On a fresh machine most of the time is the cold compile, so everything is compiled
 ## once, under -race: the edl binary that api/ui and internal/e2e run as `edl dev` is
-## built with -race too (testenv.BuildEdl; its races in those processes are reported
-## as well), and it is built here first, before the test binaries: both packages build
-## it in a test, and on an empty build cache both compiled all of it at once beside the
-## test binaries' compiles. A plain bin/edl as well compiled the product twice (2.3
-## minutes more on a fresh 2-core machine). -vet=off: `make lint` runs the whole of
+## built with -race too (races in those processes are reported as well), here, before
+## the test binaries, into .test-results/edl, which they run ($$EDL_TEST_EDL, see
+## testenv.EdlBinary): built in each package's tests instead, on an empty build cache
+## both compiled all of it at once beside the test binaries' compiles. A plain bin/edl
+## as well compiled the product twice (2.3 minutes more on a fresh 2-core machine). -vet=off: `make lint` runs the whole of
 ## go vet over every package (CI runs both); go test's own subset of it cost another
 ## minute of a fresh run.
 ## The order of the packages is chosen: go test compiles and runs the test binaries in the
@@ -51,8 +51,8 @@ TESTFLAGS ?=
 TESTPKGS ?= ./internal/e2e ./worker/builtin ./worker/restart ./worker/live $(shell $(GO) list ./...)
 test: setup
 	@mkdir -p .test-results
-	$(GO) build -race -o /dev/null ./cmd/edl
-	@set -o pipefail; $(GO) test -race -vet=off -json -timeout 30m $(TESTFLAGS) $(TESTPKGS) | \
+	$(GO) build -race -o .test-results/edl ./cmd/edl
+	@set -o pipefail; EDL_TEST_EDL=$(CURDIR)/.test-results/edl $(GO) test -race -vet=off -json -timeout 30m $(TESTFLAGS) $(TESTPKGS) | \
 	  $(GO) run ./scripts/testsum -json .test-results/test.json
 
 ## chaos: edl dev under faults (worker kills, SIGSTOP, Redis restart, planner restarts, a submit burst)

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -50,6 +51,26 @@ type devProc struct {
 	cmd         *exec.Cmd
 }
 
+// binDir holds the edl command built for this package's tests, if one was.
+var binDir string
+
+// edlBinary is the edl command, built once for the package's tests.
+var edlBinary = sync.OnceValues(func() (string, error) {
+	var err error
+	if binDir, err = os.MkdirTemp("", "edl-ui-"); err != nil {
+		return "", err
+	}
+	return testenv.EdlBinary(binDir)
+})
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
 var apiLine = regexp.MustCompile(`API:\s+(http://\S+)`)
 
 // startDev builds edl and runs `edl dev` with its own data dir and client
@@ -66,8 +87,8 @@ func startDev(t *testing.T) *devProc {
 		t.Fatal(err)
 	}
 	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "edl")
-	if err := testenv.BuildEdl(bin); err != nil {
+	bin, err := edlBinary()
+	if err != nil {
 		t.Fatalf("build edl: %v", err)
 	}
 	d := &devProc{stderr: &testenv.Output{}, dataDir: filepath.Join(tmp, "data")}

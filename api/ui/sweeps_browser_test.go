@@ -13,7 +13,11 @@ import (
 
 // browserSweep is two trials on edl dev's two slots: the first (small,
 // fast, a real learning rate) passes the first rung first, the second
-// (wide, slow, a learning rate that does not move it) is cut there.
+// (wide, slow, a learning rate that does not move it) is cut there. The
+// first rung is far enough (60 steps of the wide model) for the cut trial
+// to leave progress points to draw: its history keeps a point a second,
+// and with a rung at 20 steps it was once cut within a second of its first
+// point, which is at step 0 and not drawn, leaving no grey curve.
 // Seed 0 draws them in that order (as internal/e2e's sweep test checks).
 func browserSweep(seed int) string {
 	cfg := func(width int, lr float64) string {
@@ -24,8 +28,8 @@ func browserSweep(seed int) string {
 		"trainer":{"kind":"builtin","builtin":%s}},
 		"parameters":{"trainer.builtin":{"type":"choice","values":[%s,%s]}},
 		"num_trials":2,"max_concurrent":2,"seed":%d,
-		"metric":{"name":"loss","mode":"min"},"scheduler":{"kind":"asha","grace":20,"max":100000}}`,
-		cfg(32, 0.3), cfg(32, 0.3), cfg(1024, 1e-6), seed)
+		"metric":{"name":"loss","mode":"min"},"scheduler":{"kind":"asha","grace":60,"max":100000}}`,
+		cfg(32, 0.3), cfg(32, 0.3), cfg(2048, 1e-6), seed)
 }
 
 func TestSweepPagesInBrowser(t *testing.T) {

@@ -24,13 +24,15 @@ import (
 
 var edlBin string
 
+// raceReport begins what the race detector prints about a race.
+const raceReport = "WARNING: DATA RACE"
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "edl-e2e-")
 	if err != nil {
 		panic(err)
 	}
-	edlBin = filepath.Join(dir, "edl")
-	if err := testenv.BuildEdl(edlBin); err != nil {
+	if edlBin, err = testenv.EdlBinary(dir); err != nil {
 		fmt.Fprintf(os.Stderr, "build edl: %v\n", err)
 		os.Exit(1)
 	}
@@ -88,9 +90,19 @@ func startDev(t *testing.T, tenants map[string]string, extra ...string) *dev {
 	go func() { d.cmd.Wait(); close(d.exited) }()
 	t.Cleanup(func() {
 		d.interrupt()
+		logs, _ := filepath.Glob(filepath.Join(d.dataDir, "workers", "*", "*.log"))
+		// The edl binary has the race detector under make test: a race in
+		// edl dev or a worker is a failure here, with its report.
+		if s := d.stderr.String(); strings.Contains(s, raceReport) {
+			t.Errorf("edl dev reported a data race:\n%s", s[strings.Index(s, raceReport):])
+		}
+		for _, l := range logs {
+			if b, _ := os.ReadFile(l); bytes.Contains(b, []byte(raceReport)) {
+				t.Errorf("%s reports a data race:\n%s", l, b[bytes.Index(b, []byte(raceReport)):])
+			}
+		}
 		if t.Failed() {
 			t.Logf("edl dev stderr (tail):\n%s", tail(d.stderr.String(), 4000))
-			logs, _ := filepath.Glob(filepath.Join(d.dataDir, "workers", "*", "*.log"))
 			for _, l := range logs {
 				b, _ := os.ReadFile(l)
 				t.Logf("%s (tail):\n%s", l, tail(string(b), 1500))

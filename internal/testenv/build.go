@@ -9,18 +9,32 @@ import (
 	"sync"
 )
 
-// BuildEdl builds the edl command into out for tests that run it as a separate
-// process (`edl dev`, `edl worker`). The binary gets the race detector when the
-// test binary has it: those processes are where the product's own goroutines
-// run in such tests, and `make test` builds every package under -race, so the
-// race-instrumented dependencies are compiled once for the test binaries and
-// this build alike (a plain build here compiled the whole product a second
-// time, about 2.5 minutes on a fresh 2-core machine).
-func BuildEdl(out string) error {
+// EdlEnv names an edl binary built for this test run (by `make test`, with
+// the race detector): EdlBinary returns it instead of building one. Only the
+// Makefile sets it, right after building the binary from this checkout.
+const EdlEnv = "EDL_TEST_EDL"
+
+// EdlBinary returns the edl command for tests that run it as a separate
+// process (`edl dev`, `edl worker`): the binary $EDL_TEST_EDL names, else one
+// built into dir. It gets the race detector when the test binary has it:
+// those processes are where the product's own goroutines run in such tests,
+// and `make test` builds every package under -race, so the race-instrumented
+// dependencies are compiled once for the test binaries and this build alike
+// (a plain build here compiled the whole product a second time, about 2.3
+// minutes on a fresh 2-core machine), and linked once for every package that
+// runs it.
+func EdlBinary(dir string) (string, error) {
+	if p := os.Getenv(EdlEnv); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("%s: %w", EdlEnv, err)
+		}
+		return p, nil
+	}
 	root, err := RepoRoot()
 	if err != nil {
-		return err
+		return "", err
 	}
+	out := filepath.Join(dir, "edl")
 	args := []string{"build"}
 	if RaceEnabled {
 		args = append(args, "-race")
@@ -29,15 +43,12 @@ func BuildEdl(out string) error {
 	cmd := exec.Command("go", args...)
 	cmd.Dir = root
 	// go-nvml's cgo prolog warns about deprecated NVML calls; the Makefile sets
-	// the same flags, so a build from `make test` reuses its cached objects.
+	// the same flags, so this build reuses its cached objects.
 	cmd.Env = append(os.Environ(), "CGO_CFLAGS=-O2 -g -Wno-deprecated-declarations")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go %v: %w\n%s", args, err, b)
+		return "", fmt.Errorf("go %v: %w\n%s", args, err, b)
 	}
-	if _, err := os.Stat(out); err != nil {
-		return fmt.Errorf("go build wrote no %s: %w", filepath.Base(out), err)
-	}
-	return nil
+	return out, nil
 }
 
 // Output collects a child process's output for a test to read while the
