@@ -47,12 +47,17 @@ run: setup build
 ## worker/live, and the short packages fill the other core beside worker/live. With
 ## internal/e2e last instead, it ran alone at the end: a fresh run's tests took 1.7
 ## minutes longer.
+## TESTBUILD: test binaries and the edl they run carry no DWARF (compile and link
+## both ~25 % faster: a cold race build of cmd/edl took 117 s instead of 159 s here).
+## Race reports and panics still name file:line (from the Go symbol table); only a
+## debugger such as dlv wants the DWARF back: make test TESTBUILD=.
+TESTBUILD ?= -gcflags=all=-dwarf=false -ldflags=-w
 TESTFLAGS ?=
 TESTPKGS ?= ./internal/e2e ./worker/builtin ./worker/restart ./worker/live $(shell $(GO) list ./...)
 test: setup
 	@mkdir -p .test-results
-	$(GO) build -race -o .test-results/edl ./cmd/edl
-	@set -o pipefail; EDL_TEST_EDL=$(CURDIR)/.test-results/edl $(GO) test -race -vet=off -json -timeout 30m $(TESTFLAGS) $(TESTPKGS) | \
+	$(GO) build -race $(TESTBUILD) -o .test-results/edl ./cmd/edl
+	@set -o pipefail; EDL_TEST_EDL=$(CURDIR)/.test-results/edl $(GO) test -race -vet=off $(TESTBUILD) -json -timeout 30m $(TESTFLAGS) $(TESTPKGS) | \
 	  $(GO) run ./scripts/testsum -json .test-results/test.json
 
 ## chaos: edl dev under faults (worker kills, SIGSTOP, Redis restart, planner restarts, a submit burst)

@@ -1,6 +1,7 @@
 package live
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +20,12 @@ import (
 // every restarted program loaded the state of the step its worker was at.
 func TestLiveFallbackToRestartMode(t *testing.T) {
 	t.Parallel()
-	l := startLive(t, 2, 3, 4000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.03")
+	// Slow steps until the join and the leave have been seen, full speed
+	// after: with 4,000 samples at 0.03 s a step the epoch once ended while
+	// the newcomer's program and the restarted ones were still starting
+	// (several seconds each on a loaded machine), before any step at world 3.
+	slow := slowFile(t)
+	l := startLive(t, 2, 3, 24000, 8, "--batch", "24", "--hidden", "32", "--step-sleep", "0.1", "--step-sleep-while", slow)
 	l.spec.Trainer.Exec.Command = append([]string{livePython, "python/tests/fail_reinit.py"}, l.spec.Trainer.Exec.Command[1:]...)
 	l.jobs.Job.Spec = l.spec
 	stderr := map[string]*lockedWriter{}
@@ -36,6 +42,9 @@ func TestLiveFallbackToRestartMode(t *testing.T) {
 	l.waitProgress("steps at world 3", time.Minute, func(p jobs.Progress) bool { return p.Step >= at+10 })
 	l.cancel["w1"]()
 	l.waitProgress("world 2 again", 2*time.Minute, func(p jobs.Progress) bool { return p.WorldSize == 2 && p.Step > at+10 })
+	if err := os.Remove(slow); err != nil {
+		t.Fatal(err)
+	}
 	l.wait(4*time.Minute, 1)
 
 	l.jobs.Mu.Lock()
