@@ -5,16 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/edl-nomad/edl/checkpoint/s3ready"
-	"github.com/edl-nomad/edl/internal/childproc"
 	"github.com/edl-nomad/edl/internal/freeport"
-	"github.com/minio/minio-go/v7"
 )
 
 // Config says where the binary is and where its data lives.
@@ -43,15 +39,10 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Server is a running (or stopped) gateway.
+// Server is a running (or stopped) gateway: its Endpoint, Client, Log,
+// Stop, Kill and Restart are s3ready.Child's.
 type Server struct {
-	Endpoint string // host:port, plain HTTP
-	cfg      Config
-	args     []string
-
-	mu   sync.Mutex      // held across start and stop
-	proc *childproc.Proc // nil while stopped
-	last *childproc.Proc // the latest child, for Log
+	*s3ready.Child
 }
 
 // Start launches the gateway and returns once it stores and reads back an
@@ -80,91 +71,18 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("versitygw: %w", err)
 	}
-	s := &Server{Endpoint: "127.0.0.1:" + strconv.Itoa(port), cfg: cfg}
-	s.args = []string{
-		"--port", s.Endpoint, "--region", "us-east-1", "--quiet",
-		"posix", "--sidecar", meta, data,
-	}
-	if err := s.start(ctx); err != nil {
+	endpoint := "127.0.0.1:" + strconv.Itoa(port)
+	c, err := s3ready.StartChild(ctx, s3ready.ChildConfig{
+		Name: "versitygw", Bin: cfg.Bin, Dir: cfg.Dir, Endpoint: endpoint,
+		Args: []string{"--port", endpoint, "--region", "us-east-1", "--quiet", "posix", "--sidecar", meta, data},
+		// A clean environment: the root identity comes from these two alone.
+		Env: []string{"HOME=" + cfg.Dir, "PATH=/usr/bin:/bin", "TMPDIR=" + cfg.Dir,
+			"ROOT_ACCESS_KEY=" + cfg.AccessKey, "ROOT_SECRET_KEY=" + cfg.SecretKey},
+		AccessKey: cfg.AccessKey, SecretKey: cfg.SecretKey,
+		Poll: 50 * time.Millisecond, StartTimeout: cfg.StartTimeout,
+	})
+	if err != nil {
 		return nil, err
 	}
-	return s, nil
-}
-
-func (s *Server) start(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cmd := exec.Command(s.cfg.Bin, s.args...)
-	cmd.Dir = s.cfg.Dir
-	// A clean environment: the root identity comes from these two alone.
-	cmd.Env = []string{"HOME=" + s.cfg.Dir, "PATH=/usr/bin:/bin", "TMPDIR=" + s.cfg.Dir,
-		"ROOT_ACCESS_KEY=" + s.cfg.AccessKey, "ROOT_SECRET_KEY=" + s.cfg.SecretKey}
-	p, err := childproc.Start(cmd)
-	if err != nil {
-		return fmt.Errorf("versitygw: start %s: %w", s.cfg.Bin, err)
-	}
-	s.proc, s.last = p, p
-	if err := s.waitReady(ctx); err != nil {
-		s.killLocked()
-		return fmt.Errorf("versitygw on %s: %w; its output: %s", s.Endpoint, err, childproc.Tail(p.Output(), 2000))
-	}
-	return nil
-}
-
-// waitReady polls until a probe object round-trips, or the child exits.
-func (s *Server) waitReady(ctx context.Context) error {
-	c, err := s.Client()
-	if err != nil {
-		return err
-	}
-	return s3ready.WaitChild(ctx, s.proc, c, 50*time.Millisecond, s.cfg.StartTimeout)
-}
-
-// Client returns a minio client for the server with its credentials.
-func (s *Server) Client() (*minio.Client, error) {
-	return s3ready.Client(s.Endpoint, s.cfg.AccessKey, s.cfg.SecretKey)
-}
-
-// Log is what the child printed since it was last started.
-func (s *Server) Log() string {
-	s.mu.Lock()
-	p := s.last
-	s.mu.Unlock()
-	if p == nil {
-		return ""
-	}
-	return p.Output()
-}
-
-// Stop shuts the server down (SIGTERM, then SIGKILL after 5 s).
-func (s *Server) Stop() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc == nil {
-		return
-	}
-	s.proc.Stop(5 * time.Second)
-	s.proc = nil
-}
-
-// Kill stops the server at once with SIGKILL, as a crash would.
-func (s *Server) Kill() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.killLocked()
-}
-
-// Restart starts a stopped or killed server again on the same port and
-// data and waits until it is ready.
-func (s *Server) Restart(ctx context.Context) error {
-	s.Stop()
-	return s.start(ctx)
-}
-
-func (s *Server) killLocked() {
-	if s.proc == nil {
-		return
-	}
-	s.proc.Kill()
-	s.proc = nil
+	return &Server{c}, nil
 }

@@ -10,12 +10,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/edl-nomad/edl/checkpoint/s3ready"
-	"github.com/edl-nomad/edl/internal/childproc"
-	"github.com/minio/minio-go/v7"
 )
 
 // Config says where the binary is and where its data lives.
@@ -29,14 +26,10 @@ type Config struct {
 	StartTimeout time.Duration
 }
 
-// Server is a running (or stopped) weed mini.
+// Server is a running (or stopped) weed mini: its Endpoint (the S3
+// gateway), Client, Log, Stop, Kill and Restart are s3ready.Child's.
 type Server struct {
-	Endpoint string // host:port of the S3 gateway, plain HTTP
-	cfg      Config
-	args     []string
-
-	mu   sync.Mutex      // held across start and stop
-	proc *childproc.Proc // nil while stopped
+	*s3ready.Child
 }
 
 // LookBinary finds weed: the explicit path when set, then each of dirs
@@ -93,9 +86,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("weed: %w", err)
 	}
-	s := &Server{Endpoint: "127.0.0.1:" + strconv.Itoa(ports[0]), cfg: cfg}
 	p := func(i int) string { return strconv.Itoa(ports[i]) }
-	s.args = []string{"mini",
+	args := []string{"mini",
 		"-dir=" + filepath.Join(cfg.Dir, "data"),
 		"-ip=127.0.0.1", "-ip.bind=127.0.0.1",
 		"-s3.port=" + p(0), "-s3.port.grpc=" + p(1),
@@ -113,80 +105,22 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.Dir, "data"), 0o755); err != nil {
 		return nil, fmt.Errorf("weed: %w", err)
 	}
-	if err := s.start(ctx); err != nil {
+	c, err := s3ready.StartChild(ctx, s3ready.ChildConfig{
+		Name: "weed mini", Bin: cfg.Bin, Dir: cfg.Dir, Args: args, Endpoint: "127.0.0.1:" + p(0),
+		// A clean environment: AWS_* variables of ours would add identities.
+		Env:       []string{"HOME=" + cfg.Dir, "PATH=/usr/bin:/bin", "TMPDIR=" + cfg.Dir},
+		AccessKey: cfg.AccessKey, SecretKey: cfg.SecretKey,
+		// The S3 port answers a few seconds before the filer and volume
+		// server can store anything: the probe stores an object.
+		Poll: 200 * time.Millisecond, StartTimeout: cfg.StartTimeout,
+		// The group's other processes may hold the ports a moment longer
+		// than the child lives.
+		WaitPortFree: true,
+	})
+	if err != nil {
 		return nil, err
 	}
-	return s, nil
-}
-
-func (s *Server) start(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cmd := exec.Command(s.cfg.Bin, s.args...)
-	cmd.Dir = s.cfg.Dir
-	// A clean environment: AWS_* variables of ours would add identities.
-	cmd.Env = []string{"HOME=" + s.cfg.Dir, "PATH=/usr/bin:/bin", "TMPDIR=" + s.cfg.Dir}
-	p, err := childproc.Start(cmd)
-	if err != nil {
-		return fmt.Errorf("weed: start %s: %w", s.cfg.Bin, err)
-	}
-	s.proc = p
-	if err := s.waitReady(ctx); err != nil {
-		s.killLocked()
-		return fmt.Errorf("weed mini on %s: %w; its output: %s", s.Endpoint, err, childproc.Tail(p.Output(), 2000))
-	}
-	return nil
-}
-
-// waitReady polls until a probe object round-trips: the S3 port answers
-// a few seconds before the filer and volume server can store anything.
-func (s *Server) waitReady(ctx context.Context) error {
-	c, err := s.Client()
-	if err != nil {
-		return err
-	}
-	return s3ready.WaitChild(ctx, s.proc, c, 200*time.Millisecond, s.cfg.StartTimeout)
-}
-
-// Client returns a minio client for the server with its credentials.
-func (s *Server) Client() (*minio.Client, error) {
-	return s3ready.Client(s.Endpoint, s.cfg.AccessKey, s.cfg.SecretKey)
-}
-
-// Stop shuts the server down (SIGTERM, then SIGKILL after 5 s).
-func (s *Server) Stop() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc == nil {
-		return
-	}
-	s.proc.Stop(5 * time.Second)
-	s.waitPortFree()
-	s.proc = nil
-}
-
-func (s *Server) killLocked() {
-	if s.proc == nil {
-		return
-	}
-	s.proc.Kill()
-	s.waitPortFree()
-	s.proc = nil
-}
-
-// waitPortFree waits up to 5 s until the S3 port is free for whoever binds
-// it next: the group's other processes may hold the ports a moment longer
-// than the child lives.
-func (s *Server) waitPortFree() {
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		c, err := net.DialTimeout("tcp", s.Endpoint, 100*time.Millisecond)
-		if err != nil {
-			break
-		}
-		c.Close()
-		time.Sleep(20 * time.Millisecond)
-	}
+	return &Server{c}, nil
 }
 
 func freePorts(n int) ([]int, error) {
