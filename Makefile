@@ -36,9 +36,9 @@ run: setup build
 ## the test binaries, into .test-results/edl, which they run ($$EDL_TEST_EDL, see
 ## testenv.EdlBinary): built in each package's tests instead, on an empty build cache
 ## both compiled all of it at once beside the test binaries' compiles. A plain bin/edl
-## as well compiled the product twice (2.3 minutes more on a fresh 2-core machine). -vet=off: `make lint` runs the whole of
-## go vet over every package (CI runs both); go test's own subset of it cost another
-## minute of a fresh run.
+## as well compiled the product twice (2.3 minutes more on a fresh 2-core machine).
+## -vet=off: `make lint` runs the whole of go vet over every package (CI runs both);
+## go test's own subset of it cost another minute of a fresh run.
 ## The order of the packages is chosen: go test compiles and runs the test binaries in the
 ## order of its arguments, two at a time on two cores. The two packages of several torch
 ## programs at once, internal/e2e and worker/live, must not run side by side: together
