@@ -41,11 +41,58 @@ func TestScaleUpDownThenCancel(t *testing.T) {
 		d.waitJob("alice", j.ID, 30*time.Second, "steps after resize", func(j jobView) bool { return j.Progress.Step > step+5 })
 	}
 	d.waitWorkerPids(2, 30*time.Second)
+	// The progress history, written through the workers' own Redis login:
+	// beside the points a resize forces, the thinned point a second (two
+	// in a row at one world size); once every such point after a job's
+	// first was refused to that login.
+	deadline := time.Now().Add(30 * time.Second)
+	for !steadyPoints(d.progress("alice", j.ID)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no two progress points in a row at one world size after 30s: %+v", d.progress("alice", j.ID))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 	if code := d.do("alice", "DELETE", "/v1/jobs/"+j.ID, nil, nil); code != 202 {
 		t.Fatalf("cancel: status %d, want 202", code)
 	}
-	d.waitJob("alice", j.ID, 60*time.Second, "cancelled", func(j jobView) bool { return j.State == "cancelled" })
+	end := d.waitJob("alice", j.ID, 60*time.Second, "cancelled", func(j jobView) bool { return j.State == "cancelled" })
 	d.waitWorkerPids(0, 10*time.Second) // none alive once cancelled
+	// The history ends where the job did.
+	if pts := d.progress("alice", j.ID); len(pts) == 0 || pts[len(pts)-1].Step != end.Progress.Step {
+		t.Errorf("progress history %+v does not end at the job's last step %d", pts, end.Progress.Step)
+	}
+}
+
+type progressPoint struct {
+	Step       int64 `json:"step"`
+	Epoch      int   `json:"epoch"`
+	WorldSize  int   `json:"world_size"`
+	Generation int64 `json:"generation"`
+}
+
+// progress is the job's progress history.
+func (d *dev) progress(tenant, id string) []progressPoint {
+	d.t.Helper()
+	var page struct {
+		Points []progressPoint `json:"points"`
+	}
+	if code := d.do(tenant, "GET", "/v1/jobs/"+id+"/progress", nil, &page); code != 200 {
+		d.t.Fatalf("progress of %s: status %d", id, code)
+	}
+	return page.Points
+}
+
+// steadyPoints reports whether two points in a row share epoch, world
+// size and generation: a point kept by the thinning, not forced by a
+// change.
+func steadyPoints(pts []progressPoint) bool {
+	for i := 1; i < len(pts); i++ {
+		a, b := pts[i-1], pts[i]
+		if a.Epoch == b.Epoch && a.WorldSize == b.WorldSize && a.Generation == b.Generation && a.Step != b.Step {
+			return true
+		}
+	}
+	return false
 }
 
 func TestTwoTenantsShareTheSlots(t *testing.T) {

@@ -23,24 +23,54 @@ func (s *Store) progressKey(id string) string { return s.cfg.Prefix + "{" + id +
 // progressScript appends a point unless the last one is younger than the
 // interval, so that reports a few times a second become one point a
 // second; a point that changes the world size or the epoch is always kept
-// (resizes show where they happened). Time is Redis's own, as the IDs are.
-// KEYS: progress stream. ARGV: maxlen, interval ms, force ("1"), point JSON.
+// (resizes show where they happened), and a job's last point, written when
+// it ends, is kept unless the newest point has its step already. Time is
+// Redis's own, as the IDs are (TIME: a worker's ACL user must allow it,
+// see planner/loop's workerRules).
+// KEYS: progress stream. ARGV: maxlen, interval ms, keep ("1": always;
+// "end": unless the newest point has this step; else thinned), point
+// JSON, step.
 var progressScript = redis.NewScript(`
-if ARGV[3] ~= '1' then
-  local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
-  if last[1] then
+local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+if last[1] then
+  if ARGV[3] == 'end' then
+    local f = last[1][2]
+    for i = 1, #f - 1, 2 do
+      if f[i] == 's' and f[i + 1] == ARGV[5] then return false end
+    end
+  elseif ARGV[3] ~= '1' then
     local t = redis.call('TIME')
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     local ms = tonumber(string.match(last[1][1], '^(%d+)'))
     if now - ms < tonumber(ARGV[2]) then return false end
   end
 end
-return redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'p', ARGV[4])
+return redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'p', ARGV[4], 's', ARGV[5])
 `)
 
 // recordProgress adds j's progress to its history; prev is the progress it
 // replaced. A failure is returned but leaves the job as written.
 func (s *Store) recordProgress(ctx context.Context, j jobs.Job, prev jobs.Progress) error {
+	p := j.Progress
+	keep := "0"
+	if p.WorldSize != prev.WorldSize || p.Epoch != prev.Epoch || p.Generation != prev.Generation {
+		keep = "1"
+	}
+	return s.addProgressPoint(ctx, j, keep)
+}
+
+// recordFinalProgress closes the history of a job that has just ended
+// with its last progress, so that the curve ends where the job did (the
+// reports of its last second were thinned away, and a short job has no
+// other point after its first). A job that never stepped gets none.
+func (s *Store) recordFinalProgress(ctx context.Context, j jobs.Job) error {
+	if j.Progress.Step <= 0 {
+		return nil
+	}
+	return s.addProgressPoint(ctx, j, "end")
+}
+
+func (s *Store) addProgressPoint(ctx context.Context, j jobs.Job, keep string) error {
 	p := j.Progress
 	pt := jobs.ProgressPoint{Time: j.UpdatedAt, Epoch: p.Epoch, Step: p.Step, Samples: p.Samples, Loss: p.Loss,
 		SamplesPerS: p.SamplesPerS, WorldSize: p.WorldSize, Generation: p.Generation,
@@ -49,12 +79,8 @@ func (s *Store) recordProgress(ctx context.Context, j jobs.Job, prev jobs.Progre
 	if err != nil {
 		return fmt.Errorf("encode progress point: %w", err)
 	}
-	force := "0"
-	if p.WorldSize != prev.WorldSize || p.Epoch != prev.Epoch || p.Generation != prev.Generation {
-		force = "1"
-	}
 	err = progressScript.Run(ctx, s.rdb, []string{s.progressKey(j.ID)}, s.cfg.ProgressMaxLen,
-		s.cfg.ProgressEvery.Milliseconds(), force, b).Err()
+		s.cfg.ProgressEvery.Milliseconds(), keep, b, p.Step).Err()
 	if err != nil && err != redis.Nil {
 		return fmt.Errorf("record progress of %s: %w", j.ID, err)
 	}

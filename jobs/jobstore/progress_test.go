@@ -3,6 +3,7 @@ package jobstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -141,5 +142,61 @@ func TestProgressHistoryErrors(t *testing.T) {
 	_ = jobs.ProgressPointIDAt(time.Now()) // a valid since value
 	if _, err := s.ProgressHistory(ctx, j.ID, jobs.ProgressPointIDAt(time.Now()), 0); err != nil {
 		t.Errorf("since from a time: %v", err)
+	}
+}
+
+// TestProgressHistoryEndsWithTheLastProgress: the reports of a job's last
+// second are thinned away, so the job's end adds its last progress as the
+// history's final point, unless the newest point has that step already.
+func TestProgressHistoryEndsWithTheLastProgress(t *testing.T) {
+	ctx := context.Background()
+	s := jobstore.New(testenv.NewRedis(t).Client, jobstore.Config{ProgressEvery: time.Hour})
+	steps := func(id string) []int64 {
+		t.Helper()
+		pts, err := s.ProgressHistory(ctx, id, "", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []int64
+		for _, p := range pts {
+			got = append(got, p.Step)
+		}
+		return got
+	}
+	end := func(id string, reports ...int64) {
+		t.Helper()
+		for _, to := range []jobs.State{jobs.Starting, jobs.Running} {
+			if _, err := s.Transition(ctx, id, to, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, step := range reports {
+			if err := s.SetProgress(ctx, id, jobs.Progress{Step: step, WorldSize: 1, Loss: 1 / float64(step)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.Transition(ctx, id, jobs.Succeeded, "done"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		reports []int64
+		want    string
+	}{
+		{"the thinned last reports end the curve", []int64{1, 2, 3}, "[1 3]"},
+		{"no second point of the same step", []int64{5}, "[5]"},
+		{"a job that never stepped has no history", nil, "[]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j, _, err := s.Create(ctx, "team-a", spec("p", nil), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			end(j.ID, tc.reports...)
+			if got := fmt.Sprint(steps(j.ID)); got != tc.want {
+				t.Fatalf("steps kept %s, want %s", got, tc.want)
+			}
+		})
 	}
 }

@@ -334,6 +334,12 @@ func (s *Store) UpdateWith(ctx context.Context, id string, fn func(*jobs.Job) ([
 			return jobs.Job{}, nil, err
 		}
 		if ok {
+			if job.State.Terminal() && !old.State.Terminal() {
+				// Best effort: the change is written, and the job keeps its
+				// last progress itself; a failed history write must not
+				// make the caller think the change was not.
+				_ = s.recordFinalProgress(ctx, job)
+			}
 			return job, stored, nil
 		}
 		if err := backoff(ctx, attempt); err != nil {

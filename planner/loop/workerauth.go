@@ -87,10 +87,12 @@ func (a *WorkerACL) Credentials(jobID string) (user, password string) {
 
 // workerRules is what a job's workers may run, beside their key and
 // channel patterns: data commands, scripts, pub/sub and transactions;
-// not what lists or reaches beyond their keys.
+// not what lists or reaches beyond their keys. TIME, for the job store's
+// progress script (a point a second): without it every progress point
+// after a job's first was refused, and its history held one point.
 var workerRules = []string{
 	"-@all", "+@read", "+@write", "+@pubsub", "+@transaction", "+@connection",
-	"+eval", "+evalsha", "+eval_ro", "+evalsha_ro", "+script|load", "+script|exists",
+	"+eval", "+evalsha", "+eval_ro", "+evalsha_ro", "+script|load", "+script|exists", "+time",
 	"-@dangerous", "-@admin",
 	"-scan", "-keys", "-randomkey", "-dbsize", "-pubsub", "-swapdb", "-move", "-migrate",
 	"-client", "+client|setname", "+client|getname", "+client|id", // CLIENT SETINFO (7.2) refused: go-redis ignores that

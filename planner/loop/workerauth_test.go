@@ -66,12 +66,21 @@ func TestWorkerACLReachesOnlyItsJob(t *testing.T) {
 		}
 	}
 	// The worker's own store: progress, events, state, checkpoint.
-	ws := jobstore.New(w, jobstore.Config{Prefix: r.Prefix, JobScoped: true})
+	ws := jobstore.New(w, jobstore.Config{Prefix: r.Prefix, JobScoped: true, ProgressEvery: time.Millisecond})
 	if _, err := ws.AppendEvent(ctx, a.ID, jobs.Event{Type: jobs.EventWorker, Message: "hi"}); err != nil {
 		t.Errorf("scoped AppendEvent: %v", err)
 	}
-	if err := ws.SetProgress(ctx, a.ID, jobs.Progress{Step: 3}); err != nil {
-		t.Errorf("scoped SetProgress: %v", err)
+	// Two reports an interval apart are two points of the history (its
+	// script asks Redis the TIME for the second: once refused to this
+	// login, so that every job's history held its first point only).
+	for _, step := range []int64{3, 4} {
+		if err := ws.SetProgress(ctx, a.ID, jobs.Progress{Step: step}); err != nil {
+			t.Errorf("scoped SetProgress: %v", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if pts, err := ws.ProgressHistory(ctx, a.ID, "", 0); err != nil || len(pts) != 2 {
+		t.Errorf("progress history through the job's login: %+v (%v), want steps 3 and 4", pts, err)
 	}
 	if _, err := ws.Get(ctx, b.ID); err == nil {
 		t.Error("read job B through job A's login")

@@ -37,6 +37,10 @@ type Reporter struct {
 	// starting already (another rank 0 moved it). Guarded by send; set
 	// only once the write landed, so a failed one is tried again.
 	running bool
+	// failing holds the writes whose last try failed: the first failure
+	// of a kind is a warning, its repeats debug lines (a refused progress
+	// write once went unseen at debug level for every job). Guarded by send.
+	failing map[string]bool
 }
 
 func NewReporter(js JobSource, job string, every time.Duration, log *slog.Logger) *Reporter {
@@ -114,26 +118,37 @@ func (r *Reporter) flushLocked(ctx context.Context) {
 	r.prog, r.events, r.ckpt = nil, nil, nil
 	r.mu.Unlock()
 	for _, e := range evs {
-		if _, err := r.jobs.AppendEvent(ctx, r.job, e); err != nil {
-			r.log.Debug("append job event failed", "err", err)
-		}
+		_, err := r.jobs.AppendEvent(ctx, r.job, e)
+		r.outcome("append job event", err)
 	}
 	if ck != nil {
-		if err := r.jobs.SetCheckpoint(ctx, r.job, *ck); err != nil {
-			r.log.Debug("record checkpoint on the job failed", "err", err)
-		}
+		r.outcome("record checkpoint on the job", r.jobs.SetCheckpoint(ctx, r.job, *ck))
 	}
 	if p == nil {
 		return
 	}
 	if p.Step >= 0 && !r.running {
-		if err := r.markRunning(ctx); err != nil {
-			r.log.Debug("move job to running", "err", err)
-		}
+		r.outcome("move job to running", r.markRunning(ctx))
 	}
-	if err := r.jobs.SetProgress(ctx, r.job, *p); err != nil {
-		r.log.Debug("set job progress failed", "err", err)
+	r.outcome("set job progress", r.jobs.SetProgress(ctx, r.job, *p))
+}
+
+// outcome logs a failed write: a warning the first time in a row, then at
+// debug level until one succeeds. Called with send held.
+func (r *Reporter) outcome(what string, err error) {
+	if err == nil {
+		delete(r.failing, what)
+		return
 	}
+	if r.failing[what] {
+		r.log.Debug(what+" failed", "err", err)
+		return
+	}
+	if r.failing == nil {
+		r.failing = map[string]bool{}
+	}
+	r.failing[what] = true
+	r.log.Warn(what+" failed (repeats are logged at debug level)", "err", err)
 }
 
 // markRunning moves the job to running once. A refused transition means
