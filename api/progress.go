@@ -19,7 +19,7 @@ type ProgressHistory struct {
 // jobProgress godoc
 //
 //	@Summary		A job's progress over time
-//	@Description	The bounded history of what the workers reported: loss, samples/s, step, epoch, world size and the job's worker counts, at most one point a second (a point that changes the world size or the epoch is always kept), the newest few thousand per job. Poll with since= the previous page's next to get only new points.
+//	@Description	The bounded history of what the workers reported: loss, samples/s, step, epoch, world size and the job's worker counts, at most one point a second (a point that changes the world size or the epoch is always kept, and so is the job's last progress, written when it ends), the newest few thousand per job. Poll with since= the previous page's next to get only new points.
 //	@Tags			jobs
 //	@Security		BearerAuth
 //	@Produce		json
