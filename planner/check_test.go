@@ -43,11 +43,7 @@ func checkPlan(s Snapshot, p Plan) error {
 		if tg.JobID != j.ID {
 			return fmt.Errorf("target %d is for %s, want %s", i, tg.JobID, j.ID)
 		}
-		lo, hi := max(j.Min, 1), max(j.Max, j.Min, 1)
-		if j.Pinned > 0 {
-			lo = min(max(j.Pinned, lo), hi)
-			hi = lo
-		}
+		lo, hi := pinBounds(j)
 		if tg.Workers != 0 && (tg.Workers < lo || tg.Workers > hi) {
 			return fmt.Errorf("job %s: %d workers outside [%d, %d]", j.ID, tg.Workers, lo, hi)
 		}
@@ -90,11 +86,7 @@ func checkPlan(s Snapshot, p Plan) error {
 	for i, tg := range p.Targets {
 		j := s.Jobs[i]
 		r, u := resources(&j)
-		lo, hi := max(j.Min, 1), max(j.Max, j.Min, 1)
-		if j.Pinned > 0 {
-			lo = min(max(j.Pinned, lo), hi)
-			hi = lo
-		}
+		lo, hi := pinBounds(j)
 		need := 1
 		if tg.Workers == 0 {
 			need = lo
@@ -117,4 +109,19 @@ func checkPlan(s Snapshot, p Plan) error {
 		}
 	}
 	return nil
+}
+
+// pinBounds are the sizes a job may get: Min..Max, or its pinned size
+// (clamped to them), or, running below its pin, from its current size up
+// to the pin (held until the pin fits).
+func pinBounds(j JobState) (lo, hi int) {
+	lo, hi = max(j.Min, 1), max(j.Max, j.Min, 1)
+	if j.Pinned > 0 {
+		lo = min(max(j.Pinned, lo), hi)
+		hi = lo
+		if j.Current > 0 && j.Current < lo {
+			lo = j.Current
+		}
+	}
+	return lo, hi
 }

@@ -171,13 +171,10 @@ func (d *decider) run() {
 	running, fresh := split(d.guar)
 	if d.compact {
 		d.each(d.guar, d.admitMin())
+		d.each(d.guar, d.holdBelowPin)
 		d.restoreCooling(d.guar)
 	} else {
-		d.each(running, func(p *jobPlan) {
-			if !d.gang(p, p.keep) && p.keep > p.min {
-				d.gang(p, p.min)
-			}
-		})
+		d.each(running, d.placeRunning)
 		d.each(fresh, d.admitMin())
 	}
 	for _, p := range d.guar {
@@ -201,11 +198,7 @@ func (d *decider) run() {
 	d.grow(d.guar, func(p *jobPlan) bool { return !p.cooling })
 	d.grow(d.guar, func(p *jobPlan) bool { return true })
 
-	d.each(oppRunning, func(p *jobPlan) {
-		if !d.gang(p, p.keep) && p.keep > p.min {
-			d.gang(p, p.min)
-		}
-	})
+	d.each(oppRunning, d.placeRunning)
 	if d.cfg.HarvestFirst {
 		for _, p := range oppRunning {
 			for p.workers() > 0 && p.workers() < p.keep && d.addOne(p) {
@@ -215,6 +208,32 @@ func (d *decider) run() {
 	d.each(oppFresh, func(p *jobPlan) { d.gang(p, p.min) })
 	d.grow(d.opp, func(p *jobPlan) bool { return !p.cooling })
 	d.grow(d.opp, func(p *jobPlan) bool { return true })
+}
+
+// placeRunning places a job that holds workers now: its current size
+// (within its bounds), else its minimum, else (pinned above its size)
+// the workers it has.
+func (d *decider) placeRunning(p *jobPlan) {
+	if !d.gang(p, p.keep) && p.keep > p.min {
+		d.gang(p, p.min)
+	}
+	d.holdBelowPin(p)
+}
+
+// holdBelowPin keeps a running job that its tenant pinned above its size
+// at the workers it has while the pinned size does not fit (its room still
+// held by stopping workers, say), to grow when room frees: suspended to
+// wait for the pin, it would stop, and restart from its checkpoint.
+// p.why keeps why the pin did not fit, for the reason.
+func (d *decider) holdBelowPin(p *jobPlan) {
+	cur := p.j.Current
+	if p.workers() > 0 || !p.pinned || cur <= 0 || cur >= p.min {
+		return
+	}
+	why, n, capacity := p.why, p.whyN, p.forCapacity
+	if d.gang(p, cur) {
+		p.why, p.whyN, p.forCapacity = why, n, capacity
+	}
 }
 
 // restoreCooling gives jobs that resized lately their size back before

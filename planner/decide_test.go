@@ -180,6 +180,30 @@ func TestDecideTable(t *testing.T) {
 			want: want{workers: map[string]int{"p": 3, "q": 2}},
 		},
 		{
+			name: "a running job pinned above its size keeps its workers until the pin fits",
+			snap: func() Snapshot {
+				s := Snapshot{Capacity: jobs.Capacity{Nodes: nodes("n", 1, 4, v100)},
+					Jobs: []JobState{job("q", 3, 3), job("p", 1, 8, pinned(3), submitted(time.Second))}}
+				running(&s, "p", map[string]int{"n-0": 1})
+				running(&s, "q", map[string]int{"n-0": 3})
+				return s
+			},
+			want: want{workers: map[string]int{"p": 1, "q": 3},
+				reason: map[string]string{"p": "keep 1 workers until the 3 pinned by the tenant fit: 3 workers (3 GPUs) do not fit"}},
+		},
+		{
+			name: "a running job pinned above its size grows toward the pin as room frees",
+			snap: func() Snapshot {
+				s := Snapshot{Capacity: jobs.Capacity{Nodes: nodes("n", 1, 4, v100)},
+					Jobs: []JobState{job("p", 1, 8, pinned(3))}}
+				running(&s, "p", map[string]int{"n-0": 1})
+				s.Capacity.Nodes[0].FreeGPUs -= 2 // held by stopping workers of no job
+				return s
+			},
+			want: want{workers: map[string]int{"p": 2},
+				reason: map[string]string{"p": "grow 1 -> 2 toward the 3 pinned by the tenant"}},
+		},
+		{
 			name: "CPU-only jobs use CPU slots, not GPUs",
 			snap: func() Snapshot {
 				return Snapshot{Capacity: jobs.Capacity{Nodes: nodes("n", 2, 1, v100)},

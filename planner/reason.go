@@ -21,6 +21,10 @@ func (d *decider) reason(p *jobPlan) string {
 			return fmt.Sprintf("suspend (had %d): GPUs wanted by guaranteed jobs; %s", cur, d.whyText(p))
 		}
 		return fmt.Sprintf("suspend (had %d): preempted by higher-priority claims; %s", cur, d.whyText(p))
+	case p.pinned && w < p.min && w == cur:
+		return fmt.Sprintf("keep %d workers until the %d pinned by the tenant fit: %s", w, p.min, d.whyText(p))
+	case p.pinned && w < p.min:
+		return fmt.Sprintf("grow %d -> %d toward the %d pinned by the tenant: %s", cur, w, p.min, d.whyText(p))
 	case w == cur:
 		return fmt.Sprintf("keep %d workers", w)
 	case p.pinned && cur > 0:

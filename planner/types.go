@@ -56,7 +56,9 @@ type JobState struct {
 	// Placement says where the Current workers are: node ID -> workers.
 	Placement map[string]int
 	// Pinned is a size the tenant pinned with POST /scale; 0 means none.
-	// A pinned job is gang-placed at exactly that size (clamped to Min..Max).
+	// A pinned job is gang-placed at exactly that size (clamped to Min..Max);
+	// a running job pinned above its size keeps its workers (and grows
+	// toward the pin) until the pinned size fits.
 	Pinned int
 	// Throughput holds measured samples/s by worker count.
 	Throughput map[int]float64
