@@ -157,11 +157,20 @@ func (d *dev) waitLiveCount(job string, timeout time.Duration, what string, n in
 func staticEval(t *testing.T) float64 {
 	t.Helper()
 	cmd := exec.Command(torchPython, append([]string{"examples/torch/train_live.py"}, liveArgs...)...)
-	cmd.Dir = "../.."
 	cmd.Env = append(os.Environ(), "EDL_STANDALONE=1", "EDL_PARTITIONS="+strconv.Itoa(liveParts), "OMP_NUM_THREADS=1")
+	return runEval(t, "static run", cmd)
+}
+
+// runEval runs a torch program from the repository's root and returns the
+// loss of its EVAL line.
+func runEval(t *testing.T, what string, cmd *exec.Cmd) float64 {
+	t.Helper()
+	cmd.Dir = "../.."
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("static run: %v", err)
+		t.Fatalf("%s: %v\n%s", what, err, tail(stderr.String(), 1000))
 	}
 	for _, l := range strings.Split(string(out), "\n") {
 		if m := evalRE.FindStringSubmatch(l); m != nil {
@@ -169,7 +178,7 @@ func staticEval(t *testing.T) float64 {
 			return v
 		}
 	}
-	t.Fatalf("static run printed no EVAL line:\n%s", tail(string(out), 500))
+	t.Fatalf("%s printed no EVAL line:\n%s", what, tail(string(out), 500))
 	return 0
 }
 
@@ -309,23 +318,9 @@ func replayEval(t *testing.T, recs map[int64]string) float64 {
 		fmt.Fprintf(&in, "%d %s\n", s, recs[s])
 	}
 	cmd := exec.Command(torchPython, append([]string{"internal/e2e/testdata/replay_live.py", "--parts", strconv.Itoa(liveParts)}, liveArgs...)...)
-	cmd.Dir = "../.."
 	cmd.Env = append(os.Environ(), "OMP_NUM_THREADS=1")
 	cmd.Stdin = strings.NewReader(in.String())
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("replay: %v\n%s", err, tail(stderr.String(), 1000))
-	}
-	for _, l := range strings.Split(string(out), "\n") {
-		if m := evalRE.FindStringSubmatch(l); m != nil {
-			v, _ := strconv.ParseFloat(m[1], 64)
-			return v
-		}
-	}
-	t.Fatalf("replay printed no EVAL line:\n%s", tail(string(out), 500))
-	return 0
+	return runEval(t, "replay", cmd)
 }
 
 // workerPid is the process of the worker with this id.
