@@ -64,9 +64,10 @@ func TestRestoreAfterEveryWorkerKilled(t *testing.T) {
 	})
 	phase("the fresh workers' generation of 2")
 	if took := time.Since(t0); took > 15*time.Second {
-		// Three fresh runs of make test spent about 41 s here (2 x the
-		// workers' 20 s JoinTimeout?), never seen outside them: what the
-		// fresh workers and the killed ones said, for whoever looks next.
+		// Runs of make test have spent about 41 s here: the fresh leader
+		// formed a join generation that still held the two killed workers
+		// (their heartbeats not yet lapsed), and the fresh workers waited
+		// out 2 x their 20 s JoinTimeout on them. What every worker said.
 		for _, id := range []string{a, b, n1, n2} {
 			t.Logf("slow to form the fresh generation (%.0fs): worker %s said:\n%s", took.Seconds(), id, workertest.Tail(c.OutputSoFar(id), 4000))
 		}
