@@ -224,15 +224,11 @@ func (d *decider) placeRunning(p *jobPlan) {
 // at the workers it has while the pinned size does not fit (its room still
 // held by stopping workers, say), to grow when room frees: suspended to
 // wait for the pin, it would stop, and restart from its checkpoint.
-// p.why keeps why the pin did not fit, for the reason.
+// A placed gang leaves p.why as it was: why the pin did not fit, for the
+// reason.
 func (d *decider) holdBelowPin(p *jobPlan) {
-	cur := p.j.Current
-	if p.workers() > 0 || !p.pinned || cur <= 0 || cur >= p.min {
-		return
-	}
-	why, n, capacity := p.why, p.whyN, p.forCapacity
-	if d.gang(p, cur) {
-		p.why, p.whyN, p.forCapacity = why, n, capacity
+	if cur := p.j.Current; p.workers() == 0 && p.pinned && cur > 0 && cur < p.min {
+		d.gang(p, cur)
 	}
 }
 
