@@ -92,7 +92,7 @@ func (w *Worker) join(ctx context.Context, g *coord.Generation) error {
 	w.ts.dropPending()
 	jctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go w.mem.CancelOnNewer(jctx, cancel, g.Number)
+	go w.mem.CancelWhenOver(jctx, cancel, g)
 	start := time.Now()
 	if err := w.handOver(jctx, g); err != nil {
 		// The full broadcast below still brings every member up to date.

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -149,9 +149,10 @@ func (c *Client) Members(ctx context.Context) (map[string]Member, error) {
 	return out, nil
 }
 
-// Alive reports which of ids have a live heartbeat.
+// Alive reports which of ids have a live heartbeat. It leaves ids as they
+// are (a generation's members are in rank order).
 func (c *Client) Alive(ctx context.Context, ids []string) (map[string]bool, error) {
-	sort.Strings(ids)
+	ids = slices.Sorted(slices.Values(ids))
 	cmds := make([]*redis.IntCmd, len(ids))
 	_, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range ids {
@@ -189,4 +190,22 @@ func (c *Client) MarkDone(ctx context.Context, reason string) error {
 		return fmt.Errorf("mark done: %w", err)
 	}
 	return nil
+}
+
+// Lapsed returns the first member of g other than self whose heartbeat
+// has lapsed (it died, froze or lost Redis), or "". A generation with such
+// a member can never complete its ring: its other members stop waiting for
+// it and report the generation broken instead of running into their ring
+// or join timeouts.
+func (c *Client) Lapsed(ctx context.Context, g *Generation, self string) (string, error) {
+	alive, err := c.Alive(ctx, g.Members)
+	if err != nil {
+		return "", err
+	}
+	for _, id := range g.Members {
+		if id != self && !alive[id] {
+			return id, nil
+		}
+	}
+	return "", nil
 }

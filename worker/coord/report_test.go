@@ -146,3 +146,47 @@ func TestLeaderRecordsLostMembers(t *testing.T) {
 		}
 	}
 }
+
+// TestLapsedNamesADeadMemberOfAJoin: the leader admits a newcomer beside
+// members whose heartbeats are still there but about to lapse (they died
+// at the moment the old leader's lease did). Once they have lapsed, Lapsed
+// names the first of them to the newcomer, so its join stops waiting for
+// them; it names nobody while all are alive, and never the asker itself.
+// It leaves the generation's member order as it was.
+func TestLapsedNamesADeadMemberOfAJoin(t *testing.T) {
+	ctx := context.Background()
+	a, b, l, _ := pair(t, nil)
+	tick(t, l)
+	c, err := New(a.rdb, Config{Prefix: a.cfg.Prefix, Job: "job", Worker: "c", Lease: 10 * time.Second, Heartbeat: time.Second}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetMember(ctx, Member{Addr: "c:1", State: Ready, Since: time.Unix(1, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	g2 := tick(t, l)
+	if g2.Number != 2 || g2.Reason != "join" || !slices.Equal(g2.Members, []string{"a", "b", "c"}) {
+		t.Fatalf("generation %+v, want 2, a join of [a b c]", g2)
+	}
+	if id, err := c.Lapsed(ctx, g2, "c"); err != nil || id != "" {
+		t.Fatalf("Lapsed with all alive: %q (%v), want none", id, err)
+	}
+	g2.Members = []string{"c", "b", "a"} // rank order that sorting would change
+	for _, w := range []*Client{b, a} {
+		if err := a.rdb.Del(ctx, a.keys.Heartbeat(w.cfg.Worker)).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if id, err := c.Lapsed(ctx, g2, "c"); err != nil || id != "b" {
+		t.Fatalf("Lapsed after a and b died: %q (%v), want b (the first in rank order)", id, err)
+	}
+	if !slices.Equal(g2.Members, []string{"c", "b", "a"}) {
+		t.Fatalf("Lapsed reordered the members: %v", g2.Members)
+	}
+	if err := a.rdb.Del(ctx, a.keys.Heartbeat("c")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := c.Lapsed(ctx, &Generation{Number: 2, Members: []string{"c"}}, "c"); err != nil || id != "" {
+		t.Fatalf("Lapsed of a generation of the asker alone: %q (%v), want none", id, err)
+	}
+}

@@ -118,15 +118,41 @@ func (m *Membership) Poll(ctx context.Context, rdb redis.UniversalClient, js Job
 	})
 }
 
-// CancelOnNewer cancels a join when a newer generation replaces gen.
-func (m *Membership) CancelOnNewer(ctx context.Context, cancel context.CancelFunc, gen int64) {
+// CancelWhenOver cancels a join of g (its rings, its state transfer) once
+// g can no longer complete: a newer generation replaced it, a member of it
+// reported it broken, or a member's heartbeat lapsed (it died or froze,
+// possibly just before the leader admitted this worker beside it). The
+// join then fails at once and the worker reports, instead of waiting for
+// a dead peer until JoinTimeout.
+func (m *Membership) CancelWhenOver(ctx context.Context, cancel context.CancelFunc, g *coord.Generation) {
 	_ = periodic.Every(ctx, 200*time.Millisecond, func() bool {
-		if g, err := m.Co.ReadGen(ctx); err == nil && g != nil && g.Number > gen {
-			cancel()
-			return false
+		why := m.over(ctx, g)
+		if why == "" {
+			return true
 		}
-		return true
+		m.Log.Info("generation over while joining", "gen", g.Number, "why", why)
+		cancel()
+		return false
 	})
+}
+
+// over says why g can no longer complete, or "" (also when Redis cannot
+// be read: the ring's own timeout still bounds the wait).
+func (m *Membership) over(ctx context.Context, g *coord.Generation) string {
+	if cur, err := m.Co.ReadGen(ctx); err == nil && cur != nil && cur.Number > g.Number {
+		return fmt.Sprintf("generation %d replaced it", cur.Number)
+	}
+	if reps, err := m.Co.Reports(ctx); err == nil {
+		for id, r := range reps {
+			if id != m.Self && r.Gen == g.Number {
+				return fmt.Sprintf("member %s reported it broken", id)
+			}
+		}
+	}
+	if id, err := m.Co.Lapsed(ctx, g, m.Self); err == nil && id != "" {
+		return fmt.Sprintf("member %s's heartbeat lapsed", id)
+	}
+	return ""
 }
 
 // NextGen waits for the generation after gen; done: the job is done (or

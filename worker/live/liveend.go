@@ -19,7 +19,7 @@ import (
 
 // genBroken reports whether a collective of generation gen can no longer
 // complete: a member reported gen broken (its collective failed: a peer
-// died), or the current generation cur replaced gen other than by
+// died), a member's heartbeat lapsed, or the current generation cur replaced gen other than by
 // admitting newcomers (a member died, left or froze). A join of
 // newcomers does not break gen: its members finish the step in flight
 // and switch at its end. The worker sees both in Redis within
@@ -44,6 +44,13 @@ func (w *Worker) genBroken(ctx context.Context, gen int64, cur *coord.Generation
 	}
 	for _, r := range reports {
 		if r.Gen == gen {
+			return true
+		}
+	}
+	if w.g != nil && w.g.Number == gen {
+		// A member that died or froze without a report (for one, just
+		// before the leader formed gen beside it) never comes.
+		if id, err := w.Co.Lapsed(ctx, w.g, w.Cfg.Worker); err == nil && id != "" {
 			return true
 		}
 	}
