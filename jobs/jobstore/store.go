@@ -2,8 +2,6 @@ package jobstore
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -116,8 +114,7 @@ func (s *Store) chgSeqKey() string          { return s.cfg.Prefix + "chgseq" }
 func (s *Store) finishedKey() string        { return s.cfg.Prefix + "finished" }
 func (s *Store) serviceKey() string         { return s.cfg.Prefix + "service" }
 func (s *Store) idemKey(tenant, key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return s.cfg.Prefix + "idem:" + tenant + ":" + hex.EncodeToString(sum[:])
+	return records.IdemKey(s.cfg.Prefix+"idem:", tenant, key)
 }
 
 // Ping checks that Redis answers.
@@ -205,14 +202,9 @@ func (s *Store) CreateJSON(ctx context.Context, tenant string, spec jobs.Spec, i
 		return jobs.Job{}, nil, false, err
 	}
 	// The spec's hash only serves to compare replays of one key.
-	specHash := ""
-	if idempotencyKey != "" {
-		specJSON, err := json.Marshal(spec)
-		if err != nil {
-			return jobs.Job{}, nil, false, fmt.Errorf("encode spec: %w", err)
-		}
-		sum := sha256.Sum256(specJSON)
-		specHash = hex.EncodeToString(sum[:])
+	specHash, err := records.SpecHash(idempotencyKey, spec)
+	if err != nil {
+		return jobs.Job{}, nil, false, fmt.Errorf("encode spec: %w", err)
 	}
 	now := s.cfg.Now().UTC()
 	job := jobs.Job{
@@ -232,10 +224,7 @@ func (s *Store) CreateJSON(ctx context.Context, tenant string, spec jobs.Spec, i
 	if err != nil {
 		return jobs.Job{}, nil, false, err
 	}
-	idemVal := ""
-	if idempotencyKey != "" {
-		idemVal = job.ID + " " + specHash
-	}
+	idemVal := records.IdemValue(idempotencyKey, job.ID, specHash)
 	keys := []string{s.jobKey(job.ID), s.tenantKey(tenant), s.activeKey(), s.eventsKey(job.ID),
 		s.idemKey(tenant, idempotencyKey), s.seqKey(), s.changesKey(), s.chgSeqKey()}
 	res, err := createScript.Run(ctx, s.rdb, keys, job.ID, data, idemVal,
@@ -247,12 +236,9 @@ func (s *Store) CreateJSON(ctx context.Context, tenant string, spec jobs.Spec, i
 		return job, data, true, nil
 	}
 	prev, _ := res[1].(string)
-	var prevID, prevHash string
-	if _, err := fmt.Sscan(prev, &prevID, &prevHash); err != nil {
-		return jobs.Job{}, nil, false, fmt.Errorf("idempotency record %q: %w", prev, err)
-	}
-	if prevHash != specHash {
-		return jobs.Job{}, nil, false, jobs.ErrIdempotencyMismatch
+	prevID, err := records.Replayed(prev, specHash)
+	if err != nil {
+		return jobs.Job{}, nil, false, err
 	}
 	old, err := s.Get(ctx, prevID)
 	if err != nil {

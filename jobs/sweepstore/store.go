@@ -2,8 +2,6 @@ package sweepstore
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -67,8 +65,7 @@ func (s *Store) tenantKey(t string) string  { return s.cfg.Prefix + "tenant:" + 
 func (s *Store) activeKey() string          { return s.cfg.Prefix + "sweeps:active" }
 func (s *Store) seqKey() string             { return s.cfg.Prefix + "sweeps:seq" }
 func (s *Store) idemKey(tenant, key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return s.cfg.Prefix + "sweepidem:" + tenant + ":" + hex.EncodeToString(sum[:])
+	return records.IdemKey(s.cfg.Prefix+"sweepidem:", tenant, key)
 }
 
 // createScript stores a new sweep unless the idempotency key names one.
@@ -117,14 +114,9 @@ func (s *Store) Create(ctx context.Context, tenant string, spec sweep.Spec, idem
 	if err := spec.Validate(); err != nil {
 		return sweep.Sweep{}, false, err
 	}
-	specHash := ""
-	if idempotencyKey != "" {
-		b, err := json.Marshal(spec)
-		if err != nil {
-			return sweep.Sweep{}, false, fmt.Errorf("encode sweep spec: %w", err)
-		}
-		sum := sha256.Sum256(b)
-		specHash = hex.EncodeToString(sum[:])
+	specHash, err := records.SpecHash(idempotencyKey, spec)
+	if err != nil {
+		return sweep.Sweep{}, false, fmt.Errorf("encode sweep spec: %w", err)
 	}
 	now := s.cfg.Now().UTC()
 	sw := sweep.Sweep{ID: records.NewID("s-", now), Tenant: tenant, State: sweep.Running, Spec: spec,
@@ -138,10 +130,7 @@ func (s *Store) Create(ctx context.Context, tenant string, spec sweep.Spec, idem
 	if err != nil {
 		return sweep.Sweep{}, false, err
 	}
-	idemVal := ""
-	if idempotencyKey != "" {
-		idemVal = sw.ID + " " + specHash
-	}
+	idemVal := records.IdemValue(idempotencyKey, sw.ID, specHash)
 	keys := []string{s.key(sw.ID), s.tenantKey(tenant), s.activeKey(), s.eventsKey(sw.ID), s.idemKey(tenant, idempotencyKey), s.seqKey()}
 	res, err := createScript.Run(ctx, s.rdb, keys, sw.ID, data, idemVal, s.cfg.IdempotencyTTL.Milliseconds(), ev, s.cfg.EventsMaxLen, tenant).Slice()
 	if err != nil {
@@ -151,12 +140,9 @@ func (s *Store) Create(ctx context.Context, tenant string, spec sweep.Spec, idem
 		return sw, true, nil
 	}
 	prev, _ := res[1].(string)
-	var prevID, prevHash string
-	if _, err := fmt.Sscan(prev, &prevID, &prevHash); err != nil {
-		return sweep.Sweep{}, false, fmt.Errorf("idempotency record %q: %w", prev, err)
-	}
-	if prevHash != specHash {
-		return sweep.Sweep{}, false, jobs.ErrIdempotencyMismatch
+	prevID, err := records.Replayed(prev, specHash)
+	if err != nil {
+		return sweep.Sweep{}, false, err
 	}
 	old, _, err := s.get(ctx, prevID)
 	if err != nil {

@@ -3,6 +3,7 @@ package records
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -160,4 +161,51 @@ func Get[T any](ctx context.Context, rdb redis.UniversalClient, key, what, id st
 		return zero, "", fmt.Errorf("decode %s %s: %w", what, id, err)
 	}
 	return rec, v, nil
+}
+
+// IdemKey is the key of tenant's idempotency record for an
+// Idempotency-Key: prefix (the store's prefix and the record's kind,
+// "edl:idem:") + tenant + ":" + the key's hex SHA-256.
+func IdemKey(prefix, tenant, key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return prefix + tenant + ":" + hex.EncodeToString(sum[:])
+}
+
+// SpecHash is the hex SHA-256 of spec's JSON, which an idempotency record
+// keeps to tell a replay of its key from the key's reuse with another
+// spec; "" when there is no key (nothing to compare). The error is
+// json.Marshal's, for the caller to wrap.
+func SpecHash(key string, spec any) (string, error) {
+	if key == "" {
+		return "", nil
+	}
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// IdemValue is the idempotency record stored with a new record id:
+// "<id> <spec hash>", or "" when there is no key (none is stored).
+func IdemValue(key, id, specHash string) string {
+	if key == "" {
+		return ""
+	}
+	return id + " " + specHash
+}
+
+// Replayed reads the idempotency record a create script found instead of
+// creating: the ID of the record the key made before, or
+// jobs.ErrIdempotencyMismatch when that was made from another spec.
+func Replayed(record, specHash string) (string, error) {
+	var prevID, prevHash string
+	if _, err := fmt.Sscan(record, &prevID, &prevHash); err != nil {
+		return "", fmt.Errorf("idempotency record %q: %w", record, err)
+	}
+	if prevHash != specHash {
+		return "", jobs.ErrIdempotencyMismatch
+	}
+	return prevID, nil
 }
