@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/edl-nomad/edl/jobs"
 	"github.com/labstack/echo/v4"
 )
 
@@ -44,11 +45,9 @@ type CheckpointList struct {
 	Checkpoints []Checkpoint `json:"checkpoints"`
 }
 
-func (s *Server) checkpointsConfigured() error {
-	if s.cfg.Checkpoints == nil {
-		return newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "no checkpoint store is configured", "start edl with --store")
-	}
-	return nil
+// checkpointJob is the caller's job of a checkpoint route (ownBackedJob).
+func (s *Server) checkpointJob(c echo.Context) (jobs.Job, error) {
+	return s.ownBackedJob(c, s.cfg.Checkpoints == nil, "no checkpoint store is configured", "start edl with --store")
 }
 
 // listCheckpoints godoc
@@ -65,11 +64,8 @@ func (s *Server) checkpointsConfigured() error {
 //	@Failure		503	{object}	Problem	"no checkpoint store configured"
 //	@Router			/v1/jobs/{id}/checkpoints [get]
 func (s *Server) listCheckpoints(c echo.Context) error {
-	j, err := s.ownJob(c)
+	j, err := s.checkpointJob(c)
 	if err != nil {
-		return err
-	}
-	if err := s.checkpointsConfigured(); err != nil {
 		return err
 	}
 	ctx, cancel := s.storeCtx(c)
@@ -105,11 +101,8 @@ func (s *Server) checkpointModel(c echo.Context) error {
 	if perr != nil || step < 0 {
 		return badQuery("step", "must be a checkpoint's step, a non-negative integer")
 	}
-	j, err := s.ownJob(c)
+	j, err := s.checkpointJob(c)
 	if err != nil {
-		return err
-	}
-	if err := s.checkpointsConfigured(); err != nil {
 		return err
 	}
 	rc, shard, err := s.cfg.Checkpoints.OpenModel(c.Request().Context(), j.ID, step)

@@ -59,7 +59,8 @@ func parseEventQuery(c echo.Context) (eventQuery, error) {
 	return q, nil
 }
 
-// pageNext is a page's next: its last event's ID, or after when it is empty.
+// pageNext is a page's next (of events, of progress points): its last
+// entry's ID, or after when it is empty.
 func pageNext(after string, ids int, lastID func() string) string {
 	if ids == 0 {
 		return after

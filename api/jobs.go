@@ -212,6 +212,20 @@ func (s *Server) ownJob(c echo.Context) (jobs.Job, error) {
 	return j, nil
 }
 
+// ownBackedJob is ownJob for a route served by an optional backend (the
+// checkpoint store, the cluster): after the job is found, missing (the
+// server was started without the backend) is a 503 with title and detail.
+func (s *Server) ownBackedJob(c echo.Context, missing bool, title, detail string) (jobs.Job, error) {
+	j, err := s.ownJob(c)
+	if err != nil {
+		return jobs.Job{}, err
+	}
+	if missing {
+		return jobs.Job{}, newProblem(http.StatusServiceUnavailable, ProblemUnavailable, title, detail)
+	}
+	return j, nil
+}
+
 // getJob godoc
 //
 //	@Summary	Get a job

@@ -55,9 +55,5 @@ func (s *Server) jobProgress(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	next := since
-	if len(pts) > 0 {
-		next = pts[len(pts)-1].ID
-	}
-	return writeJSON(c, http.StatusOK, ProgressHistory{Points: pts, Next: next})
+	return writeJSON(c, http.StatusOK, ProgressHistory{Points: pts, Next: pageNext(since, len(pts), func() string { return pts[len(pts)-1].ID })})
 }

@@ -55,12 +55,6 @@ type WorkerList struct {
 	Workers    []WorkerInfo `json:"workers"`
 }
 
-func (s *Server) workersConfigured() error {
-	if s.cfg.Workers == nil {
-		return newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "no cluster is attached", "this server lists no workers")
-	}
-	return nil
-}
 
 // listWorkers godoc
 //
@@ -76,11 +70,8 @@ func (s *Server) workersConfigured() error {
 //	@Failure		503	{object}	Problem	"no cluster attached"
 //	@Router			/v1/jobs/{id}/workers [get]
 func (s *Server) listWorkers(c echo.Context) error {
-	j, err := s.ownJob(c)
+	j, err := s.ownBackedJob(c, s.cfg.Workers == nil, "no cluster is attached", "this server lists no workers")
 	if err != nil {
-		return err
-	}
-	if err := s.workersConfigured(); err != nil {
 		return err
 	}
 	ctx, cancel := s.storeCtx(c)
