@@ -3,8 +3,6 @@ package testenv
 import (
 	"context"
 	"net"
-	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -43,21 +41,17 @@ func StartRedisServer(dir string) (*RedisServer, error) {
 }
 
 // Stop shuts the server down (SIGTERM, then SIGKILL).
-func (s *RedisServer) Stop() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc != nil {
-		s.proc.Stop()
-		s.proc = nil
-	}
-}
+func (s *RedisServer) Stop() { s.end((*redisproc.Proc).Stop) }
 
 // Kill stops the server at once with SIGKILL, losing what is not yet in the AOF.
-func (s *RedisServer) Kill() {
+func (s *RedisServer) Kill() { s.end((*redisproc.Proc).Kill) }
+
+// end ends the running process, if any, with stop.
+func (s *RedisServer) end(stop func(*redisproc.Proc)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.proc != nil {
-		s.proc.Kill()
+		stop(s.proc)
 		s.proc = nil
 	}
 }
@@ -85,43 +79,20 @@ type Redis struct {
 	Client *redis.Client
 }
 
-var sharedRedis struct {
-	once sync.Once
-	srv  *RedisServer
-	err  error
-}
+var sharedRedis sharedServer[*RedisServer]
 
 // NewRedis gives the test the package's shared redis-server (started on first
 // use) and a fresh key prefix. Use NewRedisServer for a server of its own.
 func NewRedis(t testing.TB) *Redis {
 	t.Helper()
-	sharedRedis.once.Do(func() {
-		dir, err := os.MkdirTemp("", "edl-redis-")
-		if err != nil {
-			sharedRedis.err = err
-			return
-		}
-		sharedRedis.srv, sharedRedis.err = StartRedisServer(dir)
-		if sharedRedis.err == nil {
-			addSharedStop(func() { sharedRedis.srv.Stop(); os.RemoveAll(dir) })
-		}
-	})
-	if sharedRedis.err != nil {
-		Unavailable(t, "redis: %v", sharedRedis.err)
-	}
-	return newRedisFor(t, sharedRedis.srv)
+	return newRedisFor(t, sharedRedis.get(t, "redis", "edl-redis-", StartRedisServer))
 }
 
 // NewRedisServer starts a redis-server for this test alone (for tests that
 // kill or restart it) and stops it when the test ends.
 func NewRedisServer(t testing.TB) *Redis {
 	t.Helper()
-	srv, err := StartRedisServer(filepath.Clean(t.TempDir()))
-	if err != nil {
-		Unavailable(t, "redis: %v", err)
-	}
-	t.Cleanup(srv.Stop)
-	return newRedisFor(t, srv)
+	return newRedisFor(t, ownServer(t, "redis", StartRedisServer))
 }
 
 func newRedisFor(t testing.TB, srv *RedisServer) *Redis {

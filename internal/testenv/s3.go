@@ -2,10 +2,7 @@ package testenv
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -63,34 +60,14 @@ func (s *S3) URL() string {
 // EndpointURL is the endpoint with its scheme, as AWS_ENDPOINT_URL takes it.
 func (s *S3) EndpointURL() string { return "http://" + s.Endpoint }
 
-var sharedS3 struct {
-	once sync.Once
-	srv  *S3Server
-	err  error
-}
+var sharedS3 sharedServer[*S3Server]
 
 // NewS3 gives the test the package's shared S3 server (started on first
 // use, stopped by Main) and a fresh bucket, emptied and removed when the
 // test ends. Use NewS3Server for a server of its own.
 func NewS3(t testing.TB) *S3 {
 	t.Helper()
-	sharedS3.once.Do(func() {
-		dir, err := os.MkdirTemp("", "edl-s3-")
-		if err != nil {
-			sharedS3.err = err
-			return
-		}
-		sharedS3.srv, sharedS3.err = StartS3Server(context.Background(), dir)
-		if sharedS3.err != nil {
-			os.RemoveAll(dir)
-			return
-		}
-		addSharedStop(func() { sharedS3.srv.Stop(); os.RemoveAll(dir) })
-	})
-	if sharedS3.err != nil {
-		Unavailable(t, "s3: %v", sharedS3.err)
-	}
-	return newS3For(t, sharedS3.srv)
+	return newS3For(t, sharedS3.get(t, "s3", "edl-s3-", startS3Server))
 }
 
 // NewS3Server starts an S3 server for this test alone (for tests that kill
@@ -98,13 +75,11 @@ func NewS3(t testing.TB) *S3 {
 // test ends.
 func NewS3Server(t testing.TB) *S3 {
 	t.Helper()
-	srv, err := StartS3Server(context.Background(), filepath.Clean(t.TempDir()))
-	if err != nil {
-		Unavailable(t, "s3: %v", err)
-	}
-	t.Cleanup(srv.Stop)
-	return newS3For(t, srv)
+	return newS3For(t, ownServer(t, "s3", startS3Server))
 }
+
+// startS3Server is StartS3Server in the background context.
+func startS3Server(dir string) (*S3Server, error) { return StartS3Server(context.Background(), dir) }
 
 func newS3For(t testing.TB, srv *S3Server) *S3 {
 	t.Helper()

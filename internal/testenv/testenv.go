@@ -102,6 +102,53 @@ func addSharedStop(f func()) {
 	shared.mu.Unlock()
 }
 
+// sharedServer is a server started once per test binary, on first use,
+// with its data in a temporary folder of its own; Main stops it and
+// removes the folder.
+type sharedServer[S interface{ Stop() }] struct {
+	once sync.Once
+	srv  S
+	err  error
+}
+
+// get starts the server (start, in a new folder named after pattern) on
+// first use and returns it; when it could not start, the test is
+// Unavailable (what names the server).
+func (sh *sharedServer[S]) get(t testing.TB, what, pattern string, start func(dir string) (S, error)) S {
+	t.Helper()
+	sh.once.Do(func() {
+		dir, err := os.MkdirTemp("", pattern)
+		if err != nil {
+			sh.err = err
+			return
+		}
+		sh.srv, sh.err = start(dir)
+		if sh.err != nil {
+			os.RemoveAll(dir)
+			return
+		}
+		srv := sh.srv
+		addSharedStop(func() { srv.Stop(); os.RemoveAll(dir) })
+	})
+	if sh.err != nil {
+		Unavailable(t, "%s: %v", what, sh.err)
+	}
+	return sh.srv
+}
+
+// ownServer starts a server (start) for this test alone, with its data in
+// the test's temporary folder, and stops it when the test ends; when it
+// could not start, the test is Unavailable (what names the server).
+func ownServer[S interface{ Stop() }](t testing.TB, what string, start func(dir string) (S, error)) S {
+	t.Helper()
+	srv, err := start(filepath.Clean(t.TempDir()))
+	if err != nil {
+		Unavailable(t, "%s: %v", what, err)
+	}
+	t.Cleanup(srv.Stop)
+	return srv
+}
+
 // Main runs a package's tests and then stops the shared servers; call it
 // from TestMain: func TestMain(m *testing.M) { testenv.Main(m) }.
 func Main(m interface{ Run() int }) {
