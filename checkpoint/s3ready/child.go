@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -30,6 +32,27 @@ type ChildConfig struct {
 	// Endpoint's port is free, for servers whose helper processes hold
 	// their ports a moment longer than the child lives.
 	WaitPortFree bool
+}
+
+// PrepareDirs makes a child's bin and dir absolute (the child runs in
+// dir) and creates each of subdirs under dir (dir itself when none); name
+// (the server's package) prefixes the errors.
+func PrepareDirs(name, bin, dir string, subdirs ...string) (absBin, absDir string, err error) {
+	if absBin, err = filepath.Abs(bin); err != nil {
+		return "", "", fmt.Errorf("%s: %w", name, err)
+	}
+	if absDir, err = filepath.Abs(dir); err != nil {
+		return "", "", fmt.Errorf("%s: %w", name, err)
+	}
+	if len(subdirs) == 0 {
+		subdirs = []string{""}
+	}
+	for _, d := range subdirs {
+		if err := os.MkdirAll(filepath.Join(absDir, d), 0o755); err != nil {
+			return "", "", fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return absBin, absDir, nil
 }
 
 // Child is an S3 server running (or stopped) as a child process of this

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -55,18 +54,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	var err error
-	if cfg.Bin, err = filepath.Abs(cfg.Bin); err != nil { // the child runs in Dir
-		return nil, fmt.Errorf("versitygw: %w", err)
-	}
-	if cfg.Dir, err = filepath.Abs(cfg.Dir); err != nil {
-		return nil, fmt.Errorf("versitygw: %w", err)
+	if cfg.Bin, cfg.Dir, err = s3ready.PrepareDirs("versitygw", cfg.Bin, cfg.Dir, "data", "meta"); err != nil {
+		return nil, err
 	}
 	data, meta := filepath.Join(cfg.Dir, "data"), filepath.Join(cfg.Dir, "meta")
-	for _, d := range []string{data, meta} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, fmt.Errorf("versitygw: %w", err)
-		}
-	}
 	port, err := freeport.Loopback()
 	if err != nil {
 		return nil, fmt.Errorf("versitygw: %w", err)

@@ -63,14 +63,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	var err error
-	if cfg.Bin, err = filepath.Abs(cfg.Bin); err != nil { // the child runs in Dir
-		return nil, fmt.Errorf("weed: %w", err)
-	}
-	if cfg.Dir, err = filepath.Abs(cfg.Dir); err != nil {
-		return nil, fmt.Errorf("weed: %w", err)
-	}
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("weed: %w", err)
+	if cfg.Bin, cfg.Dir, err = s3ready.PrepareDirs("weed", cfg.Bin, cfg.Dir, "data"); err != nil {
+		return nil, err
 	}
 	identities := map[string]any{"identities": []any{map[string]any{
 		"name":        "edl",
@@ -101,9 +95,6 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		// Many small test buckets, each its own collection: small volumes
 		// and plenty of slots, so no bucket runs out of volumes.
 		"-master.volumeSizeLimitMB=64", "-volume.max=400",
-	}
-	if err := os.MkdirAll(filepath.Join(cfg.Dir, "data"), 0o755); err != nil {
-		return nil, fmt.Errorf("weed: %w", err)
 	}
 	c, err := s3ready.StartChild(ctx, s3ready.ChildConfig{
 		Name: "weed mini", Bin: cfg.Bin, Dir: cfg.Dir, Args: args, Endpoint: "127.0.0.1:" + p(0),
