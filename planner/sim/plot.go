@@ -21,21 +21,36 @@ var policyColors = map[Policy]color.RGBA{
 	Elastic:        {R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
 }
 
-// WriteJCTPlot draws the CDF of job completion time (hours, log scale) of
-// each result as a PNG of the given title.
-func WriteJCTPlot(w io.Writer, title string, rs []Result) error {
+// policyColor is the policy's colour, black for one policyColors lacks.
+func policyColor(p Policy) color.RGBA {
+	if c, ok := policyColors[p]; ok {
+		return c
+	}
+	return color.RGBA{A: 0xff}
+}
+
+// newPlot is a plot of the given title and axis labels, its X axis on a
+// log scale, with a grid and its legend in the top left corner.
+func newPlot(title, xLabel, yLabel string) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = title
-	p.X.Label.Text = "job completion time (hours, log scale)"
-	p.Y.Label.Text = "fraction of jobs completed within"
+	p.X.Label.Text = xLabel
+	p.Y.Label.Text = yLabel
 	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-	p.Y.Min, p.Y.Max = 0, 1
 	p.Add(plotter.NewGrid())
 	p.Legend.Top = true
 	p.Legend.Left = true
 	p.Legend.XOffs = vg.Points(8)
 	p.Legend.YOffs = -vg.Points(8)
+	return p
+}
+
+// WriteJCTPlot draws the CDF of job completion time (hours, log scale) of
+// each result as a PNG of the given title.
+func WriteJCTPlot(w io.Writer, title string, rs []Result) error {
+	p := newPlot(title, "job completion time (hours, log scale)", "fraction of jobs completed within")
+	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Y.Min, p.Y.Max = 0, 1
 	for i, r := range rs {
 		if len(r.JCTs) == 0 {
 			continue
@@ -49,11 +64,7 @@ func WriteJCTPlot(w io.Writer, title string, rs []Result) error {
 		if err != nil {
 			return fmt.Errorf("plot %s: %w", r.Policy, err)
 		}
-		c, ok := policyColors[r.Policy]
-		if !ok {
-			c = color.RGBA{A: 0xff}
-		}
-		l.Color = c
+		l.Color = policyColor(r.Policy)
 		l.Width = vg.Points(2)
 		l.Dashes = [][]vg.Length{nil, {vg.Points(6), vg.Points(3)}}[i%2]
 		p.Add(l)
@@ -65,17 +76,9 @@ func WriteJCTPlot(w io.Writer, title string, rs []Result) error {
 // WriteLoadPlot draws average JCT (hours, log scale) against the load
 // factor, one line per policy, as a PNG of the given title.
 func WriteLoadPlot(w io.Writer, title string, rs []Result) error {
-	p := plot.New()
-	p.Title.Text = title
-	p.X.Label.Text = "load (arrival rate x the trace's, log scale)"
-	p.Y.Label.Text = "average job completion time (hours, log scale)"
-	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+	p := newPlot(title, "load (arrival rate x the trace's, log scale)", "average job completion time (hours, log scale)")
+	p.Y.Scale = plot.LogScale{}
 	p.X.Tick.Marker, p.Y.Tick.Marker = valueTicks{}, valueTicks{}
-	p.Add(plotter.NewGrid())
-	p.Legend.Top = true
-	p.Legend.Left = true
-	p.Legend.XOffs = vg.Points(8)
-	p.Legend.YOffs = -vg.Points(8)
 	var order []Policy
 	byPolicy := map[Policy]plotter.XYs{}
 	for _, r := range rs {
@@ -90,10 +93,7 @@ func WriteLoadPlot(w io.Writer, title string, rs []Result) error {
 		if err != nil {
 			return fmt.Errorf("plot %s: %w", pol, err)
 		}
-		c, ok := policyColors[pol]
-		if !ok {
-			c = color.RGBA{A: 0xff}
-		}
+		c := policyColor(pol)
 		l.Color, s.Color = c, c
 		l.Width = vg.Points(2)
 		s.Shape = draw.CircleGlyph{}

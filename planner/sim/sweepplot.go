@@ -6,7 +6,6 @@ import (
 	"io"
 	"slices"
 
-	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
@@ -24,17 +23,8 @@ var sizeColors = []color.RGBA{
 // one dot per workload and size (held-out workloads as crosses), and per
 // size factor the median (solid) and worst (dashed) over the workloads.
 func WriteSweepPlot(w io.Writer, title string, ps []SweepPoint) error {
-	p := plot.New()
-	p.Title.Text = title
-	p.X.Label.Text = "load (arrival rate x the trace's, log scale)"
-	p.Y.Label.Text = "elastic / tiresias average JCT"
-	p.X.Scale = plot.LogScale{}
+	p := newPlot(title, "load (arrival rate x the trace's, log scale)", "elastic / tiresias average JCT")
 	p.X.Tick.Marker = valueTicks{}
-	p.Add(plotter.NewGrid())
-	p.Legend.Top = true
-	p.Legend.Left = true
-	p.Legend.XOffs = vg.Points(8)
-	p.Legend.YOffs = -vg.Points(8)
 	var sizes, loads []float64
 	for _, pt := range ps {
 		if !slices.Contains(sizes, pt.SizeFactor) {
