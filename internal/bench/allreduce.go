@@ -7,8 +7,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/edl-nomad/edl/internal/cli"
@@ -38,13 +36,9 @@ func benchAllReduce(ctx context.Context, _ Env, args []string, stdout, stderr io
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
-	var counts []int
-	for _, s := range strings.Split(*procs, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 2 || n > 64 {
-			return cli.Usagef("bench allreduce: invalid value %q for flag --procs: want counts in 2..64 (one process has nothing to reduce)", s)
-		}
-		counts = append(counts, n)
+	counts, bad, ok := intList(*procs, func(n int) bool { return n >= 2 && n <= 64 })
+	if !ok {
+		return cli.Usagef("bench allreduce: invalid value %q for flag --procs: want counts in 2..64 (one process has nothing to reduce)", bad)
 	}
 	if _, err := collective.ParseCompression(*compression); err != nil {
 		return cli.Usagef("bench allreduce: invalid value %q for flag --compression: want none or fp16", *compression)

@@ -12,8 +12,6 @@ import (
 
 	"github.com/edl-nomad/edl/api/apibench"
 	"github.com/edl-nomad/edl/internal/cli"
-	"github.com/edl-nomad/edl/local/redisproc"
-	"github.com/redis/go-redis/v9"
 )
 
 func init() {
@@ -61,18 +59,11 @@ stalls and queueing included; if the server falls behind, its p99 grows.`, stder
 	if err != nil {
 		return cli.Usagef("bench api: --spec: %v", err)
 	}
-	dir, err := os.MkdirTemp("", "edl-bench-api-")
+	_, rdb, stopRedis, err := startRedis(ctx, "bench api", "edl-bench-api-", 4**clients)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	rp, err := redisproc.Start(ctx, dir, redisproc.Options{AppendFsync: "everysec"})
-	if err != nil {
-		return fmt.Errorf("bench api: %w", err)
-	}
-	defer rp.Stop()
-	rdb := redis.NewClient(&redis.Options{Addr: rp.Addr(), PoolSize: 4 * *clients})
-	defer rdb.Close()
+	defer stopRedis()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {

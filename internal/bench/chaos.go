@@ -91,20 +91,9 @@ the succeeded jobs, and 5xx answers (503s while Redis is down apart).`, stderr)
 	if *slots < 2 || *burst < 1 || *wait <= 0 {
 		return cli.Usagef("bench chaos: need --slots >= 2, --burst >= 1, --wait > 0")
 	}
-	var run []string
-	for _, s := range strings.Split(*only, ",") {
-		s = strings.TrimSpace(s)
-		if s == "" {
-			continue
-		}
-		known := false
-		for _, k := range chaosScenarios {
-			known = known || k == s
-		}
-		if !known {
-			return cli.Usagef("bench chaos: --scenarios: unknown %q (known: %s)", s, strings.Join(chaosScenarios, ", "))
-		}
-		run = append(run, s)
+	run, bad, ok := nameList(*only, chaosScenarios)
+	if !ok {
+		return cli.Usagef("bench chaos: --scenarios: unknown %q (known: %s)", bad, strings.Join(chaosScenarios, ", "))
 	}
 	dir, err := os.MkdirTemp("", "edl-bench-chaos-")
 	if err != nil {

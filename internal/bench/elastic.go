@@ -7,8 +7,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"strconv"
-	"strings"
 
 	"github.com/edl-nomad/edl/internal/cli"
 	"github.com/edl-nomad/edl/jobs"
@@ -46,13 +44,9 @@ func benchElastic(ctx context.Context, _ Env, args []string, stdout, stderr io.W
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
-	var hid []int
-	for _, s := range strings.Split(*hidden, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n <= 0 {
-			return cli.Usagef("bench elastic: invalid value %q for flag --hidden", *hidden)
-		}
-		hid = append(hid, n)
+	hid, _, ok := intList(*hidden, func(n int) bool { return n > 0 })
+	if !ok {
+		return cli.Usagef("bench elastic: invalid value %q for flag --hidden", *hidden)
 	}
 	if *workers < 2 {
 		return cli.Usagef("bench elastic: --workers must be >= 2")

@@ -20,9 +20,7 @@ import (
 	"github.com/edl-nomad/edl/internal/periodic"
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/jobs/jobstore"
-	"github.com/edl-nomad/edl/local/redisproc"
 	"github.com/edl-nomad/edl/planner/loop"
-	"github.com/redis/go-redis/v9"
 )
 
 func init() {
@@ -84,18 +82,11 @@ is what an idle control plane costs at that backlog (aim: <= 0.05).`, stderr)
 	if *n < 1 || *interval <= 0 || *measure <= 0 {
 		return cli.Usagef("bench planner-idle: --jobs must be >= 1, --interval and --measure positive")
 	}
-	dir, err := os.MkdirTemp("", "edl-bench-planner-")
+	rp, rdb, stopRedis, err := startRedis(ctx, "bench planner-idle", "edl-bench-planner-", 32)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	rp, err := redisproc.Start(ctx, dir, redisproc.Options{AppendFsync: "everysec"})
-	if err != nil {
-		return fmt.Errorf("bench planner-idle: %w", err)
-	}
-	defer rp.Stop()
-	rdb := redis.NewClient(&redis.Options{Addr: rp.Addr(), PoolSize: 32})
-	defer rdb.Close()
+	defer stopRedis()
 	store := jobstore.New(rdb, jobstore.Config{})
 	tenants, _, err := jobs.NewDevTenants()
 	if err != nil {

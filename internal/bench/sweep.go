@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -66,12 +65,12 @@ func runBenchSweep(ctx context.Context, env Env, args []string, stdout, stderr i
 	if *slots < 1 || *concurrent < 1 || *slots%*concurrent != 0 || *trials < 1 {
 		return cli.Usagef("bench sweep: need --slots a multiple of --concurrent, both >= 1, and --trials >= 1")
 	}
+	ns, _, ok := intList(*hidden, func(n int) bool { return n >= 1 })
+	if !ok {
+		return cli.Usagef("bench sweep: --widths %q: comma-separated widths", *hidden)
+	}
 	var widths []any
-	for _, w := range strings.Split(*hidden, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(w))
-		if err != nil || n < 1 {
-			return cli.Usagef("bench sweep: --widths %q: comma-separated widths", *hidden)
-		}
+	for _, n := range ns {
 		widths = append(widths, float64(n))
 	}
 	for _, mode := range strings.Split(*modes, ",") {

@@ -218,20 +218,9 @@ func runBenchTorch(ctx context.Context, env Env, args []string, stdout, stderr i
 }
 
 func pickList(flagName, v string, allowed []string) ([]string, error) {
-	var out []string
-	for _, s := range strings.Split(v, ",") {
-		s = strings.TrimSpace(s)
-		if s == "" {
-			continue
-		}
-		ok := false
-		for _, a := range allowed {
-			ok = ok || a == s
-		}
-		if !ok {
-			return nil, cli.Usagef("bench torch: --%s: %q is not one of %s", flagName, s, strings.Join(allowed, ", "))
-		}
-		out = append(out, s)
+	out, bad, ok := nameList(v, allowed)
+	if !ok {
+		return nil, cli.Usagef("bench torch: --%s: %q is not one of %s", flagName, bad, strings.Join(allowed, ", "))
 	}
 	if len(out) == 0 {
 		return nil, cli.Usagef("bench torch: --%s: empty", flagName)
