@@ -344,11 +344,18 @@ func (v *verb) client() (*client, error) { return newClient(v.cf) }
 // openJob parses a verb whose one argument is a job ID, opens the client,
 // and returns the job's API path (with suffix appended).
 func (v *verb) openJob(args []string, suffix ...string) (*client, string, error) {
+	return v.openID(args, jobPath, suffix...)
+}
+
+// openID parses a verb whose one argument is an ID, opens the client, and
+// returns the API path that path (jobPath, sweepPath) makes of the ID and
+// suffix.
+func (v *verb) openID(args []string, path func(id string, rest ...string) (string, error), suffix ...string) (*client, string, error) {
 	c, pos, err := v.open(args, 1)
 	if err != nil {
 		return nil, "", err
 	}
-	p, err := jobPath(pos[0], suffix...)
+	p, err := path(pos[0], suffix...)
 	if err != nil {
 		return nil, "", err
 	}

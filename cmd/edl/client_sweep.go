@@ -94,9 +94,7 @@ func getSweep(ctx context.Context, c *client, id string) (sweep.Sweep, error) {
 		return sweep.Sweep{}, err
 	}
 	var sw sweep.Sweep
-	cctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	err = c.call(cctx, http.MethodGet, p, nil, nil, &sw)
+	err = c.call(ctx, http.MethodGet, p, nil, nil, &sw)
 	return sw, err
 }
 
@@ -208,10 +206,7 @@ func runSweepLs(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			q.Set("next", next)
 		}
 		var page api.SweepList
-		cctx, cancel := context.WithTimeout(ctx, callTimeout)
-		err := c.call(cctx, http.MethodGet, "/v1/sweeps", q, nil, &page)
-		cancel()
-		if err != nil {
+		if err := c.call(ctx, http.MethodGet, "/v1/sweeps", q, nil, &page); err != nil {
 			return err
 		}
 		all = append(all, page.Sweeps...)
@@ -303,18 +298,12 @@ func watchSweep(ctx context.Context, c *client, id string, w io.Writer, asJSON b
 func runSweepCancel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "edl sweep cancel ID"
 	fs := newVerb("sweep cancel", usage, "Cancels the sweep: it goes cancelling at once, every trial's job is cancelled, and it is cancelled when they are gone.", stderr, true)
-	c, pos, err := fs.open(args, 1)
-	if err != nil {
-		return err
-	}
-	p, err := sweepPath(pos[0])
+	c, p, err := fs.openID(args, sweepPath)
 	if err != nil {
 		return err
 	}
 	var sw sweep.Sweep
-	cctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	if err := c.call(cctx, http.MethodDelete, p, nil, nil, &sw); err != nil {
+	if err := c.call(ctx, http.MethodDelete, p, nil, nil, &sw); err != nil {
 		return err
 	}
 	if fs.json() {
