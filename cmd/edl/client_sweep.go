@@ -117,10 +117,7 @@ func runSweepGet(ctx context.Context, args []string, stdout, stderr io.Writer) e
 
 // printSweep writes the sweep's summary and its trials table.
 func printSweep(w io.Writer, term terminal, sw sweep.Sweep) error {
-	counts := map[sweep.TrialState]int{}
-	for _, t := range sw.Trials {
-		counts[t.State]++
-	}
+	counts := sw.TrialCounts()
 	var cs []string
 	for _, st := range []sweep.TrialState{sweep.TrialRunning, sweep.TrialPending, sweep.TrialCompleted, sweep.TrialCut, sweep.TrialFailed, sweep.TrialCancelled} {
 		if counts[st] > 0 {

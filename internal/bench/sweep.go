@@ -180,14 +180,8 @@ func sweepOnce(ctx context.Context, env Env, mode string, spec sweep.Spec, slots
 	if sw.State != sweep.Succeeded {
 		return res, fmt.Errorf("sweep %s ended %s", sw.ID, sw.State)
 	}
-	for _, t := range sw.Trials {
-		switch t.State {
-		case sweep.TrialCut:
-			res.Cut++
-		case sweep.TrialCompleted:
-			res.Completed++
-		}
-	}
+	n := sw.TrialCounts()
+	res.Cut, res.Completed = n[sweep.TrialCut], n[sweep.TrialCompleted]
 	var page struct {
 		Events []sweep.Event `json:"events"`
 	}

@@ -50,6 +50,15 @@ type Sweep struct {
 	Version int64 `json:"version"`
 }
 
+// TrialCounts is how many of the sweep's trials are in each state.
+func (s Sweep) TrialCounts() map[TrialState]int {
+	n := map[TrialState]int{}
+	for _, t := range s.Trials {
+		n[t.State]++
+	}
+	return n
+}
+
 // Trial is one point of the search space and the job that trains it.
 type Trial struct {
 	Index  int            `json:"index"`

@@ -271,14 +271,8 @@ func (e *engine) sweepResults() []SweepResult {
 			r.GPUSeconds += j.attained
 			r.MaxTrialWorkers = max(r.MaxTrialWorkers, j.maxWorkers)
 		}
-		for _, t := range s.sw.Trials {
-			switch t.State {
-			case sweep.TrialCut:
-				r.Cut++
-			case sweep.TrialCompleted:
-				r.Completed++
-			}
-		}
+		n := s.sw.TrialCounts()
+		r.Cut, r.Completed = n[sweep.TrialCut], n[sweep.TrialCompleted]
 		if b := s.sw.Best; b != nil {
 			r.BestIndex, r.BestTrial, r.BestMetric = b.Trial, b.Params, b.Metric
 		}

@@ -248,14 +248,8 @@ func Run(cfg Config, mode string) (Result, error) {
 	}
 	res.WallS = now
 	res.SlotIdle = float64(cfg.GPUs)*now - res.SlotUsed
-	for _, t := range sw.Trials {
-		switch t.State {
-		case sweep.TrialCut:
-			res.Cut++
-		case sweep.TrialCompleted:
-			res.Completed++
-		}
-	}
+	n := sw.TrialCounts()
+	res.Cut, res.Completed = n[sweep.TrialCut], n[sweep.TrialCompleted]
 	if b := sw.Best; b != nil {
 		res.BestIndex, res.BestTrial, res.BestMetric = b.Trial, b.Params, b.Metric
 	}
