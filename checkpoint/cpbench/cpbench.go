@@ -200,20 +200,37 @@ func measureFile(ctx context.Context, cfg Config, data []byte, store checkpoint.
 		_, err = io.ReadFull(f, into)
 		return err
 	}}
-	write, read, err := checkpointOps(ctx, cfg, store, "bench-file", data)
+	sp, err := compare(ctx, cfg, store, "bench-file", data, rawWrite, rawRead, "file")
 	if err != nil {
 		return err
 	}
+	res.FileRawMBps, res.FileWriteMBps = sp.rawWrite, sp.write
+	res.FileRawReadMBps, res.FileReadMBps = sp.rawRead, sp.read
+	return nil
+}
+
+// speeds are a store's best throughputs, MiB/s, against the raw ones.
+type speeds struct {
+	rawWrite, write, rawRead, read float64
+}
+
+// compare times the checkpoint writes and reads of store (checkpointOps,
+// as job) each interleaved with the raw ones of the same bytes, cfg.Reps
+// times; what ("file", "s3") names the errors.
+func compare(ctx context.Context, cfg Config, store checkpoint.Store, job string, data []byte, rawWrite, rawRead *op, what string) (speeds, error) {
+	write, read, err := checkpointOps(ctx, cfg, store, job, data)
+	if err != nil {
+		return speeds{}, err
+	}
 	if err := interleave(cfg.Reps, rawWrite, write); err != nil {
-		return fmt.Errorf("file write: %w", err)
+		return speeds{}, fmt.Errorf("%s write: %w", what, err)
 	}
 	if err := interleave(cfg.Reps, rawRead, read); err != nil {
-		return fmt.Errorf("file read: %w", err)
+		return speeds{}, fmt.Errorf("%s read: %w", what, err)
 	}
 	n := len(data)
-	res.FileRawMBps, res.FileWriteMBps = mibps(n, rawWrite.best), mibps(n, write.best)
-	res.FileRawReadMBps, res.FileReadMBps = mibps(n, rawRead.best), mibps(n, read.best)
-	return nil
+	return speeds{rawWrite: mibps(n, rawWrite.best), write: mibps(n, write.best),
+		rawRead: mibps(n, rawRead.best), read: mibps(n, read.best)}, nil
 }
 
 func measureS3(ctx context.Context, cfg Config, data []byte, res *Result) error {
@@ -250,19 +267,11 @@ func measureS3(ctx context.Context, cfg Config, data []byte, res *Result) error 
 	if err != nil {
 		return err
 	}
-	write, read, err := checkpointOps(ctx, cfg, store, "bench-s3", data)
+	sp, err := compare(ctx, cfg, store, "bench-s3", data, rawWrite, rawRead, "s3")
 	if err != nil {
 		return err
 	}
-	if err := interleave(cfg.Reps, rawWrite, write); err != nil {
-		return fmt.Errorf("s3 write: %w", err)
-	}
-	if err := interleave(cfg.Reps, rawRead, read); err != nil {
-		return fmt.Errorf("s3 read: %w", err)
-	}
-	n := len(data)
-	rw, w, rr, r := mibps(n, rawWrite.best), mibps(n, write.best), mibps(n, rawRead.best), mibps(n, read.best)
-	res.S3RawMBps, res.S3WriteMBps, res.S3RawReadMBps, res.S3ReadMBps = &rw, &w, &rr, &r
+	res.S3RawMBps, res.S3WriteMBps, res.S3RawReadMBps, res.S3ReadMBps = &sp.rawWrite, &sp.write, &sp.rawRead, &sp.read
 	return nil
 }
 
