@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/edl-nomad/edl/internal/csvhead"
 	"github.com/edl-nomad/edl/planner"
 )
 
@@ -132,14 +133,9 @@ func ReadElasticFlow(r io.Reader, t Tables) ([]Job, error) {
 	if len(recs) < 2 {
 		return nil, errors.New("read trace: no jobs")
 	}
-	col := map[string]int{}
-	for i, h := range recs[0] {
-		col[strings.TrimSpace(h)] = i
-	}
-	for _, need := range []string{"job_id", "submit_time", "iteration", "model_name", "ddl", "batch_size", "num_gpu"} {
-		if _, ok := col[need]; !ok {
-			return nil, fmt.Errorf("read trace: no column %q", need)
-		}
+	col, err := csvhead.Columns(recs[0], "trace", "job_id", "submit_time", "iteration", "model_name", "ddl", "batch_size", "num_gpu")
+	if err != nil {
+		return nil, err
 	}
 	num := func(rec []string, c string, line int) (float64, error) {
 		v, err := strconv.ParseFloat(strings.TrimSpace(rec[col[c]]), 64)

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/edl-nomad/edl/internal/csvhead"
 )
 
 // SweepCase is one workload of a sweep: a trace and the cluster size that
@@ -43,14 +45,9 @@ func ReadSweepManifest(r io.Reader) ([]SweepCase, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read sweep manifest header: %w", err)
 	}
-	col := map[string]int{}
-	for i, h := range head {
-		col[strings.TrimSpace(h)] = i
-	}
-	for _, need := range []string{"vc", "trace", "gpus", "set"} {
-		if _, ok := col[need]; !ok {
-			return nil, fmt.Errorf("read sweep manifest: no column %q", need)
-		}
+	col, err := csvhead.Columns(head, "sweep manifest", "vc", "trace", "gpus", "set")
+	if err != nil {
+		return nil, err
 	}
 	var out []SweepCase
 	for line := 2; ; line++ {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/edl-nomad/edl/internal/csvhead"
 	"github.com/edl-nomad/edl/jobs"
 )
 
@@ -38,14 +39,9 @@ func ReadTrace(r io.Reader) ([]TraceJob, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read trace header: %w", err)
 	}
-	col := map[string]int{}
-	for i, h := range head {
-		col[strings.TrimSpace(h)] = i
-	}
-	for _, need := range []string{"job_id", "submit_s", "num_gpus", "duration_s"} {
-		if _, ok := col[need]; !ok {
-			return nil, fmt.Errorf("read trace: no column %q", need)
-		}
+	col, err := csvhead.Columns(head, "trace", "job_id", "submit_s", "num_gpus", "duration_s")
+	if err != nil {
+		return nil, err
 	}
 	vc, hasVC := col["vc"]
 	if !hasVC {

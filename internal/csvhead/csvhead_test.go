@@ -1,0 +1,17 @@
+package csvhead
+
+import "testing"
+
+func TestColumns(t *testing.T) {
+	col, err := Columns([]string{"job_id", " submit_s ", "num_gpus"}, "trace", "job_id", "submit_s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if col["job_id"] != 0 || col["submit_s"] != 1 || col["num_gpus"] != 2 {
+		t.Fatalf("columns %v", col)
+	}
+	_, err = Columns([]string{"job_id"}, "trace", "job_id", "duration_s")
+	if err == nil || err.Error() != `read trace: no column "duration_s"` {
+		t.Fatalf("missing column: %v", err)
+	}
+}
