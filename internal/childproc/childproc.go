@@ -97,12 +97,14 @@ type Buffer struct {
 	b  bytes.Buffer
 }
 
+// Write appends p.
 func (l *Buffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
 
+// String returns everything written so far.
 func (l *Buffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()

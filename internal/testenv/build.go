@@ -1,12 +1,12 @@
 package testenv
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
+
+	"github.com/edl-nomad/edl/internal/childproc"
 )
 
 // EdlEnv names an edl binary built for this test run (by `make test`, with
@@ -53,22 +53,6 @@ func EdlBinary(dir string) (string, error) {
 
 // Output collects a child process's output for a test to read while the
 // process still writes it (exec copies a non-file writer from a goroutine of
-// its own, so a plain bytes.Buffer read then is a data race).
-type Output struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-// Write appends p.
-func (o *Output) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.Write(p)
-}
-
-// String returns everything written so far.
-func (o *Output) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.String()
-}
+// its own, so a plain bytes.Buffer read then is a data race): childproc's
+// Buffer.
+type Output = childproc.Buffer
