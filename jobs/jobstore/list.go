@@ -55,22 +55,19 @@ func decodeCursor(c string) (int64, error) {
 }
 
 // List returns one page of the tenant's jobs, newest first, and the cursor of
-// the next page ("" when there is none).
+// the next page ("" when there is none): ListJSON's page, decoded.
 func (s *Store) List(ctx context.Context, q jobs.ListQuery) ([]jobs.Job, string, error) {
-	var page []jobs.Job
-	next, err := s.scan(ctx, q, func(raw []byte) (bool, error) {
-		var j jobs.Job
-		if err := json.Unmarshal(raw, &j); err != nil {
-			return false, fmt.Errorf("decode job: %w", err)
-		}
-		if !matches(q, j.State, j.Spec.Labels) {
-			return false, nil
-		}
-		page = append(page, j)
-		return true, nil
-	})
+	raws, next, err := s.ListJSON(ctx, q)
 	if err != nil {
 		return nil, "", err
+	}
+	var page []jobs.Job
+	for _, raw := range raws {
+		var j jobs.Job
+		if err := json.Unmarshal(raw, &j); err != nil {
+			return nil, "", fmt.Errorf("decode job: %w", err)
+		}
+		page = append(page, j)
 	}
 	return page, next, nil
 }
