@@ -290,6 +290,10 @@ func (c *client) call(ctx context.Context, method, path string, q url.Values, bo
 	return nil
 }
 
+// idPath makes the API path of a resource from its ID, checked, and a
+// suffix: jobPath, sweepPath.
+type idPath func(id string, rest ...string) (string, error)
+
 // jobPath is /v1/jobs/<id> with the ID checked, so that a typo is a usage
 // error and not a request for some other route.
 func jobPath(id string, rest ...string) (string, error) {
@@ -297,6 +301,18 @@ func jobPath(id string, rest ...string) (string, error) {
 		return "", usageErrorf("job ID %q: not a job ID (see 'edl ls')", id)
 	}
 	return "/v1/jobs/" + id + strings.Join(rest, ""), nil
+}
+
+// getByID GETs the resource with that ID (path makes its API path:
+// jobPath, sweepPath) and decodes it as a T.
+func getByID[T any](ctx context.Context, c *client, path idPath, id string) (T, error) {
+	var v T
+	p, err := path(id)
+	if err != nil {
+		return v, err
+	}
+	err = c.call(ctx, http.MethodGet, p, nil, nil, &v)
+	return v, err
 }
 
 // isAPIError reports whether err came from the API (exit 1 either way, but
@@ -350,7 +366,7 @@ func (v *verb) openJob(args []string, suffix ...string) (*client, string, error)
 // openID parses a verb whose one argument is an ID, opens the client, and
 // returns the API path that path (jobPath, sweepPath) makes of the ID and
 // suffix.
-func (v *verb) openID(args []string, path func(id string, rest ...string) (string, error), suffix ...string) (*client, string, error) {
+func (v *verb) openID(args []string, path idPath, suffix ...string) (*client, string, error) {
 	c, pos, err := v.open(args, 1)
 	if err != nil {
 		return nil, "", err

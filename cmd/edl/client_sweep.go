@@ -89,13 +89,7 @@ func runSweepSubmit(ctx context.Context, args []string, stdout, stderr io.Writer
 }
 
 func getSweep(ctx context.Context, c *client, id string) (sweep.Sweep, error) {
-	p, err := sweepPath(id)
-	if err != nil {
-		return sweep.Sweep{}, err
-	}
-	var sw sweep.Sweep
-	err = c.call(ctx, http.MethodGet, p, nil, nil, &sw)
-	return sw, err
+	return getByID[sweep.Sweep](ctx, c, sweepPath, id)
 }
 
 func runSweepGet(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -179,13 +179,7 @@ func listJobs(ctx context.Context, c *client, status string, labels []string, li
 }
 
 func getJob(ctx context.Context, c *client, id string) (jobs.Job, error) {
-	p, err := jobPath(id)
-	if err != nil {
-		return jobs.Job{}, err
-	}
-	var j jobs.Job
-	err = c.call(ctx, http.MethodGet, p, nil, nil, &j)
-	return j, err
+	return getByID[jobs.Job](ctx, c, jobPath, id)
 }
 
 func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
