@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/edl-nomad/edl/checkpoint"
@@ -58,6 +59,22 @@ func ReportCheckpointEvent(log *slog.Logger, rep *Reporter, cat *checkpoint.Cata
 	}
 }
 
+// WriteFileFrom writes what r holds to the file at path (created with perm
+// before the umask, or truncated), and returns the first error of the copy
+// and the close: a close that fails loses written data too.
+func WriteFileFrom(path string, perm os.FileMode, r io.Reader) error {
+	out, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, perm)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, r)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// ReadShard reads a checkpoint's shard whole.
 func ReadShard(ctx context.Context, cp *checkpoint.Checkpoint, name string) ([]byte, error) {
 	rc, err := cp.Open(ctx, name)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -398,15 +397,7 @@ func copyShard(ctx context.Context, cp *checkpoint.Checkpoint, name, file string
 	}
 	defer rc.Close()
 	tmp := file + ".tmp"
-	out, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(out, rc)
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := core.WriteFileFrom(tmp, 0o666, rc); err != nil {
 		_ = os.Remove(tmp)
 		return err
 	}

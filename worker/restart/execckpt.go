@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -254,15 +253,7 @@ func restoreFile(ctx context.Context, cp *checkpoint.Checkpoint, stage string, f
 		return core.AsCorrupt(err)
 	}
 	defer rc.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, f.Mode|0o200)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(out, rc)
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return core.WriteFileFrom(dst, f.Mode|0o200, rc)
 }
 
 func linkOrCopy(src, dst string) error {
@@ -277,15 +268,7 @@ func linkOrCopy(src, dst string) error {
 		return err
 	}
 	defer in.Close()
-	out, err := os.Create(dst)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(out, in)
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return core.WriteFileFrom(dst, 0o666, in)
 }
 
 // ino is the file's inode: a file replaced by rename with the same size
