@@ -55,7 +55,6 @@ type WorkerList struct {
 	Workers    []WorkerInfo `json:"workers"`
 }
 
-
 // listWorkers godoc
 //
 //	@Summary		A job's workers
