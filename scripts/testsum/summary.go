@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -69,6 +70,10 @@ type pkgResult struct {
 	action  string // pass, fail, skip; "" while running
 	elapsed float64
 	failed  []string // tests that failed, in order
+	// reasons are the first message lines of each failed test (file:line:
+	// text), repeated in the closing summary: a CI log that shows only its
+	// tail still says what failed, not just the logs dumped after it.
+	reasons []string
 	noTests bool
 	// unfinished says why the package has no result, once its output so
 	// far was printed.
@@ -234,6 +239,11 @@ func (s *summary) printFailed(p *pkgResult, name string) {
 	sort.Strings(names)
 	for _, n := range names {
 		p.tests[n].out.print(s.w, "")
+		for _, l := range p.tests[n].out.l {
+			if len(p.reasons) < maxReasons && isReason(l) {
+				p.reasons = append(p.reasons, n+": "+clip(strings.TrimSpace(l), reasonChars))
+			}
+		}
 	}
 	s.forget(p, name)
 }
@@ -283,6 +293,29 @@ func (s *summary) handlePackage(p *pkgResult, e event) {
 	}
 }
 
+const (
+	maxReasons  = 6   // message lines kept per package for the summary
+	reasonChars = 300 // of each
+)
+
+// reasonRE is a test's message line: "    name_test.go:12: text" (t.Error,
+// t.Fatal, t.Log: the testing package prints them alike) or a panic.
+var reasonRE = regexp.MustCompile(`^\s+\S+\.go:\d+: |^panic: `)
+
+// isReason says whether a test's output line states a failure's cause:
+// a message line, but not a log tail a harness dumps after the failure.
+func isReason(l string) bool {
+	t := strings.TrimRight(l, "\n")
+	return reasonRE.MatchString(t) && !strings.HasSuffix(t, "(tail):") && !strings.HasSuffix(t, "(tail)")
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + " ..."
+}
+
 // isResultLine is go test's one line per package: ok, FAIL or "?".
 func isResultLine(l string) bool {
 	return strings.HasPrefix(l, "ok  \t") || strings.HasPrefix(l, "FAIL\t") || strings.HasPrefix(l, "?   \t")
@@ -313,7 +346,11 @@ func (s *summary) finish(slowest int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var ok, bad, none int
-	var failedPkgs []string
+	type failure struct {
+		what    string
+		reasons []string
+	}
+	var failedPkgs []failure
 	var ran []*pkgResult
 	for _, name := range s.order {
 		p := s.pkgs[name]
@@ -326,7 +363,7 @@ func (s *summary) finish(slowest int) {
 			} else if what == "" {
 				what = "failed outside any test"
 			}
-			failedPkgs = append(failedPkgs, short(name)+" ("+what+")")
+			failedPkgs = append(failedPkgs, failure{short(name) + " (" + what + ")", p.reasons})
 		case p.noTests:
 			none++
 		default:
@@ -344,7 +381,10 @@ func (s *summary) finish(slowest int) {
 		fmt.Fprintln(s.w, "build failed: see the errors above")
 	}
 	for _, f := range failedPkgs {
-		fmt.Fprintf(s.w, "FAILED %s\n", f)
+		fmt.Fprintf(s.w, "FAILED %s\n", f.what)
+		for _, r := range f.reasons {
+			fmt.Fprintf(s.w, "    %s\n", r)
+		}
 	}
 	if slowest > 0 {
 		fmt.Fprint(s.w, "slowest packages:")

@@ -45,7 +45,22 @@ func TestSummary(t *testing.T) {
 {"Action":"fail",` + p + `,"Elapsed":0.2}
 `,
 			failed:   true,
-			want:     []string{"got 1, want 2", "--- FAIL: TestB (0.00s)", "FAIL\tgithub.com/edl-nomad/edl/worker", "FAILED worker (TestB/x, TestB)"},
+			want:     []string{"got 1, want 2", "--- FAIL: TestB (0.00s)", "FAIL\tgithub.com/edl-nomad/edl/worker", "FAILED worker (TestB/x, TestB)\n    TestB/x: b_test.go:9: got 1, want 2\n"},
+			lastLine: "tests: 0 passed, 1 failed, 0 skipped",
+		},
+		{
+			name: "the summary repeats a failure's message, not the logs dumped after it",
+			stream: `{"Action":"run",` + p + `,"Test":"TestK"}
+{"Action":"output",` + p + `,"Test":"TestK","Output":"    k_test.go:40: samples missed 3, repeated 0\n"}
+{"Action":"output",` + p + `,"Test":"TestK","Output":"    harness_test.go:108: /tmp/w1.log (tail):\n"}
+{"Action":"output",` + p + `,"Test":"TestK","Output":"        STEP step=7\n"}
+{"Action":"output",` + p + `,"Test":"TestK","Output":"--- FAIL: TestK (45.90s)\n"}
+{"Action":"fail",` + p + `,"Test":"TestK","Elapsed":45.9}
+{"Action":"output",` + p + `,"Output":"FAIL\tgithub.com/edl-nomad/edl/worker\t46.0s\n"}
+{"Action":"fail",` + p + `,"Elapsed":46}
+`,
+			failed:   true,
+			want:     []string{"FAILED worker (TestK)\n    TestK: k_test.go:40: samples missed 3, repeated 0\nslowest"},
 			lastLine: "tests: 0 passed, 1 failed, 0 skipped",
 		},
 		{
