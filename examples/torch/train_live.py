@@ -58,6 +58,8 @@ def parse_args():
                    help="report the loss of every step and a validation loss (val_loss) per epoch to the job's metric log (sweeps)")
     p.add_argument("--val-samples", type=int, default=512, help="with --report: held-out samples of the validation loss")
     p.add_argument("--device", type=str, default="cpu", help="cpu, or cuda: the model and batches on the GPU (scripts/gpu-check.sh)")
+    p.add_argument("--dtype", choices=("float32", "float64"), default="float32",
+                   help="the model's and the batches' float type (tests: with float64 the same steps in another summation order end at the same model)")
     p.add_argument("--backend", type=str, default=None, help="gloo or nccl (default: nccl for a model on the GPU, else gloo)")
     return p.parse_args()
 
@@ -87,6 +89,7 @@ class Synthetic:
         return x[0], y[0]
 
     def batch(self, ids):
+        self.last_ids = ids  # for --log-samples
         g = torch.Generator()
         x = torch.empty(len(ids), FEATURES)
         for k, i in enumerate(ids):
@@ -101,10 +104,12 @@ def main():
     ctx = et.init(backend=args.backend)
     torch.manual_seed(args.seed)
     dev = torch.device(args.device)
-    model = make_model([int(h) for h in args.hidden.split(",") if h]).to(dev)
+    dtype = getattr(torch, args.dtype)
+    model = make_model([int(h) for h in args.hidden.split(",") if h]).to(device=dev, dtype=dtype)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     state = et.State(model=model, optimizer=opt)
-    loader = et.DataLoader(Synthetic(args.samples, args.seed), batch_size=args.batch)
+    train = Synthetic(args.samples, args.seed)
+    loader = et.DataLoader(train, batch_size=args.batch)
     lossf = nn.CrossEntropyLoss()
     step, recent = 0, []
     held_out = Synthetic(args.samples + args.val_samples, args.seed)  # the samples after the training set's
@@ -115,10 +120,10 @@ def main():
             return None
         with torch.no_grad():
             x, y = held_out.batch(range(args.samples, args.samples + args.val_samples))
-            return {"val_loss": lossf(model(x.to(dev)), y.to(dev)).item()}
+            return {"val_loss": lossf(model(x.to(dev, dtype)), y.to(dev)).item()}
 
     for x, y in ctx.steps(loader, state, epochs=args.epochs, on_epoch_end=validate):
-        x, y = x.to(dev), y.to(dev)
+        x, y = x.to(dev, dtype), y.to(dev)
         loss = lossf(model(x), y)
         loss.backward()
         ctx.record(loss)  # before step(): the global batch's mean loss rides in the all-reduce
@@ -128,6 +133,9 @@ def main():
             ctx.report(loss=loss)
         step += 1
         recent = (recent + [loss.item()])[-50:]
+        if args.log_samples:
+            ids = train.last_ids
+            print("SAMPLES step=%d gen=%d ids=%d-%d" % (step, ctx.generation, ids[0], ids[-1]), flush=True)
         print("STEP step=%d time=%.6f rank=%d world=%d gen=%d loss=%.4f applied=%d" % (step, time.time(), ctx.rank, ctx.world, ctx.generation, loss.item(), ctx.applied), flush=True)
         if args.step_sleep > 0 and (not args.step_sleep_while or os.path.exists(args.step_sleep_while)):
             time.sleep(args.step_sleep)
@@ -137,7 +145,7 @@ def main():
         data = Synthetic(args.samples + 1024, args.seed)
         with torch.no_grad():
             x, y = data.batch(range(args.samples, args.samples + 1024))
-            x, y = x.to(dev), y.to(dev)
+            x, y = x.to(dev, dtype), y.to(dev)
             print("EVAL loss=%.6f" % lossf(model(x), y).item(), flush=True)
 
 

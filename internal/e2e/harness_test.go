@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -39,6 +40,42 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// keepDataDir copies a failed test's edl dev data folder (every worker's
+// whole log, the checkpoints, the Redis dump) under $EDL_TEST_KEEP, when
+// set: the logs above show only their tails, and t.TempDir goes with the
+// test.
+func keepDataDir(t *testing.T, dir string) {
+	root := os.Getenv("EDL_TEST_KEEP")
+	if root == "" {
+		return
+	}
+	dst := filepath.Join(root, fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano()))
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Logf("keep the data folder: %v", err)
+		return
+	}
+	// Regular files only: the folder holds the workers' sockets too.
+	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || !e.Type().IsRegular() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Join(dst, filepath.Dir(rel)), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Logf("keep the data folder: %v", err)
+		return
+	}
+	t.Logf("edl dev's data folder kept in %s", dst)
 }
 
 // dev is one running `edl dev` process.
@@ -102,6 +139,7 @@ func startDev(t *testing.T, tenants map[string]string, extra ...string) *dev {
 			}
 		}
 		if t.Failed() {
+			keepDataDir(t, d.dataDir)
 			t.Logf("edl dev stderr (tail):\n%s", tail(d.stderr.String(), 4000))
 			for _, l := range logs {
 				b, _ := os.ReadFile(l)

@@ -34,14 +34,19 @@ const (
 	// liveLossMargin bounds how much worse than the static run an
 	// elastic one may end (a sanity bound: the batches' make-up alone has
 	// moved it by -5 to +7.8 %); liveReplayMargin how far from its own
-	// steps replayed in one process (float sums in another order only:
-	// 0.555806 against 0.555805 in a run of 861 steps, two kills and
-	// three resizes).
+	// steps replayed in one process. The model is float64 (--dtype): in
+	// float32 the replay's other summation order (one batch where the
+	// ranks sum weighted means) flipped a ReLU near zero about one run in
+	// 15, and that alone moved the final loss 0.1-0.4 % (seen: the same
+	// records replayed in two sample orders ended 0.546169 and 0.546727,
+	// 0.1 % apart); in float64 those two orders stay within 1e-15 of each
+	// other over all 867 steps, while one step applied twice moves it
+	// 0.36 %.
 	liveLossMargin   = 0.15
-	liveReplayMargin = 0.001
+	liveReplayMargin = 0.0001
 )
 
-var liveArgs = []string{"--samples", strconv.Itoa(liveSamples), "--batch", "24", "--hidden", "64",
+var liveArgs = []string{"--dtype", "float64", "--samples", strconv.Itoa(liveSamples), "--batch", "24", "--hidden", "64",
 	"--epochs", strconv.Itoa(liveEpochs), "--lr", "0.01"}
 
 // slowSteps is a file whose existence keeps train_live.py's
@@ -185,7 +190,7 @@ func runEval(t *testing.T, what string, cmd *exec.Cmd) float64 {
 // TestLiveScaleKillExactlyOnce: 2 -> 3 -> 2 mid-epoch, a SIGKILL of a
 // worker, then of the leader, under edl dev; the programs never restart, every sample of every
 // epoch is in exactly one applied step (the workers' debug records), and
-// the final model is the one those steps make (its loss within 0.1 % of
+// the final model is the one those steps make (its loss within 0.01 % of
 // theirs replayed in one process; within 15 % of the static run's).
 func TestLiveScaleKillExactlyOnce(t *testing.T) {
 	needTorch(t)
@@ -292,9 +297,9 @@ func TestLiveScaleKillExactlyOnce(t *testing.T) {
 	if len(evals) != 1 {
 		t.Fatalf("EVAL lines %v, want one (rank 0 at the end)", evals)
 	}
-	replay := replayEval(t, recs)
+	replay := replayEval(t, d, recs)
 	if rel := math.Abs(evals[0]-replay) / replay; rel > liveReplayMargin {
-		t.Errorf("final loss %.6f under resizes and kills, %.6f with the same %d steps replayed in one process: %.3f %% apart, want <= %.1f %%",
+		t.Errorf("final loss %.6f under resizes and kills, %.6f with the same %d steps replayed in one process: %.3f %% apart, want <= %.2f %%",
 			evals[0], replay, len(recs), 100*rel, 100*liveReplayMargin)
 	}
 	static := staticEval(t)
@@ -306,7 +311,7 @@ func TestLiveScaleKillExactlyOnce(t *testing.T) {
 
 // replayEval is the final loss of the run's applied steps (the workers'
 // debug records) replayed in one process (testdata/replay_live.py).
-func replayEval(t *testing.T, recs map[int64]string) float64 {
+func replayEval(t *testing.T, d *dev, recs map[int64]string) float64 {
 	t.Helper()
 	steps := make([]int64, 0, len(recs))
 	for s := range recs {
@@ -316,6 +321,10 @@ func replayEval(t *testing.T, recs map[int64]string) float64 {
 	var in strings.Builder
 	for _, s := range steps {
 		fmt.Fprintf(&in, "%d %s\n", s, recs[s])
+	}
+	// Beside the workers' logs, for a failure's reading (EDL_TEST_KEEP).
+	if err := os.WriteFile(filepath.Join(d.dataDir, "debug-records.txt"), []byte(in.String()), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	cmd := exec.Command(torchPython, append([]string{"internal/e2e/testdata/replay_live.py", "--parts", strconv.Itoa(liveParts)}, liveArgs...)...)
 	cmd.Env = append(os.Environ(), "OMP_NUM_THREADS=1")
