@@ -70,8 +70,9 @@ type pkgResult struct {
 	action  string // pass, fail, skip; "" while running
 	elapsed float64
 	failed  []string // tests that failed, in order
-	// reasons are the first message lines of each failed test (file:line:
-	// text), repeated in the closing summary: a CI log that shows only its
+	// reasons are the last message lines of each failed test (file:line:
+	// text; a t.Fatal ends a test, and errors come after its progress
+	// logs), repeated in the closing summary: a CI log that shows only its
 	// tail still says what failed, not just the logs dumped after it.
 	reasons []string
 	noTests bool
@@ -239,11 +240,14 @@ func (s *summary) printFailed(p *pkgResult, name string) {
 	sort.Strings(names)
 	for _, n := range names {
 		p.tests[n].out.print(s.w, "")
+		var msgs []string
 		for _, l := range p.tests[n].out.l {
-			if len(p.reasons) < maxReasons && isReason(l) {
-				p.reasons = append(p.reasons, n+": "+clip(strings.TrimSpace(l), reasonChars))
+			if isReason(l) {
+				msgs = append(msgs, n+": "+clip(strings.TrimSpace(l), reasonChars))
 			}
 		}
+		msgs = msgs[max(0, len(msgs)-reasonsPerTest):]
+		p.reasons = append(p.reasons, msgs[:min(len(msgs), maxReasons-len(p.reasons))]...)
 	}
 	s.forget(p, name)
 }
@@ -294,8 +298,9 @@ func (s *summary) handlePackage(p *pkgResult, e event) {
 }
 
 const (
-	maxReasons  = 6   // message lines kept per package for the summary
-	reasonChars = 300 // of each
+	reasonsPerTest = 4   // a failed test's last message lines in the summary
+	maxReasons     = 8   // at most, per package
+	reasonChars    = 300 // of each
 )
 
 // reasonRE is a test's message line: "    name_test.go:12: text" (t.Error,

@@ -49,8 +49,12 @@ func TestSummary(t *testing.T) {
 			lastLine: "tests: 0 passed, 1 failed, 0 skipped",
 		},
 		{
-			name: "the summary repeats a failure's message, not the logs dumped after it",
+			name: "the summary repeats a failed test's last messages, not the logs dumped after them",
 			stream: `{"Action":"run",` + p + `,"Test":"TestK"}
+{"Action":"output",` + p + `,"Test":"TestK","Output":"    k_test.go:10: progress 1\n"}
+{"Action":"output",` + p + `,"Test":"TestK","Output":"    k_test.go:10: progress 2\n"}
+{"Action":"output",` + p + `,"Test":"TestK","Output":"    k_test.go:10: progress 3\n"}
+{"Action":"output",` + p + `,"Test":"TestK","Output":"    k_test.go:10: progress 4\n"}
 {"Action":"output",` + p + `,"Test":"TestK","Output":"    k_test.go:40: samples missed 3, repeated 0\n"}
 {"Action":"output",` + p + `,"Test":"TestK","Output":"    harness_test.go:108: /tmp/w1.log (tail):\n"}
 {"Action":"output",` + p + `,"Test":"TestK","Output":"        STEP step=7\n"}
@@ -59,8 +63,9 @@ func TestSummary(t *testing.T) {
 {"Action":"output",` + p + `,"Output":"FAIL\tgithub.com/edl-nomad/edl/worker\t46.0s\n"}
 {"Action":"fail",` + p + `,"Elapsed":46}
 `,
-			failed:   true,
-			want:     []string{"FAILED worker (TestK)\n    TestK: k_test.go:40: samples missed 3, repeated 0\nslowest"},
+			failed: true,
+			want: []string{"FAILED worker (TestK)\n    TestK: k_test.go:10: progress 2\n    TestK: k_test.go:10: progress 3\n" +
+				"    TestK: k_test.go:10: progress 4\n    TestK: k_test.go:40: samples missed 3, repeated 0\nslowest"},
 			lastLine: "tests: 0 passed, 1 failed, 0 skipped",
 		},
 		{
