@@ -322,13 +322,14 @@ func replayEval(t *testing.T, d *dev, recs map[int64]string) float64 {
 	for _, s := range steps {
 		fmt.Fprintf(&in, "%d %s\n", s, recs[s])
 	}
+	records := in.String()
 	// Beside the workers' logs, for a failure's reading (EDL_TEST_KEEP).
-	if err := os.WriteFile(filepath.Join(d.dataDir, "debug-records.txt"), []byte(in.String()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(d.dataDir, "debug-records.txt"), []byte(records), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(torchPython, append([]string{"internal/e2e/testdata/replay_live.py", "--parts", strconv.Itoa(liveParts)}, liveArgs...)...)
 	cmd.Env = append(os.Environ(), "OMP_NUM_THREADS=1")
-	cmd.Stdin = strings.NewReader(in.String())
+	cmd.Stdin = strings.NewReader(records)
 	return runEval(t, "replay", cmd)
 }
 

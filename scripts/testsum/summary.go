@@ -311,7 +311,7 @@ var reasonRE = regexp.MustCompile(`^\s+\S+\.go:\d+: |^panic: `)
 // a message line, but not a log tail a harness dumps after the failure.
 func isReason(l string) bool {
 	t := strings.TrimRight(l, "\n")
-	return reasonRE.MatchString(t) && !strings.HasSuffix(t, "(tail):") && !strings.HasSuffix(t, "(tail)")
+	return reasonRE.MatchString(t) && !strings.HasSuffix(t, "(tail):")
 }
 
 func clip(s string, n int) string {
