@@ -38,6 +38,7 @@ func DecodeSpec(data []byte) (Spec, error) {
 }
 
 // DecodeStrict decodes one JSON value into v, refusing unknown fields,
+// field names in another case than the field's ("Name" for "name"),
 // duplicate keys and trailing data, and maps the decoder's errors to
 // *DecodeError (syntax) or *ValidationError (a field of the wrong type or
 // out of range, an unknown field, a key given twice).
@@ -59,7 +60,7 @@ func DecodeStrict(data []byte, v any) error {
 		return &DecodeError{Offset: dec.InputOffset(), Msg: "trailing data after the JSON value"}
 	}
 	// After the decode, which bounds the nesting depth and judged the syntax.
-	return checkDuplicateKeys(data)
+	return checkKeys(data, reflect.TypeOf(v))
 }
 
 func decodeErr(err error, offset int64) error {

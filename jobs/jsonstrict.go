@@ -3,83 +3,108 @@ package jobs
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"reflect"
 	"strings"
 )
 
-// checkDuplicateKeys walks a JSON value that has already decoded cleanly
-// (so it is well-formed and at most encoding/json's nesting depth deep) and
-// refuses the first object member whose key appears twice in its object.
-// encoding/json keeps the last of two equal keys silently, so a body could
-// say one thing to a reader and another to edl.
-func checkDuplicateKeys(data []byte) error {
+// checkKeys walks a JSON value that has already decoded cleanly into a
+// value of type t (so it is well-formed and at most encoding/json's nesting
+// depth deep) and refuses the first object member whose key appears twice
+// in its object, or that names a field of t only by a different case.
+// encoding/json keeps the last of two equal keys silently and matches
+// field names case-insensitively, so a body could say one thing to a reader
+// ("Name" and "name" both given) and another to edl.
+func checkKeys(data []byte, t reflect.Type) error {
+	return walkKeys(data, t, func(f *keyFrame, key string) error {
+		if _, dup := f.seen[key]; dup {
+			return Invalid(joinPath(f.path, key), "duplicate key: each member may appear once")
+		}
+		if f.seen == nil {
+			f.seen = map[string]struct{}{}
+		}
+		f.seen[key] = struct{}{}
+		if f.t != nil && f.t.Kind() == reflect.Struct {
+			if _, name, ok := jsonField(f.t, key); ok && name != key {
+				return Invalid(joinPath(f.path, key), fmt.Sprintf("%s: names are case-sensitive (did you mean %q?)", reasonUnknownField, name))
+			}
+		}
+		return nil
+	})
+}
+
+// keyFrame is an object or array being walked by walkKeys.
+type keyFrame struct {
+	t    reflect.Type // nil: anything goes (interface, RawMessage, unknown)
+	obj  bool
+	path string // "" is the top-level value
+	key  string // the member being read
+	idx  int    // the element being read
+	want bool   // an object waiting for a key
+	seen map[string]struct{}
+}
+
+// walkKeys walks well-formed data beside the Go type t and calls member
+// with each object member's key, in order, and the frame of its object
+// (its type, path and what member stored in it). The first error member
+// returns ends the walk; a token the decoder cannot read ends it quietly
+// (the decode before judged the syntax).
+func walkKeys(data []byte, t reflect.Type, member func(f *keyFrame, key string) error) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber() // numbers are not parsed: 1e400 is not this walk's business
-	type frame struct {
-		obj     bool
-		path    string
-		keys    map[string]struct{}
-		key     string // the member being read
-		wantKey bool
-		idx     int
-	}
-	var stack []*frame
-	childPath := func() string {
+	var stack []*keyFrame
+	child := func() (reflect.Type, string) {
 		if len(stack) == 0 {
-			return ""
+			return t, ""
 		}
 		top := stack[len(stack)-1]
 		if top.obj {
-			return joinPath(top.path, top.key)
+			return memberType(top.t, top.key), joinPath(top.path, top.key)
 		}
-		return fmt.Sprintf("%s[%d]", top.path, top.idx)
+		var et reflect.Type
+		if top.t != nil {
+			et = top.t.Elem()
+		}
+		return et, fmt.Sprintf("%s[%d]", top.path, top.idx)
 	}
-	valueDone := func() {
-		if len(stack) == 0 {
-			return
-		}
-		top := stack[len(stack)-1]
-		if top.obj {
-			top.wantKey = true
-		} else {
-			top.idx++
+	done := func() {
+		if n := len(stack); n > 0 {
+			if stack[n-1].obj {
+				stack[n-1].want = true
+			} else {
+				stack[n-1].idx++
+			}
 		}
 	}
 	for {
 		tok, err := dec.Token()
-		if err == io.EOF {
+		if err != nil {
 			return nil
 		}
-		if err != nil {
-			return nil // the decoder has already judged the syntax
-		}
-		switch t := tok.(type) {
+		switch v := tok.(type) {
 		case json.Delim:
-			switch t {
+			switch v {
 			case '{', '[':
-				stack = append(stack, &frame{obj: t == '{', path: childPath(), wantKey: t == '{'})
+				ct, p := child()
+				stack = append(stack, &keyFrame{t: container(ct), obj: v == '{', path: p, want: v == '{'})
 			default:
 				stack = stack[:len(stack)-1]
-				valueDone()
+				done()
 			}
 		case string:
-			if n := len(stack); n > 0 && stack[n-1].obj && stack[n-1].wantKey {
+			if n := len(stack); n > 0 && stack[n-1].obj && stack[n-1].want {
 				top := stack[n-1]
-				if top.keys == nil {
-					top.keys = map[string]struct{}{}
+				if err := member(top, v); err != nil {
+					return err
 				}
-				if _, dup := top.keys[t]; dup {
-					return Invalid(joinPath(top.path, t), "duplicate key: each member may appear once")
-				}
-				top.keys[t] = struct{}{}
-				top.key, top.wantKey = t, false
+				top.key, top.want = v, false
 				continue
 			}
-			valueDone()
+			done()
 		default:
-			valueDone()
+			done()
 		}
 	}
 }
@@ -143,69 +168,16 @@ const reasonUnknownField = "unknown field"
 // of the Go type at its place takes, walking data (well-formed) beside t.
 // "" when none is found.
 func unknownFieldPath(data []byte, t reflect.Type, key string) string {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	type frame struct {
-		t    reflect.Type // nil: anything goes (interface, RawMessage, unknown)
-		obj  bool
-		path string
-		key  string
-		idx  int
-		want bool // an object waiting for a key
-	}
-	var stack []*frame
-	child := func() (reflect.Type, string) {
-		if len(stack) == 0 {
-			return t, ""
+	var path string
+	found := errors.New("found")
+	_ = walkKeys(data, t, func(f *keyFrame, k string) error {
+		if k == key && f.t != nil && f.t.Kind() == reflect.Struct && !hasJSONField(f.t, k) {
+			path = joinPath(f.path, k)
+			return found
 		}
-		top := stack[len(stack)-1]
-		if top.obj {
-			return memberType(top.t, top.key), joinPath(top.path, top.key)
-		}
-		var et reflect.Type
-		if top.t != nil {
-			et = top.t.Elem()
-		}
-		return et, fmt.Sprintf("%s[%d]", top.path, top.idx)
-	}
-	done := func() {
-		if n := len(stack); n > 0 {
-			if stack[n-1].obj {
-				stack[n-1].want = true
-			} else {
-				stack[n-1].idx++
-			}
-		}
-	}
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return ""
-		}
-		switch v := tok.(type) {
-		case json.Delim:
-			switch v {
-			case '{', '[':
-				ct, p := child()
-				stack = append(stack, &frame{t: container(ct), obj: v == '{', path: p, want: v == '{'})
-			default:
-				stack = stack[:len(stack)-1]
-				done()
-			}
-		case string:
-			if n := len(stack); n > 0 && stack[n-1].obj && stack[n-1].want {
-				top := stack[n-1]
-				top.key, top.want = v, false
-				if v == key && top.t != nil && top.t.Kind() == reflect.Struct && !hasJSONField(top.t, v) {
-					return joinPath(top.path, v)
-				}
-				continue
-			}
-			done()
-		default:
-			done()
-		}
-	}
+		return nil
+	})
+	return path
 }
 
 // container dereferences pointers; a type that is not a struct, map, slice
@@ -235,7 +207,7 @@ func memberType(t reflect.Type, key string) reflect.Type {
 	case t.Kind() == reflect.Map:
 		return t.Elem()
 	case t.Kind() == reflect.Struct:
-		if f, ok := jsonField(t, key); ok {
+		if f, _, ok := jsonField(t, key); ok {
 			return f.Type
 		}
 	}
@@ -243,15 +215,16 @@ func memberType(t reflect.Type, key string) reflect.Type {
 }
 
 func hasJSONField(t reflect.Type, key string) bool {
-	_, ok := jsonField(t, key)
+	_, _, ok := jsonField(t, key)
 	return ok
 }
 
 // jsonField finds the field encoding/json decodes key into: by its name
 // or json tag, exact first, then case-insensitively, through embedded
-// structs.
-func jsonField(t reflect.Type, key string) (reflect.StructField, bool) {
+// structs. name is the field's JSON name (key itself on an exact match).
+func jsonField(t reflect.Type, key string) (f reflect.StructField, name string, ok bool) {
 	var fold *reflect.StructField
+	foldName := ""
 	for _, f := range reflect.VisibleFields(t) {
 		if !f.IsExported() && !f.Anonymous {
 			continue
@@ -267,14 +240,14 @@ func jsonField(t reflect.Type, key string) (reflect.StructField, bool) {
 			name = f.Name
 		}
 		if name == key {
-			return f, true
+			return f, name, true
 		}
 		if fold == nil && strings.EqualFold(name, key) {
-			fold = &f
+			fold, foldName = &f, name
 		}
 	}
 	if fold != nil {
-		return *fold, true
+		return *fold, foldName, true
 	}
-	return reflect.StructField{}, false
+	return reflect.StructField{}, "", false
 }

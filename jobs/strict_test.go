@@ -141,3 +141,40 @@ func TestEventIDs(t *testing.T) {
 		}
 	}
 }
+
+// encoding/json matches field names case-insensitively, so "Name" was read
+// as "name" and {"name":..,"Name":..} kept the last silently; a key that
+// names a field only by another case is refused, named by its path, with
+// the right spelling. Map keys (labels) are data and keep their case.
+func TestFieldNamesAreCaseSensitive(t *testing.T) {
+	ex := string(exampleSpecJSON(t))
+	tests := []struct{ name, body, field, want string }{
+		{"top level", strings.Replace(ex, `"name": "mlp-synthetic",`, `"Name": "mlp-synthetic",`, 1), "Name", `"name"`},
+		{"both spellings", strings.Replace(ex, `"name": "mlp-synthetic",`, `"name": "mlp-synthetic", "NAME": "other",`, 1), "NAME", `"name"`},
+		{"nested", strings.Replace(ex, `"epochs": 6,`, `"Epochs": 6,`, 1), "trainer.builtin.Epochs", `"epochs"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.body == ex {
+				t.Fatal("edit did not apply")
+			}
+			_, err := DecodeSpec([]byte(tc.body))
+			wantField(t, err, tc.field, "case-sensitive")
+			wantField(t, err, tc.field, tc.want)
+		})
+	}
+	labels := strings.Replace(ex, `{"example": "mlp"}`, `{"example": "mlp", "Example": "x"}`, 1)
+	if labels == ex {
+		t.Fatal("edit did not apply")
+	}
+	s, err := DecodeSpec([]byte(labels))
+	if err != nil || s.Labels["Example"] != "x" || s.Labels["example"] != "mlp" {
+		t.Fatalf("labels differing in case: %v, %v", s.Labels, err)
+	}
+	// A field with no tag is named by its Go name, exactly.
+	var v struct{ Count int }
+	if err := DecodeStrict([]byte(`{"Count":1}`), &v); err != nil || v.Count != 1 {
+		t.Fatalf("exact Go name: %v", err)
+	}
+	wantField(t, DecodeStrict([]byte(`{"count":1}`), &v), "count", `"Count"`)
+}

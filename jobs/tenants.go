@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -122,11 +123,14 @@ func NewTenants(list ...Tenant) (*Tenants, error) {
 		if tn.GPUQuota < 0 {
 			v.add(field+".gpu_quota", "must be >= 0 (0: no cap)")
 		}
-		if tn.Weight < 0 {
-			v.add(field+".weight", "must be > 0")
+		if !(tn.Weight > 0) || math.IsInf(tn.Weight, 0) {
+			v.add(field+".weight", "must be a finite number > 0 (absent: 1)")
 		}
-		if tn.RatePerS < 0 || tn.Burst < 1 {
-			v.add(field+".rate_per_s", "rate_per_s must be > 0 and burst >= 1")
+		if !(tn.RatePerS > 0) || math.IsInf(tn.RatePerS, 0) {
+			v.add(field+".rate_per_s", "must be a finite number > 0 (absent: %d)", DefaultRatePerS)
+		}
+		if tn.Burst < 1 {
+			v.add(field+".burst", "must be >= 1 (absent: the larger of %d and rate_per_s)", DefaultBurst)
 		}
 		if tn.CallbackSecret != "" && len(tn.CallbackSecret) < MinCallbackSecretLen {
 			v.add(field+".callback_secret", "must be at least %d characters (or absent: unsigned callbacks)", MinCallbackSecretLen)

@@ -30,6 +30,10 @@ func TestParseTenants(t *testing.T) {
 		{"bad name", "tenants:\n  - name: A B\n    token_sha256: " + h + "\n", "tenants[0].name"},
 		{"duplicate token", "tenants:\n  - name: a\n    token_sha256: " + h + "\n  - name: b\n    token_sha256: " + h + "\n", "tenants[1].token_sha256"},
 		{"empty", "tenants: []\n", "tenants"},
+		{"weight NaN", "tenants:\n  - name: a\n    token_sha256: " + h + "\n    weight: .nan\n", "tenants[0].weight"},
+		{"weight infinite", "tenants:\n  - name: a\n    token_sha256: " + h + "\n    weight: .inf\n", "tenants[0].weight"},
+		{"rate NaN", "tenants:\n  - name: a\n    token_sha256: " + h + "\n    rate_per_s: .nan\n", "tenants[0].rate_per_s"},
+		{"burst negative", "tenants:\n  - name: a\n    token_sha256: " + h + "\n    burst: -1\n", "tenants[0].burst"},
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {

@@ -74,9 +74,9 @@ func (c Config) Validate() error {
 	case c.Grace <= 0:
 		return fmt.Errorf("local: Grace = %s, want > 0", c.Grace)
 	case c.LogMaxBytes < 0:
-		return fmt.Errorf("local: LogMaxBytes = %d, want > 0", c.LogMaxBytes)
+		return fmt.Errorf("local: LogMaxBytes = %d, want >= 0 (0: the default)", c.LogMaxBytes)
 	case c.LogKeep < 0:
-		return fmt.Errorf("local: LogKeep = %d, want >= 1", c.LogKeep)
+		return fmt.Errorf("local: LogKeep = %d, want >= 0 (0: the default)", c.LogKeep)
 	}
 	return nil
 }
