@@ -11,8 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
+	"github.com/edl-nomad/edl/internal/cli"
 	"github.com/edl-nomad/edl/planner/sim"
 )
 
@@ -86,13 +86,20 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	// What every run takes from the flags, the sweep's and the trace's alike.
 	base := d
 	base.GPUsPerNode = *perNode
-	base.ResizeCost = time.Duration(*resize * float64(time.Second))
+	var err error
+	if base.ResizeCost, err = cli.Seconds("resize-cost-s", *resize); err != nil {
+		return usageErrorf("sim: %v", err)
+	}
 	if *resize < 0 {
 		base.ResizeCost = -1
 	}
-	base.CheckpointPeriod = time.Duration(*ckpt * float64(time.Second))
+	if base.CheckpointPeriod, err = cli.Seconds("checkpoint-period-s", *ckpt); err != nil {
+		return usageErrorf("sim: %v", err)
+	}
 	base.FailuresPerGPUDay = *failures
-	base.RestartCost = time.Duration(*restart * float64(time.Second))
+	if base.RestartCost, err = cli.Seconds("restart-cost-s", *restart); err != nil {
+		return usageErrorf("sim: %v", err)
+	}
 	base.MinFactor, base.MaxFactor, base.QueueThreshold = *minF, *maxF, *queue
 	base.TiresiasQueues, base.QueuePerGPU, base.LASOrder = *tq, *qpg, *las
 	if sw.on {

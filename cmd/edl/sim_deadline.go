@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/edl-nomad/edl/internal/cli"
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/planner/dlsim"
 	"github.com/edl-nomad/edl/planner/sim"
@@ -82,12 +83,19 @@ func runSimDeadline(ctx context.Context, args []string, stdout, stderr io.Writer
 	if *policy != "" {
 		policies = []dlsim.Policy{dlsim.Policy(*policy)}
 	}
-	secs := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+	secs := map[string]time.Duration{}
+	for name, v := range map[string]float64{"slot-s": *slot, "start-cost-s": *start, "join-cost-s": *join, "leave-cost-s": *leave} {
+		d, err := cli.Seconds(name, v)
+		if err != nil {
+			return usageErrorf("sim: %v", err)
+		}
+		secs[name] = d
+	}
 	var results []dlsim.Result
 	for _, p := range policies {
 		o := d
-		o.Policy, o.GPUs, o.GPUsPerNode, o.Slot, o.AnySize, o.MaxFactor = p, *gpus, *perNode, secs(*slot), *anySize, *maxF
-		o.Costs = dlsim.ResizeCosts{Start: secs(*start), Join: secs(*join), Leave: secs(*leave)}
+		o.Policy, o.GPUs, o.GPUsPerNode, o.Slot, o.AnySize, o.MaxFactor = p, *gpus, *perNode, secs["slot-s"], *anySize, *maxF
+		o.Costs = dlsim.ResizeCosts{Start: secs["start-cost-s"], Join: secs["join-cost-s"], Leave: secs["leave-cost-s"]}
 		if err := o.Validate(); err != nil {
 			return usageErrorf("sim: %v", err)
 		}

@@ -8,8 +8,8 @@ import (
 	"math"
 	"os"
 	"text/tabwriter"
-	"time"
 
+	"github.com/edl-nomad/edl/internal/cli"
 	"github.com/edl-nomad/edl/jobs/sweep"
 	"github.com/edl-nomad/edl/planner/sim"
 	"github.com/edl-nomad/edl/planner/sweepsim"
@@ -72,7 +72,9 @@ func runSimWithSweeps(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	o := d
 	o.Policy, o.GPUs, o.GPUsPerNode, o.Load = sim.Policy(*cf.policy), *cf.gpus, *cf.perNode, *cf.load
-	o.SweepRound = time.Duration(*round * float64(time.Second))
+	if o.SweepRound, err = cli.Seconds("sweep-round-s", *round); err != nil {
+		return usageErrorf("sim: %v", err)
+	}
 	for k := range *n {
 		o.Sweeps = append(o.Sweeps, sim.SweepArrival{ID: fmt.Sprintf("sweep%02d", k), Tenant: "sweeps",
 			Submit: *first + float64(k)*max(gap, 0), Spec: spec, StepS: *stepS, StepsPerEpoch: *spe,

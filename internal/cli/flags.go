@@ -4,8 +4,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
+	"time"
 )
 
 // UsageError is a bad command line or a bad EDL_* value; it exits 2.
@@ -79,5 +81,39 @@ func ParseFlags(fs *flag.FlagSet, args []string) error {
 			err = Usagef("%s: invalid value %q for flag --%s from %s: %v", fs.Name(), v, f.Name, EnvName(f.Name), serr)
 		}
 	})
+	if err != nil {
+		return err
+	}
+	return finiteFloats(fs)
+}
+
+// finiteFloats refuses a float flag set to NaN or an infinity, which
+// strconv.ParseFloat (and so the flag package) accepts: NaN fails every
+// comparison, so a later range check would let it through.
+func finiteFloats(fs *flag.FlagSet) error {
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		g, ok := f.Value.(flag.Getter)
+		if !ok || err != nil {
+			return
+		}
+		if v, ok := g.Get().(float64); ok && (math.IsNaN(v) || math.IsInf(v, 0)) {
+			err = Usagef("%s: --%s %v: must be a finite number", fs.Name(), f.Name, v)
+		}
+	})
 	return err
+}
+
+// maxSeconds is the longest time.Duration in seconds, rounded down: about
+// 292 years.
+const maxSeconds = float64(math.MaxInt64 / int64(time.Second))
+
+// Seconds is a flag given in seconds (a float64, finite after ParseFlags) as
+// a time.Duration; a value beyond time.Duration's range (about 292 years
+// either way) is a usage error naming the flag, not a wrapped-around one.
+func Seconds(flagName string, v float64) (time.Duration, error) {
+	if math.IsNaN(v) || math.Abs(v) > maxSeconds {
+		return 0, Usagef("--%s %g: out of range (at most %g seconds either way)", flagName, v, maxSeconds)
+	}
+	return time.Duration(v * float64(time.Second)), nil
 }

@@ -5,12 +5,15 @@ import (
 	"strings"
 )
 
-// Columns maps each name of the header row head (spaces around it
-// trimmed) to its column; a name of need missing from it is an error
+// Columns maps each name of the header row head (spaces around it and a
+// UTF-8 byte-order mark before the first trimmed) to its column; a name of need missing from it is an error
 // "read <what>: no column <name>".
 func Columns(head []string, what string, need ...string) (map[string]int, error) {
 	col := make(map[string]int, len(head))
 	for i, h := range head {
+		if i == 0 {
+			h = strings.TrimPrefix(h, "\ufeff") // the byte-order mark spreadsheets write
+		}
 		col[strings.TrimSpace(h)] = i
 	}
 	for _, n := range need {

@@ -15,3 +15,12 @@ func TestColumns(t *testing.T) {
 		t.Fatalf("missing column: %v", err)
 	}
 }
+
+// A spreadsheet's CSV starts with a UTF-8 byte-order mark: "no column
+// job_id" on a header that shows job_id was the answer.
+func TestColumnsSkipsByteOrderMark(t *testing.T) {
+	col, err := Columns([]string{"\ufeffjob_id", "submit_s"}, "trace", "job_id")
+	if err != nil || col["job_id"] != 0 {
+		t.Fatalf("columns %v, %v", col, err)
+	}
+}

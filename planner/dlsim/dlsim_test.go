@@ -164,6 +164,10 @@ func TestReadElasticFlowErrors(t *testing.T) {
 		"size":          good + "a,0,100,m,60,64,4,50\n",
 		"number":        good + "a,0,lots,m,60,64,1,50\n",
 		"column":        "job_id,submit_time\na,0\n",
+		"NaN deadline":  good + "a,0,100,m,NaN,64,1,50\n",
+		"ddl first":     good + "a,100,100,m,60,64,1,50\n",
+		"duplicate id":  good + "a,0,100,m,60,64,1,50\na,5,100,m,60,64,1,50\n",
+		"huge size":     good + "a,0,100,m,60,64,1e300,50\n",
 	} {
 		if _, err := ReadElasticFlow(strings.NewReader(body), tb); err == nil {
 			t.Errorf("%s: no error", name)
@@ -195,5 +199,38 @@ func TestRate(t *testing.T) {
 		if got := j.Rate(n); math.Abs(got-want) > 1e-9 {
 			t.Errorf("Rate(%d) = %g, want %g", n, got, want)
 		}
+	}
+}
+
+// A trace on another clock (ElasticFlow's starts at 3.7e6 s; Unix seconds
+// are 1.7e9) runs as if it started at 0; one further out than the clock
+// holds was a run that never ended, and is refused by name.
+func TestRunCountsFromTheFirstArrival(t *testing.T) {
+	tb := Tables{"m": {64: {1: 2, 2: 3}}}
+	head := "job_id,submit_time,iteration,model_name,ddl,batch_size,num_gpu,duration\n"
+	read := func(body string) []Job {
+		js, err := ReadElasticFlow(strings.NewReader(head+body), tb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return js
+	}
+	o := DefaultOptions(Deadline)
+	o.GPUs, o.GPUsPerNode = 4, 4
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	want, err := Run(ctx, read("a,0,100,m,60,64,1,50\nb,5,300,m,200,64,2,50\n"), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Run(ctx, read("a,1e11,100,m,100000000060,64,1,50\nb,100000000005,300,m,100000000200,64,2,50\n"), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Met != want.Met || got.Met == 0 || got.Utilisation != want.Utilisation {
+		t.Errorf("shifted by 1e11 s: met %d, utilisation %g; from 0: %d, %g", got.Met, got.Utilisation, want.Met, want.Utilisation)
+	}
+	if _, err := Run(ctx, read("a,0,100,m,60,64,1,50\nb,1e12,300,m,1e12,64,2,50\n"), o); err == nil || !strings.Contains(err.Error(), "job b arrives") {
+		t.Errorf("1e12 s apart: %v, want the span refused", err)
 	}
 }

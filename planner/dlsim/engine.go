@@ -83,6 +83,11 @@ type target struct {
 	placement map[string]int
 }
 
+// maxSpan is the most seconds a job's arrival or deadline may lie after
+// the first arrival: 31 years, where float64 seconds still resolve eps and
+// time.Duration holds the run.
+const maxSpan = 1e9
+
 // Run replays the jobs under the options.
 func Run(ctx context.Context, js []Job, o Options) (Result, error) {
 	if err := o.Validate(); err != nil {
@@ -90,9 +95,19 @@ func Run(ctx context.Context, js []Job, o Options) (Result, error) {
 	}
 	start := time.Now()
 	e := &engine{o: o, costs: o.costs(), res: Result{Policy: string(o.Policy), Jobs: len(js), GPUs: o.GPUs}}
+	// Times count from the first arrival (traces give seconds on their
+	// own clock), and stay where time.Duration and float64 are exact.
+	first := math.Inf(1)
+	for _, j := range js {
+		first = min(first, j.Submit)
+	}
 	for _, j := range js {
 		if j.GPUs > o.GPUs {
 			return Result{}, fmt.Errorf("simulate: job %s asks for %d GPUs, the cluster has %d", j.ID, j.GPUs, o.GPUs)
+		}
+		j.Submit, j.Deadline = j.Submit-first, j.Deadline-first
+		if !(j.Submit <= maxSpan) || !(j.Deadline <= maxSpan) {
+			return Result{}, fmt.Errorf("simulate: job %s arrives %g s after the first, deadline %g s after it: the simulator's clock spans %g s (31 years)", j.ID, j.Submit, j.Deadline, float64(maxSpan))
 		}
 		e.all = append(e.all, &run{j: j, finish: -1, measured: map[int]float64{}})
 	}

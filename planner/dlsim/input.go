@@ -139,15 +139,20 @@ func ReadElasticFlow(r io.Reader, t Tables) ([]Job, error) {
 	}
 	num := func(rec []string, c string, line int) (float64, error) {
 		v, err := strconv.ParseFloat(strings.TrimSpace(rec[col[c]]), 64)
-		if err != nil || v < 0 {
-			return 0, fmt.Errorf("read trace line %d: %s %q: not a non-negative number", line, c, rec[col[c]])
+		if err != nil || !(v >= 0) || math.IsInf(v, 0) {
+			return 0, fmt.Errorf("read trace line %d: %s %q: not a finite non-negative number", line, c, rec[col[c]])
 		}
 		return v, nil
 	}
 	var out []Job
+	seen := map[string]int{}
 	for k, rec := range recs[1:] {
 		line := k + 2
 		j := Job{ID: rec[col["job_id"]]}
+		if first, dup := seen[j.ID]; dup {
+			return nil, fmt.Errorf("read trace line %d: job_id %q already on line %d", line, j.ID, first)
+		}
+		seen[j.ID] = line
 		var bs, gpus float64
 		for _, f := range []struct {
 			c string
@@ -157,7 +162,10 @@ func ReadElasticFlow(r io.Reader, t Tables) ([]Job, error) {
 				return nil, err
 			}
 		}
-		j.GPUs = int(gpus)
+		j.GPUs = int(min(gpus, 1<<20))
+		if j.Deadline < j.Submit {
+			return nil, fmt.Errorf("read trace line %d: job %s: ddl %g before submit_time %g", line, j.ID, j.Deadline, j.Submit)
+		}
 		if c, ok := col["best_effort"]; ok && strings.TrimSpace(rec[c]) == "1" {
 			j.BestEffort = true
 		}

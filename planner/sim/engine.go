@@ -148,10 +148,16 @@ func Run(ctx context.Context, trace []TraceJob, o Options) (Result, error) {
 	}
 	all := make([]*job, len(trace))
 	load := o.load()
+	// Times count from the first arrival (a trace may give Unix times),
+	// and stay where float64 seconds and time.Duration are exact enough.
+	first := firstSubmit(trace, o.Sweeps)
 	for i, t := range trace {
-		t.Submit /= load
+		t.Submit = (t.Submit - first) / load
 		if t.GPUs > o.GPUs {
 			return Result{}, fmt.Errorf("simulate: job %s asks for %d GPUs, the cluster has %d", t.ID, t.GPUs, o.GPUs)
+		}
+		if err := inSpan(t.ID, t.Submit, t.Duration, load); err != nil {
+			return Result{}, err
 		}
 		j := newJob(t, o)
 		j.lo, j.hi = o.bounds(t.GPUs)
@@ -159,7 +165,10 @@ func Run(ctx context.Context, trace []TraceJob, o Options) (Result, error) {
 	}
 	e := &engine{o: o, cfg: o.config(), all: all, costs: o.costs(), period: o.CheckpointPeriod.Seconds()}
 	for _, a := range o.Sweeps {
-		a.Submit /= load
+		a.Submit = (a.Submit - first) / load
+		if err := inSpan("of sweep "+a.ID, a.Submit, 0, load); err != nil {
+			return Result{}, err
+		}
 		e.sweeps = append(e.sweeps, &simSweep{a: a, trials: map[int]*job{}, points: map[int][]sweep.Point{}, byJob: map[string]int{}})
 	}
 	e.nodes = make([]jobs.Node, (o.GPUs+o.GPUsPerNode-1)/o.GPUsPerNode)
@@ -223,9 +232,41 @@ func (e *engine) run(ctx context.Context) error {
 		e.decide()
 		t := e.nextEvent()
 		if math.IsInf(t, 1) || t > limit {
-			return fmt.Errorf("simulate: stuck at %.0f s with %d jobs waiting and none running", e.now, len(e.active))
+			return fmt.Errorf("simulate: stuck %.0f s after the first arrival with %d jobs waiting and none running", e.now, len(e.active))
 		}
 		e.advance(t)
+	}
+	return nil
+}
+
+// maxSpan is the most seconds a job may arrive after the first, or run:
+// 31 years, where float64 seconds still resolve eps and the run's end
+// (maxSimAfterLast later) stays inside time.Duration.
+const maxSpan = 1e9
+
+// firstSubmit is the earliest arrival of the trace's jobs and sweeps.
+func firstSubmit(trace []TraceJob, sweeps []SweepArrival) float64 {
+	first := math.Inf(1)
+	for _, t := range trace {
+		first = min(first, t.Submit)
+	}
+	for _, a := range sweeps {
+		first = min(first, a.Submit)
+	}
+	if math.IsInf(first, 1) {
+		return 0
+	}
+	return first
+}
+
+// inSpan refuses a job (or sweep) that arrives, at the load, or runs for
+// longer than the simulator's clock holds, or a time that is not finite.
+func inSpan(id string, submit, duration, load float64) error {
+	switch {
+	case !(submit >= 0) || submit > maxSpan:
+		return fmt.Errorf("simulate: job %s arrives %g s after the first at load %g: the simulator's clock spans %g s (31 years)", id, submit, load, float64(maxSpan))
+	case !(duration >= 0) || duration > maxSpan:
+		return fmt.Errorf("simulate: job %s runs %g s: the simulator's clock spans %g s (31 years)", id, duration, float64(maxSpan))
 	}
 	return nil
 }

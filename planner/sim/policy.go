@@ -180,7 +180,10 @@ func (o Options) Validate() error {
 	if o.OracleOrder && o.LegacyPolicy {
 		errs = append(errs, errors.New("oracle_order and legacy_policy: choose one"))
 	}
-	if o.MinFactor < 0 || o.MaxFactor <= 0 || (o.MinFactor > o.MaxFactor) {
+	if math.IsNaN(o.QueueThreshold) || math.IsInf(o.QueueThreshold, 0) || math.IsNaN(o.QueuePerGPU) || math.IsInf(o.QueuePerGPU, 0) {
+		errs = append(errs, fmt.Errorf("queue_threshold %g, queue_per_gpu %g: must be finite numbers", o.QueueThreshold, o.QueuePerGPU))
+	}
+	if !(o.MinFactor >= 0) || !(o.MaxFactor > 0) || math.IsInf(o.MaxFactor, 0) || o.MinFactor > o.MaxFactor {
 		errs = append(errs, fmt.Errorf("min_factor %g, max_factor %g: want 0 <= min_factor <= max_factor, max_factor > 0", o.MinFactor, o.MaxFactor))
 	}
 	return errors.Join(errs...)

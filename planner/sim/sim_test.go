@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/edl-nomad/edl/jobs"
 )
@@ -50,6 +51,11 @@ func TestReadTrace(t *testing.T) {
 		{name: "zero GPUs", csv: "job_id,submit_s,num_gpus,duration_s\na,0,0,5\n", err: "num_gpus"},
 		{name: "bad duration", csv: "job_id,submit_s,num_gpus,duration_s\na,0,1,-5\n", err: "duration_s"},
 		{name: "empty", csv: "job_id,submit_s,num_gpus,duration_s\n", err: "no jobs"},
+		// NaN passed "< 0" and "<= 0" and ran the simulator forever.
+		{name: "NaN duration", csv: "job_id,submit_s,num_gpus,duration_s\na,0,1,NaN\n", err: `duration_s "NaN": not a finite`},
+		{name: "infinite submit", csv: "job_id,submit_s,num_gpus,duration_s\na,+Inf,1,5\n", err: `submit_s "+Inf": not a finite`},
+		{name: "byte-order mark and spaces", csv: "\ufeffjob_id,submit_s,num_gpus,duration_s\r\na, 3 , 2 ,7\r\n",
+			want: []TraceJob{{ID: "a", Tenant: "default", Submit: 3, GPUs: 2, Duration: 7, Priority: jobs.Guaranteed}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -214,4 +220,36 @@ func TestSyntheticLoadRanking(t *testing.T) {
 func readFile(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	return string(b), err
+}
+
+// A trace in Unix seconds ran, but one further out than time.Duration holds
+// (or a tiny --load stretching it there) never ended: times now count from
+// the first arrival, and a span the clock cannot hold is refused by name.
+func TestRunCountsFromTheFirstArrival(t *testing.T) {
+	rel := []TraceJob{{ID: "a", Tenant: "t", Submit: 0, GPUs: 2, Duration: 100}, {ID: "b", Tenant: "t", Submit: 50, GPUs: 4, Duration: 3600}}
+	abs := []TraceJob{{ID: "a", Tenant: "t", Submit: 1e11, GPUs: 2, Duration: 100}, {ID: "b", Tenant: "t", Submit: 1e11 + 50, GPUs: 4, Duration: 3600}}
+	o := DefaultOptions(Elastic)
+	o.GPUs = 8
+	want, err := Run(context.Background(), rel, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	got, err := Run(ctx, abs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.AvgJCT != want.AvgJCT || got.Makespan != want.Makespan {
+		t.Errorf("shifted by 1e11 s: avg JCT %g, makespan %g; from 0: %g, %g", got.AvgJCT, got.Makespan, want.AvgJCT, want.Makespan)
+	}
+	o.Load = 1e-300
+	if _, err := Run(ctx, rel, o); err == nil || !strings.Contains(err.Error(), "job b arrives") {
+		t.Errorf("load 1e-300: %v, want the span refused", err)
+	}
+	o.Load = 1
+	long := []TraceJob{{ID: "a", Tenant: "t", GPUs: 1, Duration: 1e300}}
+	if _, err := Run(ctx, long, o); err == nil || !strings.Contains(err.Error(), "job a runs") {
+		t.Errorf("duration 1e300: %v, want it refused", err)
+	}
 }

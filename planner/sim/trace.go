@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -78,14 +79,14 @@ func ReadTrace(r io.Reader) ([]TraceJob, error) {
 				return nil, fmt.Errorf("read trace line %d: priority %q: want guaranteed or opportunistic", line, rec[prio])
 			}
 		}
-		if j.Submit, err = strconv.ParseFloat(rec[col["submit_s"]], 64); err != nil || j.Submit < 0 {
-			return nil, fmt.Errorf("read trace line %d: submit_s %q: not a non-negative number", line, rec[col["submit_s"]])
+		if j.Submit, err = strconv.ParseFloat(strings.TrimSpace(rec[col["submit_s"]]), 64); err != nil || !(j.Submit >= 0) || math.IsInf(j.Submit, 0) {
+			return nil, fmt.Errorf("read trace line %d: submit_s %q: not a finite non-negative number", line, rec[col["submit_s"]])
 		}
-		if j.GPUs, err = strconv.Atoi(rec[col["num_gpus"]]); err != nil || j.GPUs < 1 {
+		if j.GPUs, err = strconv.Atoi(strings.TrimSpace(rec[col["num_gpus"]])); err != nil || j.GPUs < 1 {
 			return nil, fmt.Errorf("read trace line %d: num_gpus %q: not a positive integer", line, rec[col["num_gpus"]])
 		}
-		if j.Duration, err = strconv.ParseFloat(rec[col["duration_s"]], 64); err != nil || j.Duration <= 0 {
-			return nil, fmt.Errorf("read trace line %d: duration_s %q: not a positive number", line, rec[col["duration_s"]])
+		if j.Duration, err = strconv.ParseFloat(strings.TrimSpace(rec[col["duration_s"]]), 64); err != nil || !(j.Duration > 0) || math.IsInf(j.Duration, 0) {
+			return nil, fmt.Errorf("read trace line %d: duration_s %q: not a finite positive number", line, rec[col["duration_s"]])
 		}
 		out = append(out, j)
 	}
