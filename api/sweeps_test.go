@@ -105,7 +105,7 @@ func TestSweepSubmitNamesTheField(t *testing.T) {
 		{"mode", edit(func(m map[string]any) { m["metric"] = map[string]any{"name": "loss", "mode": "up"} }), "metric.mode"},
 		{"path to nowhere", edit(func(m map[string]any) {
 			m["parameters"] = map[string]any{"trainer.builtin.nope": map[string]any{"type": "uniform", "min": 0, "max": 1}}
-		}), "template"},
+		}), "parameters[trainer.builtin.nope]"},
 		{"a trial over the tenant's limits", edit(func(m map[string]any) {
 			m["parameters"] = map[string]any{"workers.max": map[string]any{"type": "choice", "values": []any{2, 2000}}}
 		}), "parameters[workers.max].values[1]"},

@@ -57,6 +57,18 @@ const (
 	TrainerExec TrainerKind = "exec"
 )
 
+// The metrics the built-in trainer reports to a job's metric log: the
+// training loss at its steps, and at each epoch's end the loss and
+// accuracy on held-out samples. A sweep of built-in trials judges one.
+const (
+	MetricLoss        = "loss"
+	MetricValLoss     = "val_loss"
+	MetricValAccuracy = "val_accuracy"
+)
+
+// BuiltinMetrics lists the built-in trainer's metrics.
+var BuiltinMetrics = []string{MetricLoss, MetricValLoss, MetricValAccuracy}
+
 // Trainer selects and configures the training program; exactly one of
 // Builtin and Exec is set, matching Kind.
 type Trainer struct {

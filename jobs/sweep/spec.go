@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -171,6 +172,9 @@ func (s Spec) Validate() error {
 	if s.Metric.Name == "" || len(s.Metric.Name) > 64 || !paramNameRE.MatchString(s.Metric.Name) {
 		add("metric.name", "required: 1-64 letters, digits or '_' (\"loss\" for the built-in trainer)")
 	}
+	if s.Template.Trainer.Kind == jobs.TrainerBuiltin && s.Metric.Name != "" && !slices.Contains(jobs.BuiltinMetrics, s.Metric.Name) {
+		add("metric.name", "%q: built-in trials report only %s", s.Metric.Name, strings.Join(jobs.BuiltinMetrics, ", "))
+	}
 	if s.Metric.Mode != Min && s.Metric.Mode != Max {
 		add("metric.mode", `must be "min" or "max"`)
 	}
@@ -278,6 +282,16 @@ func (s Spec) validateTemplate() []jobs.FieldError {
 		base[k] = p.corner()
 	}
 	if _, err := TrialSpec(s, "s-0", s.NumTrials-1, base); err != nil {
+		// Name the parameter whose path alone breaks the template (an
+		// unknown field, an index past the array) rather than the template.
+		for _, k := range sortedKeys(s.Parameters) {
+			if !strings.Contains(k, ".") {
+				continue
+			}
+			if _, perr := Apply(s.Template, map[string]any{k: base[k]}); perr != nil {
+				return []jobs.FieldError{{Field: paramField(k), Reason: perr.Error()}}
+			}
+		}
 		return []jobs.FieldError{{Field: "template", Reason: err.Error()}}
 	}
 	for _, k := range sortedKeys(s.Parameters) {

@@ -189,6 +189,6 @@ func (w *Worker) apply(g *coord.Generation, rank, world int, plan batchPlan, gra
 		rate := w.rate.Step(now, g.Number, int64(total))
 		w.rep.Progress(jobs.Progress{Epoch: w.ts.st.Epoch, Step: w.ts.st.Applied, Samples: w.ts.st.Samples, Loss: w.ts.st.Loss,
 			SamplesPerS: rate, WorldSize: world, Generation: g.Number, TotalEpochs: w.bt.Epochs})
-		w.met.Add(w.ts.st.Applied, w.ts.st.Epoch, map[string]float64{"loss": w.ts.st.Loss})
+		w.met.Add(w.ts.st.Applied, w.ts.st.Epoch, map[string]float64{jobs.MetricLoss: w.ts.st.Loss})
 	}
 }

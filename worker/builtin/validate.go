@@ -1,6 +1,10 @@
 package builtin
 
-import "time"
+import (
+	"time"
+
+	"github.com/edl-nomad/edl/jobs"
+)
 
 // At every epoch's end rank 0 measures its model on a held-out set (the
 // data set's HeldOut samples: never trained on, labelled by the same
@@ -40,7 +44,7 @@ func (w *Worker) validate() {
 	h := w.heldOut()
 	sum, correct := w.ts.model.Loss(h.x, h.labels, h.n)
 	loss, acc := sum/float64(h.n), float64(correct)/float64(h.n)
-	w.met.Add(w.ts.st.Applied, w.ts.st.Epoch, map[string]float64{"val_loss": loss, "val_accuracy": acc})
+	w.met.Add(w.ts.st.Applied, w.ts.st.Epoch, map[string]float64{jobs.MetricValLoss: loss, jobs.MetricValAccuracy: acc})
 	w.log.Info("validation", "epochs_done", w.ts.st.Epoch, "step", w.ts.st.Applied, "val_loss", loss, "val_accuracy", acc,
 		"samples", h.n, "took", time.Since(start).Round(time.Microsecond))
 }
