@@ -42,8 +42,12 @@ func TestValidateNamesTheField(t *testing.T) {
 		}, "parameters[trainer.builtin.model.hidden.0].min"},
 		{"empty choice", func(s *Spec) { s.Parameters["trainer.builtin.lr"] = Parameter{Type: Choice} }, "parameters[trainer.builtin.lr].values"},
 		{"path to nowhere", func(s *Spec) { s.Parameters["trainer.builtin.nope"] = Parameter{Type: Uniform, Min: f(0), Max: f(1)} }, "parameters[trainer.builtin.nope]"},
-		{"path in another case", func(s *Spec) { s.Parameters["trainer.builtin.Momentum"] = Parameter{Type: Uniform, Min: f(0), Max: f(0.5)} }, "parameters[trainer.builtin.Momentum]"},
-		{"index past the array", func(s *Spec) { s.Parameters["trainer.builtin.model.hidden.5"] = Parameter{Type: Choice, Values: []any{16.0}} }, "parameters[trainer.builtin.model.hidden.5]"},
+		{"path in another case", func(s *Spec) {
+			s.Parameters["trainer.builtin.Momentum"] = Parameter{Type: Uniform, Min: f(0), Max: f(0.5)}
+		}, "parameters[trainer.builtin.Momentum]"},
+		{"index past the array", func(s *Spec) {
+			s.Parameters["trainer.builtin.model.hidden.5"] = Parameter{Type: Choice, Values: []any{16.0}}
+		}, "parameters[trainer.builtin.model.hidden.5]"},
 		{"metric the built-in trainer never reports", func(s *Spec) { s.Metric = Metric{Name: "accuracy", Mode: Max} }, "metric.name"},
 		{"any metric for exec trials", func(s *Spec) { *s = exec(); s.Metric = Metric{Name: "bleu", Mode: Max} }, ""},
 		{"choice value of the wrong type", func(s *Spec) {
