@@ -59,6 +59,7 @@ def _edl_warm():
     msg = json.loads(data)
     if "cwd" in msg:
         os.chdir(msg["cwd"])
+    spec["omp_loaded"] = os.environ.get("OMP_NUM_THREADS")  # what the preloads saw
     os.environ.clear()
     os.environ.update(msg["env"])
     return spec
@@ -98,8 +99,42 @@ def _edl_run(spec):
     return go
 
 
-_edl_go = _edl_run(_edl_warm())
-del _edl_warm, _edl_run, _edl_comm
+def _edl_threads(spec):
+    # A program that sets OMP_NUM_THREADS before its first `import torch`
+    # gets that many threads cold: the OpenMP runtime reads it when torch
+    # loads it. Warm, torch was loaded before, with the value the preloads
+    # saw; so at the program's first import of torch, a value other than
+    # that one is applied as that load would have applied it.
+    import builtins
+    import os
+
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    before = spec.get("omp_loaded")
+    real = builtins.__import__
+
+    def hook(name, globals=None, locals=None, fromlist=(), level=0):
+        if level == 0 and (name == "torch" or name.startswith("torch.")):
+            if builtins.__import__ is hook:
+                builtins.__import__ = real
+            now = os.environ.get("OMP_NUM_THREADS")
+            if now != before and now is not None:
+                try:
+                    n = int(now)
+                except ValueError:
+                    n = 0
+                if n > 0:
+                    torch.set_num_threads(n)
+        return real(name, globals, locals, fromlist, level)
+
+    builtins.__import__ = hook
+
+
+_edl_spec = _edl_warm()
+_edl_go = _edl_run(_edl_spec)
+_edl_threads(_edl_spec)
+del _edl_warm, _edl_run, _edl_comm, _edl_threads, _edl_spec
 try:
     _edl_go()
 except (SystemExit, KeyboardInterrupt):

@@ -303,3 +303,40 @@ func bootPath(t *testing.T) string {
 	}
 	return p
 }
+
+// threadsProgram sets OMP_NUM_THREADS before its first import of torch, a
+// common first line of training scripts: cold, the OpenMP runtime torch
+// loads reads it; warm, torch was loaded before the program ran.
+const threadsProgram = `import json, os
+if os.environ.get("SET"):
+    os.environ["OMP_NUM_THREADS"] = os.environ["SET"]
+import torch.nn
+print(json.dumps({"threads": torch.get_num_threads()}), flush=True)
+`
+
+// A warm run gives the program the threads a cold run gives it, whether it
+// sets OMP_NUM_THREADS itself or leaves the job's value.
+func TestWarmThreadsLikeCold(t *testing.T) {
+	needPython(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "threads.py"), []byte(threadsProgram), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"PATH=/usr/bin:/bin", "OMP_NUM_THREADS=1"}
+	argv := []string{python, "threads.py"}
+	for _, set := range []string{"3", ""} {
+		env := append(append([]string{}, base...), "SET="+set)
+		c := cold(t, dir, argv, env)
+		w := warmRun(t, dir, argv, base, env)
+		if c.code != 0 || w.code != 0 || c.stdout != w.stdout {
+			t.Errorf("SET=%q: cold (exit %d) %q, warm (exit %d) %q; warm stderr %s", set, c.code, c.stdout, w.code, w.stdout, w.stderr)
+		}
+		want := `{"threads": 1}`
+		if set != "" {
+			want = `{"threads": ` + set + `}`
+		}
+		if strings.TrimSpace(c.stdout) != want {
+			t.Errorf("SET=%q: cold gave %q, want %s", set, c.stdout, want)
+		}
+	}
+}
