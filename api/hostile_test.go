@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -244,5 +245,45 @@ func TestProgressSinceAtTheEdges(t *testing.T) {
 		if r.code != http.StatusOK {
 			t.Errorf("since=%s: %d %s", since, r.code, r.body)
 		}
+	}
+}
+
+// Two Content-Type headers (application/json, then text/plain) were read as
+// the first and the body accepted; two Authorization headers as the first.
+// RFC 9110 gives each one value: a request with two is refused, whichever
+// comes first.
+func TestRepeatedHeadersRefused(t *testing.T) {
+	e := newEnv(t)
+	send := func(h http.Header, body string) (int, api.Problem) {
+		t.Helper()
+		hr, err := http.NewRequest(http.MethodPost, e.url+"/v1/jobs", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hr.Header = h
+		resp, err := http.DefaultClient.Do(hr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var p api.Problem
+		_ = json.NewDecoder(resp.Body).Decode(&p)
+		return resp.StatusCode, p
+	}
+	spec := exampleJob(t)
+	for _, cts := range [][]string{{"application/json", "text/plain"}, {"text/plain", "application/json"}, {"application/json", "application/json"}} {
+		code, p := send(http.Header{"Authorization": {"Bearer " + tokA}, "Content-Type": cts}, spec)
+		if code != http.StatusUnsupportedMediaType || p.Type != api.ProblemUnsupportedMedia {
+			t.Errorf("Content-Type %q: %d %s, want 415", cts, code, p.Type)
+		}
+	}
+	for _, auth := range [][]string{{"Bearer " + tokA, "Bearer nope"}, {"Bearer nope", "Bearer " + tokA}} {
+		code, p := send(http.Header{"Authorization": auth, "Content-Type": {"application/json"}}, spec)
+		if code != http.StatusUnauthorized || p.Type != api.ProblemUnauthorized {
+			t.Errorf("Authorization %q: %d %s, want 401", auth, code, p.Type)
+		}
+	}
+	if code, _ := send(http.Header{"Authorization": {"Bearer " + tokA}, "Content-Type": {"application/json"}}, spec); code != http.StatusCreated {
+		t.Errorf("one of each: %d, want 201", code)
 	}
 }

@@ -89,7 +89,7 @@ func (s *Server) metricsAccess(c echo.Context) (full bool, err error) {
 	}
 	scheme, token, found := strings.Cut(h, " ")
 	token = strings.TrimSpace(token)
-	if !found || !strings.EqualFold(scheme, "Bearer") {
+	if !found || !strings.EqualFold(scheme, "Bearer") || len(c.Request().Header.Values(echo.HeaderAuthorization)) > 1 {
 		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="edl"`)
 		return false, unauthorized("send Authorization: Bearer <token>")
 	}

@@ -100,6 +100,10 @@ func tooLarge(limit int64) error {
 
 // readBody reads the request body after checking its media type is one of want.
 func (s *Server) readBody(c echo.Context, want ...string) ([]byte, error) {
+	cts := c.Request().Header.Values(echo.HeaderContentType)
+	if len(cts) > 1 { // which one would the body be? (RFC 9110: one value)
+		return nil, unsupportedMedia(strings.Join(cts, ", "), want...)
+	}
 	ct := c.Request().Header.Get(echo.HeaderContentType)
 	mt, _, err := mime.ParseMediaType(ct)
 	ok := false
@@ -133,8 +137,13 @@ const tenantKey ctxKey = "tenant"
 // authenticate finds the tenant of the bearer token (401 without one).
 func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
+		hs := c.Request().Header.Values(echo.HeaderAuthorization)
 		h := c.Request().Header.Get(echo.HeaderAuthorization)
 		scheme, token, found := strings.Cut(h, " ")
+		if len(hs) > 1 {
+			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="edl", error="invalid_request"`)
+			return unauthorized("send one Authorization header")
+		}
 		if h == "" || !found || !strings.EqualFold(scheme, "Bearer") {
 			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="edl"`)
 			return unauthorized("send Authorization: Bearer <token>")
