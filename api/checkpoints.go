@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -93,7 +94,7 @@ func (s *Server) listCheckpoints(c echo.Context) error {
 //	@Header			200		{string}	X-Checkpoint-SHA256	"SHA-256 of the body (hex)"
 //	@Failure		400		{object}	Problem
 //	@Failure		401		{object}	Problem
-//	@Failure		404		{object}	Problem
+//	@Failure		404		{object}	Problem	"no such job, or no checkpoint with a model at that step"
 //	@Failure		503		{object}	Problem	"no checkpoint store configured"
 //	@Router			/v1/jobs/{id}/checkpoints/{step}/model [get]
 func (s *Server) checkpointModel(c echo.Context) error {
@@ -106,6 +107,10 @@ func (s *Server) checkpointModel(c echo.Context) error {
 		return err
 	}
 	rc, shard, err := s.cfg.Checkpoints.OpenModel(c.Request().Context(), j.ID, step)
+	if errors.Is(err, jobs.ErrNotFound) {
+		return newProblem(http.StatusNotFound, ProblemNotFound, "no such checkpoint",
+			fmt.Sprintf("job %s has no committed checkpoint with a model at step %d (GET .../checkpoints lists them)", j.ID, step))
+	}
 	if err != nil {
 		return fmt.Errorf("open model of %s at step %d: %w", j.ID, step, err)
 	}

@@ -63,11 +63,16 @@ func TestCheckpointRoutes(t *testing.T) {
 	if m.header.Get("X-Checkpoint-SHA256") != "abc123" || m.header.Get("Content-Type") != "application/octet-stream" {
 		t.Fatalf("model headers = %v", m.header)
 	}
-	e.get("/v1/jobs/"+id+"/checkpoints/999/model", tokA).problem(t, http.StatusNotFound, api.ProblemNotFound)
+	// The job is there, the checkpoint is not: the answer says which.
+	if p := e.get("/v1/jobs/"+id+"/checkpoints/999/model", tokA).problem(t, http.StatusNotFound, api.ProblemNotFound); p.Title != "no such checkpoint" {
+		t.Errorf("missing step: title %q, want no such checkpoint", p.Title)
+	}
 	e.get("/v1/jobs/"+id+"/checkpoints/x/model", tokA).problem(t, http.StatusBadRequest, api.ProblemValidation)
 	// Another tenant learns nothing.
 	e.get("/v1/jobs/"+id+"/checkpoints", tokB).problem(t, http.StatusNotFound, api.ProblemNotFound)
-	e.get("/v1/jobs/"+id+"/checkpoints/200/model", tokB).problem(t, http.StatusNotFound, api.ProblemNotFound)
+	if p := e.get("/v1/jobs/"+id+"/checkpoints/200/model", tokB).problem(t, http.StatusNotFound, api.ProblemNotFound); p.Title != "no such job" {
+		t.Errorf("another tenant's checkpoint: title %q, want no such job", p.Title)
+	}
 	// Without a store the routes say so.
 	plain.get("/v1/jobs/"+id+"/checkpoints", tokA).problem(t, http.StatusServiceUnavailable, api.ProblemUnavailable)
 }
