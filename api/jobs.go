@@ -140,19 +140,12 @@ func (s *Server) createJob(c echo.Context) error {
 //	@Failure		429		{object}	Problem
 //	@Router			/v1/jobs [get]
 func (s *Server) listJobs(c echo.Context) error {
-	q := jobs.ListQuery{Tenant: tenantOf(c).Name, Cursor: c.QueryParam("cursor")}
-	params := c.QueryParams()
-	// The page's next value may come back as next (its name) or cursor.
-	cursorParam := "cursor"
-	if n, ok := params["next"]; ok {
-		if q.Cursor != "" && q.Cursor != n[0] {
-			return badQuery("next", "next and cursor differ: give one")
-		}
-		q.Cursor, cursorParam = n[0], "next"
-		if q.Cursor == "" {
-			return badQuery("next", "empty: give a page's next value, or leave next out for the first page")
-		}
+	cursor, cursorParam, err := queryCursor(c)
+	if err != nil {
+		return err
 	}
+	q := jobs.ListQuery{Tenant: tenantOf(c).Name, Cursor: cursor}
+	params := c.QueryParams()
 	for _, v := range params["status"] {
 		for _, st := range strings.Split(v, ",") {
 			if st = strings.TrimSpace(st); st != "" {
@@ -405,3 +398,20 @@ func (s *Server) cancelJob(c echo.Context) error {
 }
 
 var errAlreadyCancelling = errors.New("already cancelling")
+
+// queryCursor reads a list's page cursor: the previous page's next value,
+// given back as next (its name) or cursor. param is the name it came as.
+func queryCursor(c echo.Context) (cursor, param string, err error) {
+	params := c.QueryParams()
+	cursor, param = c.QueryParam("cursor"), "cursor"
+	if n, ok := params["next"]; ok {
+		if cursor != "" && cursor != n[0] {
+			return "", "", badQuery("next", "next and cursor differ: give one")
+		}
+		cursor, param = n[0], "next"
+		if cursor == "" {
+			return "", "", badQuery("next", "empty: give a page's next value, or leave next out for the first page")
+		}
+	}
+	return cursor, param, nil
+}

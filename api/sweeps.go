@@ -162,7 +162,8 @@ func (s *Server) getSweep(c echo.Context) error {
 //	@Security		BearerAuth
 //	@Produce		json
 //	@Param			limit	query		int		false	"page size, 1-500 (default 50)"
-//	@Param			next	query		string	false	"the next value of the previous page"
+//	@Param			next	query		string	false	"the next value of the previous page (a bad one is 400)"
+//	@Param			cursor	query		string	false	"the same as next (either name)"
 //	@Success		200		{object}	SweepList
 //	@Failure		400		{object}	Problem
 //	@Router			/v1/sweeps [get]
@@ -174,12 +175,16 @@ func (s *Server) listSweeps(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	cursor, cursorParam, err := queryCursor(c)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := s.storeCtx(c)
 	defer cancel()
-	page, next, err := s.cfg.Sweeps.List(ctx, tenantOf(c).Name, limit, c.QueryParam("next"))
+	page, next, err := s.cfg.Sweeps.List(ctx, tenantOf(c).Name, limit, cursor)
 	var ve *jobs.ValidationError
 	if errors.As(err, &ve) {
-		return badQuery("next", "not a cursor of this list")
+		return badQuery(cursorParam, "not a cursor of this list")
 	}
 	if err != nil {
 		return err

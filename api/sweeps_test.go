@@ -69,6 +69,14 @@ func TestSweepsSubmitGetListCancel(t *testing.T) {
 	if len(list.Sweeps) != 0 {
 		t.Fatalf("another tenant's list: %+v", list)
 	}
+	// The page cursor comes back as next or cursor, as for jobs; a made-up
+	// one is 400 naming the parameter it came as (cursor was ignored).
+	for _, q := range []string{"next=zzz", "cursor=zzz", "next=a&cursor=b"} {
+		p := e.get("/v1/sweeps?"+q, tokA).problem(t, http.StatusBadRequest, api.ProblemValidation)
+		if want := strings.SplitN(q, "=", 2)[0]; len(p.Errors) != 1 || p.Errors[0].Field != want {
+			t.Errorf("%s: %+v, want %s at fault", q, p.Errors, want)
+		}
+	}
 
 	del := e.do(req{method: http.MethodDelete, path: "/v1/sweeps/" + sw.ID, token: tokA})
 	var d sweep.Sweep
