@@ -159,7 +159,7 @@ func (w *Worker) failedReason(ctx context.Context, restarts, max int) string {
 		_ = json.Unmarshal(b, &f)
 	}
 	return fmt.Sprintf("program failed %d times (max_restarts %d); last: worker %s (rank %d): %s; last stderr lines:\n%s",
-		restarts, max, f.Worker, f.Rank, f.Exit, f.Tail)
+		restarts, max, f.Worker, f.Rank, f.describe(), f.Tail)
 }
 
 // masterPort is rank 0's rendezvous port: the reserved one, else a free
@@ -321,14 +321,27 @@ func (w *Worker) awaitExit(prog *core.Program, running bool) {
 
 // recordFailure keeps the first failure of g for the job's reason.
 func (w *Worker) recordFailure(ctx context.Context, g *coord.Generation, rank int, res core.ProgramResult) {
-	w.Log.Warn("program failed", "gen", g.Number, "rank", rank, "exit", res.Describe(), "stderr_tail", res.Tail)
-	f := execFailure{Worker: w.Cfg.Worker, Rank: rank, Exit: res.Describe(), Code: res.Code, Tail: res.Tail}
+	rootCause := errorFileMessage(w.jobEnv().ErrorFile)
+	w.Log.Warn("program failed", "gen", g.Number, "rank", rank, "exit", res.Describe(), "error", rootCause, "stderr_tail", res.Tail)
+	f := execFailure{Worker: w.Cfg.Worker, Rank: rank, Exit: res.Describe(), Code: res.Code, Tail: res.Tail, Error: rootCause}
 	b, _ := json.Marshal(f)
 	if err := w.Deps.Redis.SetNX(ctx, w.keys.Failed(g.Number), b, 24*time.Hour).Err(); err != nil {
 		w.Log.Warn("record program failure", "err", err)
 	}
-	w.Rep.Event(jobs.EventError, fmt.Sprintf("program of worker %s (rank %d) failed in generation %d: %s", w.Cfg.Worker, rank, g.Number, res.Describe()),
-		map[string]any{"worker": w.Cfg.Worker, "generation": g.Number, "rank": rank, "exit_code": res.Code})
+	data := map[string]any{"worker": w.Cfg.Worker, "generation": g.Number, "rank": rank, "exit_code": res.Code}
+	if rootCause != "" {
+		data["error"] = rootCause
+	}
+	w.Rep.Event(jobs.EventError, fmt.Sprintf("program of worker %s (rank %d) failed in generation %d: %s", w.Cfg.Worker, rank, g.Number, f.describe()), data)
+}
+
+// describe is how the failure exited, and its root cause when the program
+// wrote one (TORCHELASTIC_ERROR_FILE).
+func (f execFailure) describe() string {
+	if f.Error == "" {
+		return f.Exit
+	}
+	return f.Exit + ": " + f.Error
 }
 
 // report tells the leader that g is broken for this worker, unless a newer

@@ -55,6 +55,8 @@ type execFailure struct {
 	Exit   string `json:"exit"` // "exit code 3", "killed by SIGKILL"
 	Code   int    `json:"code"`
 	Tail   string `json:"stderr_tail"`
+	// Error is the root cause the program wrote to TORCHELASTIC_ERROR_FILE.
+	Error string `json:"error,omitempty"`
 }
 
 // readPeers takes one look (one round trip) at what judgePeers needs.
