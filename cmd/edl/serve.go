@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -65,6 +66,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	log := newLogger(stderr, level.Level, *logJSON)
 	rdb := redis.NewClient(apiRedisOptions(opts))
 	defer rdb.Close()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("serve: Redis at %s (--redis): %w", opts.Addr, err)
+	}
 	setup := apiSetup{Listen: *listen, Redis: rdb, Prefix: *prefix, Tenants: tenants, Logger: log, Config: apiCfg}
 	if *storeURL != "" {
 		st, err := checkpoint.Open(ctx, *storeURL, checkpoint.OptionsFromEnv(os.Getenv))
@@ -80,8 +84,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	var acl *loop.WorkerACL
 	if *workerACL {
-		if acl, err = loop.NewWorkerACL(ctx, rdb, *prefix); err != nil {
+		if acl, err = loop.NewWorkerACL(ctx, rdb, *prefix); errors.Is(err, loop.ErrNoACL) {
 			return fmt.Errorf("serve: %w; --worker-redis-acl=false lets workers use --worker-redis's login instead, which every job's program can read", err)
+		} else if err != nil {
+			return fmt.Errorf("serve: %w", err)
 		}
 		if anonymousRedis(ctx, opts) {
 			log.Warn("Redis answers clients that give no password (its default user has nopass): a job's program can reach every job anyway; set requirepass or 'ACL SETUSER default off' and give --redis a login")

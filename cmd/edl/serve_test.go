@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +26,24 @@ func TestServeFlags(t *testing.T) {
 	errb.Reset()
 	if code := runMain([]string{"serve", "--tenants", "/nonexistent.yaml"}, &out, &errb); code != 2 {
 		t.Errorf("serve with a missing tenants file: exit %d, %q", code, errb.String())
+	}
+	// Redis down said "worker ACL secret: ...; --worker-redis-acl=false
+	// lets workers use ...": a hint to turn the isolation off, for a Redis
+	// that was not there. It names Redis and --redis now, and no such hint.
+	tf := filepath.Join(t.TempDir(), "tenants.yaml")
+	if err := os.WriteFile(tf, []byte("tenants:\n  - name: a\n    token_sha256: "+jobs.HashToken("x")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	errb.Reset()
+	code := runMain([]string{"serve", "--tenants", tf, "--listen", "127.0.0.1:0", "--redis", "redis://" + dead}, &out, &errb)
+	if msg := errb.String(); code == 0 || !strings.Contains(msg, "Redis at "+dead+" (--redis)") || strings.Contains(msg, "worker-redis-acl") {
+		t.Errorf("serve with Redis down: exit %d, %q", code, msg)
 	}
 }
 
