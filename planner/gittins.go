@@ -1,7 +1,6 @@
 package planner
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -44,53 +43,49 @@ func NewServiceHistory(finished, live []float64) (*ServiceHistory, error) {
 	if len(finished) == 0 {
 		return nil, errors.New("service history: no finished jobs")
 	}
-	type obs struct {
-		v    float64
-		done bool
-	}
-	all := make([]obs, 0, len(finished)+len(live))
 	for i, v := range finished {
 		if !(v > 0) || math.IsInf(v, 0) {
 			return nil, fmt.Errorf("service history: finished job %d: service %g: must be a positive finite number", i, v)
 		}
-		all = append(all, obs{v, true})
 	}
 	for i, v := range live {
 		if !(v >= 0) || math.IsInf(v, 0) {
 			return nil, fmt.Errorf("service history: live job %d: attained service %g: must be a non-negative finite number", i, v)
 		}
-		all = append(all, obs{v, false})
 	}
-	slices.SortFunc(all, func(a, b obs) int {
-		if a.v != b.v {
-			return cmp.Compare(a.v, b.v)
-		}
-		if a.done == b.done {
-			return 0
-		}
-		if a.done { // a job finished at v was at risk before one censored at v
-			return -1
-		}
-		return 1
-	})
+	// Both in ascending service: a caller that keeps finished sorted (a
+	// simulator, whose history only grows) pays no sort of it.
+	if !slices.IsSorted(finished) {
+		finished = slices.Sorted(slices.Values(finished))
+	}
+	live = slices.Sorted(slices.Values(live))
 	// Kaplan-Meier: the mass of each finished value, and what is left
-	// beyond the last one (live jobs that outlived every finished one).
-	var vals, mass []float64
-	surv, atRisk := 1.0, float64(len(all))
-	for i := 0; i < len(all); {
-		k, d := i, 0
-		for ; k < len(all) && all[k].v == all[i].v; k++ {
-			if all[k].done {
-				d++
-			}
+	// beyond the last one (live jobs that outlived every finished one). At
+	// a value both finished and live jobs hold, the finished ones were at
+	// risk before the ones censored there.
+	vals, mass := make([]float64, 0, len(finished)), make([]float64, 0, len(finished))
+	surv, atRisk := 1.0, float64(len(finished)+len(live))
+	for i, j := 0, 0; i < len(finished) || j < len(live); {
+		v := math.Inf(1)
+		if i < len(finished) {
+			v = finished[i]
+		}
+		if j < len(live) {
+			v = min(v, live[j])
+		}
+		d, c := 0, 0
+		for ; i < len(finished) && finished[i] == v; i++ {
+			d++
+		}
+		for ; j < len(live) && live[j] == v; j++ {
+			c++
 		}
 		if d > 0 {
 			m := surv * float64(d) / atRisk
-			vals, mass = append(vals, all[i].v), append(mass, m)
+			vals, mass = append(vals, v), append(mass, m)
 			surv -= m
 		}
-		atRisk -= float64(k - i)
-		i = k
+		atRisk -= float64(d + c)
 	}
 	tail := max(surv, 0)
 	pm := make([]float64, len(vals)+1) // prefix sums of mass
