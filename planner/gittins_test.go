@@ -3,6 +3,7 @@ package planner
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -202,10 +203,17 @@ func TestServiceHistoryCensored(t *testing.T) {
 		// and 200, 1/3 beyond; quantum 200 spends 100/3 + 200*2/3 for
 		// a 2/3 chance: 250.
 		{[]float64{100, 200}, []float64{1000}, 0, 250},
+		// Unsorted, and a live job at a finished value: the same masses
+		// as sorted (1/3 on 100, 2/3 on 200), the caller's slices as given.
+		{[]float64{200, 100}, []float64{100}, 0, 500.0 / 3},
 	} {
+		fin, live := slices.Clone(tc.finished), slices.Clone(tc.live)
 		h, err := NewServiceHistory(tc.finished, tc.live)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if !slices.Equal(fin, tc.finished) || !slices.Equal(live, tc.live) {
+			t.Errorf("NewServiceHistory changed its arguments: %v %v, were %v %v", tc.finished, tc.live, fin, live)
 		}
 		if got := h.Rank(tc.at); math.Abs(got-tc.want) > 1e-9 {
 			t.Errorf("finished %v, live %v: rank at %g = %g, want %g", tc.finished, tc.live, tc.at, got, tc.want)
