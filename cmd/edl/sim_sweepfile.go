@@ -61,6 +61,9 @@ func runSimSweepFile(ctx context.Context, args []string, stdout, stderr io.Write
 		return usageErrorf("sim: --sweep-file: %v", err)
 	}
 	c.Spec = spec
+	if *noise < 0 {
+		return usageErrorf("sim: --curve-noise %g: must not be negative (0: noiseless curves)", *noise)
+	}
 	c.Curves = sweepsim.Seeded{Seed: *seed, Noise: *noise}
 	if *logFile != "" {
 		f, err := os.Open(*logFile)

@@ -51,10 +51,12 @@ func TestSimSweepFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, args := range map[string][]string{
-		"missing file":  {"--sweep-file", "nope.json"},
-		"unknown field": {"--sweep-file", bad},
-		"invalid spec":  {"--sweep-file", "../../examples/sweep.json", "--step-s", "-1"},
-		"bad log":       {"--sweep-file", "../../examples/sweep.json", "--metric-log", bad},
+		"missing file":   {"--sweep-file", "nope.json"},
+		"unknown field":  {"--sweep-file", bad},
+		"invalid spec":   {"--sweep-file", "../../examples/sweep.json", "--step-s", "-1"},
+		"bad log":        {"--sweep-file", "../../examples/sweep.json", "--metric-log", bad},
+		"negative noise": {"--sweep-file", "../../examples/sweep.json", "--curve-noise", "-1"},
+		"NaN step":       {"--sweep-file", "../../examples/sweep.json", "--step-s", "NaN"},
 	} {
 		if err := runSim(context.Background(), args, &out, &errb); err == nil {
 			t.Errorf("%s: no error", name)
