@@ -510,3 +510,24 @@ func TestClientConfigFromEdlDev(t *testing.T) {
 		t.Errorf("banner does not say the file was left alone: %s", banner.String())
 	}
 }
+
+// An exec job whose program reports nothing read "epoch 1, step 0, 0
+// samples (100%)" once it succeeded, an epoch it never told; it says that
+// nothing was reported. A built-in job's progress reads as before.
+func TestGetShowsUnreportedProgress(t *testing.T) {
+	now := time.Now()
+	ex := jobs.Job{ID: "j-1", State: jobs.Succeeded, CreatedAt: now, UpdatedAt: now,
+		Spec: jobs.Spec{Trainer: jobs.Trainer{Kind: jobs.TrainerExec, Exec: &jobs.ExecTrainer{Command: []string{"/bin/true"}}}}}
+	var b bytes.Buffer
+	printJob(&b, terminal{}, ex, now)
+	if !strings.Contains(b.String(), "none reported by the program") || strings.Contains(b.String(), "epoch 1") {
+		t.Errorf("exec job without progress:\n%s", b.String())
+	}
+	bi := jobs.Job{ID: "j-2", State: jobs.Running, CreatedAt: now, UpdatedAt: now, Progress: jobs.Progress{Epoch: 1, Step: 40, Samples: 5120},
+		Spec: jobs.Spec{Trainer: jobs.Trainer{Kind: jobs.TrainerBuiltin, Builtin: &jobs.BuiltinTrainer{Epochs: 6}}}}
+	b.Reset()
+	printJob(&b, terminal{}, bi, now)
+	if !strings.Contains(b.String(), "epoch 2/6, step 40, 5120 samples") {
+		t.Errorf("built-in job:\n%s", b.String())
+	}
+}

@@ -220,7 +220,12 @@ func printJob(w io.Writer, term terminal, j jobs.Job, now time.Time) {
 	t.row("Workers:", fmt.Sprintf("%d current, %d target (range %d..%d%s)", j.Workers.Current, j.Workers.Target, j.Spec.Workers.Min, j.Spec.Workers.Max, pin))
 	t.row("Trainer:", string(j.Spec.Trainer.Kind))
 	t.row("Priority:", string(j.Spec.Priority))
-	t.row("Progress:", fmt.Sprintf("%s, step %d, %d samples (%s)", epochOf(j), j.Progress.Step, j.Progress.Samples, percent(j)))
+	if j.Spec.Trainer.Kind == jobs.TrainerExec && j.Progress.Step == 0 && j.Progress.Samples == 0 && j.Progress.Epoch == 0 {
+		// Not "epoch 1, step 0": the program reported nothing to go by.
+		t.row("Progress:", "none reported by the program (steps written to $EDL_METRICS_FILE show here: docs/exec.md)")
+	} else {
+		t.row("Progress:", fmt.Sprintf("%s, step %d, %d samples (%s)", epochOf(j), j.Progress.Step, j.Progress.Samples, percent(j)))
+	}
 	if j.Progress.Step > 0 {
 		t.row("Loss:", fmt.Sprintf("%.4f", j.Progress.Loss))
 		t.row("Samples/s:", si(j.Progress.SamplesPerS))

@@ -178,7 +178,9 @@
       if (j.reason) row("Reason", j.reason);
       row("Tenant", j.tenant);
       row("Workers", `${j.workers.current} current, ${j.workers.target} target (range ${j.spec.workers.min}..${j.spec.workers.max}${j.workers.pinned ? ", pinned " + j.workers.pinned : ""})`);
-      row("Progress", h("span", {}, progressCell(j), ` epoch ${j.progress.epoch + 1}, step ${j.progress.step}`));
+      const unreported = j.spec.trainer.kind === "exec" && !j.progress.step && !j.progress.samples && !j.progress.epoch;
+      row("Progress", unreported ? "none reported by the program (steps it writes to $EDL_METRICS_FILE show here)"
+        : h("span", {}, progressCell(j), ` epoch ${j.progress.epoch + 1}, step ${j.progress.step}`));
       if (j.progress.step > 0) row("Loss / samples/s", `${j.progress.loss.toFixed(4)} / ${edlChart.fmtNum(j.progress.samples_per_s)}`);
       const dl = deadlineInfo(j);
       if (dl) {
