@@ -102,6 +102,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	base.MinFactor, base.MaxFactor, base.QueueThreshold = *minF, *maxF, *queue
 	base.TiresiasQueues, base.QueuePerGPU, base.LASOrder = *tq, *qpg, *las
+	if err := writableFile(*plotTo); err != nil {
+		return usageErrorf("sim: --plot: %v", err) // before the runs, not after them
+	}
 	if sw.on {
 		if *loads == "" {
 			factors = []float64{0.5, 1, 2, 4}
@@ -256,4 +259,27 @@ func (c clusterFlags) check() error {
 		return usageErrorf("sim: --load %g: must be a positive number", *c.load)
 	}
 	return nil
+}
+
+// writableFile says why a file could not be written at path ("" passes):
+// its folder is missing or not writable, or path is a folder. Nothing is
+// left behind.
+func writableFile(path string) error {
+	if path == "" {
+		return nil
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("%s is a directory", path)
+	}
+	dir := filepath.Dir(path)
+	if _, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("cannot write %s: %w", path, err)
+	}
+	f, err := os.CreateTemp(dir, ".edl-write-check-*")
+	if err != nil {
+		return fmt.Errorf("cannot write %s: folder %s is not writable", path, dir)
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
 }

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -87,5 +89,26 @@ func TestSimGenAndCompareLoads(t *testing.T) {
 		if code := runMain(bad, &out, &errb); code != 2 {
 			t.Errorf("%v: exit %d (%s), want 2", bad, code, errb.String())
 		}
+	}
+}
+
+// --plot to a path that cannot be written failed after every run (32 s of a
+// 20,000-job trace); it fails before them now, and a good path still gets
+// its PNG.
+func TestSimPlotPathCheckedFirst(t *testing.T) {
+	var out, errb bytes.Buffer
+	dir := t.TempDir()
+	for _, bad := range []string{filepath.Join(dir, "missing", "x.png"), dir} {
+		err := runSim(context.Background(), []string{"--trace", "no-such-trace.csv", "--plot", bad}, &out, &errb)
+		var ue usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--plot") {
+			t.Errorf("--plot %s: %v, want a usage error naming --plot before the trace is read", bad, err)
+		}
+	}
+	if err := writableFile(filepath.Join(dir, "ok.png")); err != nil {
+		t.Errorf("writable path: %v", err)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Errorf("the check left %v behind", left)
 	}
 }
