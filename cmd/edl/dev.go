@@ -119,6 +119,7 @@ type devEnv struct {
 	errc     chan error
 	apiDone  chan struct{} // closed when the API's Run returned
 	stop     context.CancelFunc
+	lock     *os.File // --data-dir's lock (dev_lock.go), released last
 }
 
 // startDev brings up Redis, the store, the local cluster, the planner and
@@ -131,8 +132,12 @@ func startDev(parent context.Context, c devConfig, log *slog.Logger) (_ *devEnv,
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("dev: --data-dir %s: %w", dataDir, err)
 	}
+	lock, err := lockDataDir(dataDir)
+	if err != nil {
+		return nil, err
+	}
 	ctx, stop := context.WithCancel(parent)
-	d := &devEnv{dataDir: dataDir, grace: c.grace, errc: make(chan error, 2), stop: stop}
+	d := &devEnv{dataDir: dataDir, grace: c.grace, errc: make(chan error, 2), stop: stop, lock: lock}
 	defer func() {
 		if err != nil {
 			d.shutdown()
@@ -284,6 +289,9 @@ func (d *devEnv) shutdown() {
 	}
 	if d.redis != nil {
 		d.redis.Stop()
+	}
+	if d.lock != nil {
+		d.lock.Close()
 	}
 }
 
