@@ -45,3 +45,14 @@ func TestExecFailureNamesItsRootCause(t *testing.T) {
 		t.Fatalf("job %s, reason %q: want failed, naming the exception after the exit", st, reason)
 	}
 }
+
+// A program that cannot start wrote no stderr: the reason ends at the
+// cause, not at an empty "last stderr lines:".
+func TestExecThatCannotStartNamesWhy(t *testing.T) {
+	r := newExecRunOf(t, 1, 1, 0, func(e *jobs.ExecTrainer) { e.Command = []string{"/nonexistent/edl-test-program"} })
+	r.add("w0")
+	st, reason := r.wait(60 * time.Second)
+	if st != jobs.Failed || !strings.Contains(reason, "could not start") || !strings.Contains(reason, "no such file") || strings.Contains(reason, "stderr") {
+		t.Fatalf("job %s, reason %q: want failed, naming why it could not start, and no stderr part", st, reason)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/edl-nomad/edl/internal/periodic"
@@ -158,8 +159,11 @@ func (w *Worker) failedReason(ctx context.Context, restarts, max int) string {
 	if b, err := w.Deps.Redis.Get(ctx, w.keys.base+"lastfailure").Bytes(); err == nil {
 		_ = json.Unmarshal(b, &f)
 	}
-	return fmt.Sprintf("program failed %d times (max_restarts %d); last: worker %s (rank %d): %s; last stderr lines:\n%s",
-		restarts, max, f.Worker, f.Rank, f.describe(), f.Tail)
+	reason := fmt.Sprintf("program failed %d times (max_restarts %d); last: worker %s (rank %d): %s", restarts, max, f.Worker, f.Rank, f.describe())
+	if strings.TrimSpace(f.Tail) == "" {
+		return reason // it wrote nothing to stderr (or never started)
+	}
+	return reason + "; last stderr lines:\n" + f.Tail
 }
 
 // masterPort is rank 0's rendezvous port: the reserved one, else a free
