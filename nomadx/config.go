@@ -4,8 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"regexp"
 	"time"
 )
+
+// jobPrefixRE is what a Nomad job ID prefix may hold: nothing a URL path
+// or Nomad's own ID rules (no spaces, no NUL) would trip on.
+var jobPrefixRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 // Driver is the Nomad task driver that runs `edl worker`.
 type Driver string
@@ -113,11 +119,11 @@ func (c Config) Validate() error {
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("nomad config: %s: %s", field, fmt.Sprintf(format, args...)))
 	}
-	if c.Address == "" {
-		bad("address", "required")
+	if u, err := url.Parse(c.Address); c.Address == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "unix") || (u.Scheme != "unix" && u.Host == "") {
+		bad("address", "%q: want the agent's http://HOST:PORT, https://HOST:PORT or unix:///PATH", c.Address)
 	}
-	if c.JobPrefix == "" {
-		bad("job_prefix", "required (Nomad job IDs are <prefix><edl job id>)")
+	if c.JobPrefix == "" || !jobPrefixRE.MatchString(c.JobPrefix) {
+		bad("job_prefix", "%q: want 1-64 letters, digits, '.', '_' or '-' (Nomad job IDs are <prefix><edl job id>, and go into API paths)", c.JobPrefix)
 	}
 	if len(c.Datacenters) == 0 {
 		bad("datacenters", "at least one")

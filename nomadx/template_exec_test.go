@@ -155,3 +155,28 @@ func TestExecConfigValidate(t *testing.T) {
 		t.Errorf("good exec config refused: %v", err)
 	}
 }
+
+// --nomad-addr ftp://x and --nomad-job-prefix bad/prefix were taken at
+// start and failed at every planner round after (an unsupported scheme; a
+// job ID that splits the API's path); both are refused by name now.
+func TestConfigRefusesAddressAndPrefix(t *testing.T) {
+	for _, tc := range []struct{ addr, prefix, field string }{
+		{"ftp://x", "edl-", "address"},
+		{"127.0.0.1:4646", "edl-", "address"},
+		{"http://", "edl-", "address"},
+		{"http://127.0.0.1:4646", "bad/prefix", "job_prefix"},
+		{"http://127.0.0.1:4646", "sp ace", "job_prefix"},
+		{"http://127.0.0.1:4646", "", "job_prefix"},
+	} {
+		cfg := testConfig(tc.addr)
+		cfg.JobPrefix = tc.prefix
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("address %q, prefix %q: %v, want an error naming %s", tc.addr, tc.prefix, err, tc.field)
+		}
+	}
+	for _, addr := range []string{"http://127.0.0.1:4646", "https://nomad.internal:4646", "unix:///var/run/nomad.sock"} {
+		if err := testConfig(addr).Validate(); err != nil {
+			t.Errorf("address %q refused: %v", addr, err)
+		}
+	}
+}

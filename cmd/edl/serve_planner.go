@@ -80,7 +80,7 @@ func (n *nomadFlags) plannerOnNomad(rdb redis.UniversalClient, prefix, redisURL,
 		c.WorkerRedisAuth = acl.Credentials
 	}
 	if err := c.Validate(); err != nil {
-		return nil, nil, usageErrorf("serve: %v", err)
+		return nil, nil, usageErrorf("serve: %s", nomadFlagNames.Replace(err.Error()))
 	}
 	cluster, err := nomadx.New(c, log)
 	if err != nil {
@@ -119,3 +119,19 @@ func (n *nomadFlags) plannerOnNomad(rdb redis.UniversalClient, prefix, redisURL,
 		return pl.Run(ctx)
 	}, cluster, nil
 }
+
+// nomadFlagNames names, in nomadx.Config's errors, the flag that sets each
+// field: "nomad config: store_url: required" reads "nomad config:
+// store_url (--store): required".
+var nomadFlagNames = func() *strings.Replacer {
+	var pairs []string
+	for field, flag := range map[string]string{
+		"address": "--nomad-addr", "job_prefix": "--nomad-job-prefix", "datacenters": "--nomad-datacenters",
+		"driver": "--driver", "image": "--docker-image", "command": "--worker-command",
+		"cpu_mhz": "--worker-cpu", "memory_mib": "--worker-memory", "kill_timeout": "--worker-kill-timeout",
+		"redis_url": "--worker-redis", "store_url": "--store", "tls.client_cert": "--nomad-client-cert and --nomad-client-key",
+	} {
+		pairs = append(pairs, "nomad config: "+field+": ", "nomad config: "+field+" ("+flag+"): ")
+	}
+	return strings.NewReplacer(pairs...)
+}()

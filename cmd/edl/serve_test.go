@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"log/slog"
 	"net"
 	"net/http"
@@ -99,5 +100,18 @@ func TestServeAPIStopsWhenHookFails(t *testing.T) {
 		Logger: slog.New(slog.DiscardHandler)}, func(context.Context, *jobstore.Store) error { return boom })
 	if !errors.Is(err, boom) {
 		t.Fatalf("serveAPI = %v, want the hook's error", err)
+	}
+}
+
+// nomadx.Config's errors name its fields; serve's name the flag beside
+// each, so "store_url: required" says to give --store.
+func TestServeNomadErrorsNameTheFlag(t *testing.T) {
+	n := addNomadFlags(flag.NewFlagSet("serve", flag.ContinueOnError))
+	n.cfg.Address, n.cfg.JobPrefix = "ftp://x", "a/b"
+	_, _, err := n.plannerOnNomad(nil, "edl:", "redis://127.0.0.1:6379", "", nil, nil, nil, slog.New(slog.DiscardHandler))
+	for _, want := range []string{"address (--nomad-addr)", "job_prefix (--nomad-job-prefix)", "store_url (--store)"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err %v, want it to name %s", err, want)
+		}
 	}
 }
