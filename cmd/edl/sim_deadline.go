@@ -83,19 +83,23 @@ func runSimDeadline(ctx context.Context, args []string, stdout, stderr io.Writer
 	if *policy != "" {
 		policies = []dlsim.Policy{dlsim.Policy(*policy)}
 	}
-	secs := map[string]time.Duration{}
-	for name, v := range map[string]float64{"slot-s": *slot, "start-cost-s": *start, "join-cost-s": *join, "leave-cost-s": *leave} {
-		d, err := cli.Seconds(name, v)
-		if err != nil {
+	// In flag order, so that of two bad values the same one is named each time.
+	var slotD, startD, joinD, leaveD time.Duration
+	for _, f := range []struct {
+		name string
+		v    float64
+		d    *time.Duration
+	}{{"slot-s", *slot, &slotD}, {"start-cost-s", *start, &startD}, {"join-cost-s", *join, &joinD}, {"leave-cost-s", *leave, &leaveD}} {
+		var err error
+		if *f.d, err = cli.Seconds(f.name, f.v); err != nil {
 			return usageErrorf("sim: %v", err)
 		}
-		secs[name] = d
 	}
 	var results []dlsim.Result
 	for _, p := range policies {
 		o := d
-		o.Policy, o.GPUs, o.GPUsPerNode, o.Slot, o.AnySize, o.MaxFactor = p, *gpus, *perNode, secs["slot-s"], *anySize, *maxF
-		o.Costs = dlsim.ResizeCosts{Start: secs["start-cost-s"], Join: secs["join-cost-s"], Leave: secs["leave-cost-s"]}
+		o.Policy, o.GPUs, o.GPUsPerNode, o.Slot, o.AnySize, o.MaxFactor = p, *gpus, *perNode, slotD, *anySize, *maxF
+		o.Costs = dlsim.ResizeCosts{Start: startD, Join: joinD, Leave: leaveD}
 		if err := o.Validate(); err != nil {
 			return usageErrorf("sim: %v", err)
 		}

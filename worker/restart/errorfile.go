@@ -40,7 +40,7 @@ func errorFileMessage(path string) string {
 	}
 	msg = strings.TrimSpace(msg)
 	if len(msg) > maxErrorMessage {
-		msg = msg[:maxErrorMessage] + "..."
+		msg = strings.ToValidUTF8(msg[:maxErrorMessage], "") + "..." // no rune cut in half
 	}
 	return msg
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/edl-nomad/edl/jobs"
 )
@@ -26,6 +27,14 @@ func TestErrorFileMessage(t *testing.T) {
 		if got := errorFileMessage(p); got != tc.want {
 			t.Errorf("%s: %.80q, want %.80q", tc.name, got, tc.want)
 		}
+	}
+	// Cut at the byte bound, a two-byte rune is not left half there.
+	p := filepath.Join(dir, "runes.json")
+	if err := os.WriteFile(p, []byte(`{"message": "x`+strings.Repeat("é", 2000)+`"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := errorFileMessage(p); !utf8.ValidString(got) || !strings.HasSuffix(got, "é...") {
+		t.Errorf("a long message of two-byte runes: %.40q ... %q", got, got[max(0, len(got)-8):])
 	}
 	if got := errorFileMessage(filepath.Join(dir, "none.json")); got != "" {
 		t.Errorf("no file: %q", got)
