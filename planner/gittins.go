@@ -97,31 +97,89 @@ func NewServiceHistory(finished, live []float64) (*ServiceHistory, error) {
 	h := &ServiceHistory{n: len(finished), max: vals[len(vals)-1]}
 	for a := 0.0; a < h.max; {
 		h.grid = append(h.grid, a)
-		h.rank = append(h.rank, gittinsRank(vals, pm, pv, tail, a))
 		if a == 0 {
 			a = gittinsGridStart
 		} else {
 			a *= gittinsGridFactor
 		}
 	}
+	h.rank = gittinsRanks(vals, pm, pv, tail, h.grid)
 	return h, nil
 }
 
-// gittinsRank is 1/G(a) for a job that has attained a, where G is the
-// Gittins index of the distribution with masses at vals (sorted, with
-// prefix sums of mass and of mass x value) and tail mass beyond them:
-// G(a) = max over quanta d of P(S-a <= d | S > a) / E[min(S-a, d) | S > a].
-// Its inverse is the GPU seconds the job is expected to use per
-// completion it buys: lower is better.
-func gittinsRank(vals, pm, pv []float64, tail, a float64) float64 {
-	i := sort.SearchFloat64s(vals, math.Nextafter(a, math.Inf(1))) // first value > a
+// gittinsRanks is 1/G(a) at each grid point a (ascending, each below the
+// last value), where G is the Gittins index of the distribution with masses
+// at vals (sorted, with prefix sums pm of mass and pv of mass x value) and
+// tail mass beyond them:
+//
+//	G(a) = max over quanta d of P(S-a <= d | S > a) / E[min(S-a, d) | S > a].
+//
+// Its inverse is the GPU seconds a job that has attained a is expected to
+// use per completion it buys: lower is better. The quanta worth trying end
+// at a value, vals[k] - a for k >= i (the first value above a); with mass
+// done = pm[k+1]-pm[i] finishing and alive = pm[n]-pm[i]+tail at risk,
+//
+//	spent(k) = pv[k+1]-pv[i] - done*a + (alive-done)*(vals[k]-a)
+//	         = g[k] - (pv[i] + a*alive),  g[k] = pv[k+1] + (total-pm[k+1])*vals[k],
+//
+// with total = pm[n]+tail. So spent(k)/done(k) is the slope from the point
+// (pm[i], pv[i]+a*alive) to the point (pm[k+1], g[k]), and its minimum over
+// k >= i is where the line from that point touches the lower convex hull of
+// the points k >= i: found by bisection on the hull, which grows leftwards
+// as the grid is walked down. A rebuild of a history of n values costs
+// O(n + grid x log n) instead of O(grid x n): a simulator rebuilds it at
+// every job completion.
+func gittinsRanks(vals, pm, pv []float64, tail float64, grid []float64) []float64 {
 	n := len(vals)
-	alive := pm[n] - pm[i] + tail
+	total := pm[n] + tail
+	xs, ys := pm[1:], make([]float64, n)
+	for k, v := range vals {
+		ys[k] = pv[k+1] + (total-pm[k+1])*v
+	}
+	// turn is the z of (b-o) x (c-o): > 0 when o, b, c turn left.
+	turn := func(ox, oy float64, b, c int) float64 {
+		return (xs[b]-ox)*(ys[c]-oy) - (ys[b]-oy)*(xs[c]-ox)
+	}
+	hull := make([]int, 0, n) // lower hull, rightmost first: hull[len-1] is leftmost
+	ranks := make([]float64, len(grid))
+	next := n // the points k >= next are in hull
+	for g := len(grid) - 1; g >= 0; g-- {
+		a := grid[g]
+		i := sort.SearchFloat64s(vals, math.Nextafter(a, math.Inf(1))) // first value > a
+		for next > i {
+			next--
+			for len(hull) >= 2 && turn(xs[next], ys[next], hull[len(hull)-1], hull[len(hull)-2]) <= 0 {
+				hull = hull[:len(hull)-1]
+			}
+			hull = append(hull, next)
+		}
+		alive := pm[n] - pm[i] + tail
+		if !(xs[i] > pm[i]) { // no mass at the first value (underflow): no slope to bisect
+			ranks[g] = gittinsRankOver(vals, pm, pv, alive, a, i, i, n-1)
+			continue
+		}
+		qx, qy := pm[i], pv[i]+a*alive
+		// Seen from q, left of every point, the slope to the hull's
+		// vertices falls then rises: the first vertex whose successor is no
+		// lower in slope is the minimum.
+		m := len(hull)
+		j := sort.Search(m-1, func(j int) bool {
+			return turn(qx, qy, hull[m-1-j], hull[m-2-j]) >= 0
+		})
+		k := hull[m-1-j]
+		ranks[g] = gittinsRankOver(vals, pm, pv, alive, a, i, k, k)
+	}
+	return ranks
+}
+
+// gittinsRankOver is the least expected service per completion, for a
+// job that has attained a, over the quanta that end at vals[lo..hi], with
+// i the first value above a (lo >= i) and alive the mass beyond a.
+func gittinsRankOver(vals, pm, pv []float64, alive, a float64, i, lo, hi int) float64 {
 	best := math.Inf(1)
-	for k := i; k < n; k++ {
+	for k := lo; k <= hi; k++ {
 		d := vals[k] - a
 		done := pm[k+1] - pm[i]
-		// Expected service spent with quantum d, over the chance to finish.
 		spent := pv[k+1] - pv[i] - done*a + (alive-done)*d
 		if r := spent / done; r < best {
 			best = r

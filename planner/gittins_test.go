@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +58,54 @@ func TestGittinsRankMatchesDefinition(t *testing.T) {
 			want := bruteRank(s, a)
 			if got := h.rank[k]; math.Abs(got-want) > 1e-9*want {
 				t.Fatalf("case %d: rank at %g: %g, the definition gives %g", c, a, got, want)
+			}
+		}
+	}
+}
+
+// TestGittinsRanksMatchScan: the hull bisection gives the least over every
+// quantum, as a scan of all of them does, on random distributions (many
+// values, uneven masses, masses that vanish, a tail beyond the last value).
+func TestGittinsRanksMatchScan(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 3))
+	for c := range 300 {
+		n := 1 + r.IntN(400)
+		vals := make([]float64, 0, n)
+		for v := 1 + 100*r.Float64(); len(vals) < n; v += 1 + r.ExpFloat64()*math.Pow(10, 3*r.Float64()) {
+			vals = append(vals, math.Round(v))
+		}
+		vals = slices.Compact(vals)
+		mass := make([]float64, len(vals))
+		for k := range mass {
+			switch r.IntN(10) {
+			case 0:
+				mass[k] = 1e-300 // underflows against the others
+			case 1:
+				mass[k] = 0
+			default:
+				mass[k] = r.Float64()
+			}
+		}
+		mass[0] = max(mass[0], 1e-3) // the first value always has some
+		tail := 0.0
+		if r.IntN(2) == 0 {
+			tail = 3 * r.Float64()
+		}
+		pm, pv := make([]float64, len(vals)+1), make([]float64, len(vals)+1)
+		for k := range vals {
+			pm[k+1] = pm[k] + mass[k]
+			pv[k+1] = pv[k] + mass[k]*vals[k]
+		}
+		var grid []float64
+		for a := 0.0; a < vals[len(vals)-1]; a = max(gittinsGridStart, a*gittinsGridFactor) {
+			grid = append(grid, a)
+		}
+		got := gittinsRanks(vals, pm, pv, tail, grid)
+		for g, a := range grid {
+			i := sort.SearchFloat64s(vals, math.Nextafter(a, math.Inf(1)))
+			want := gittinsRankOver(vals, pm, pv, pm[len(vals)]-pm[i]+tail, a, i, i, len(vals)-1)
+			if !(math.Abs(got[g]-want) <= 1e-9*math.Abs(want)) && got[g] != want {
+				t.Fatalf("case %d (%d values): rank at %g: hull %g, scan %g", c, len(vals), a, got[g], want)
 			}
 		}
 	}
@@ -259,5 +308,26 @@ func TestGittinsFirstQueueSizedToCluster(t *testing.T) {
 	c.GittinsFirstQueueMin = 20000
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "gittins_first_queue_min") {
 		t.Errorf("lower limit above the upper: %v, want an error naming gittins_first_queue_min", err)
+	}
+}
+
+// BenchmarkServiceHistory: a history of 10,000 finished and 100 live jobs
+// with Philly-like heavy-tailed service, built as a simulator does at every
+// completion.
+func BenchmarkServiceHistory(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	fin := make([]float64, 10000)
+	for i := range fin {
+		fin[i] = math.Round(60 * math.Pow(10, 5*r.Float64()))
+	}
+	slices.Sort(fin)
+	live := make([]float64, 100)
+	for i := range live {
+		live[i] = math.Round(60 * math.Pow(10, 4*r.Float64()))
+	}
+	for b.Loop() {
+		if _, err := NewServiceHistory(fin, live); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
