@@ -234,3 +234,42 @@ func TestRunCountsFromTheFirstArrival(t *testing.T) {
 		t.Errorf("1e12 s apart: %v, want the span refused", err)
 	}
 }
+
+// A run whose last arrivals are all refused ends there: it reported
+// "stuck ... with 0 jobs waiting and none running" (Philly VC 103959 at
+// --slot-s 300, whose last job, 16 s long, is due before the slot it
+// arrives in), for every policy run after it too.
+func TestRunEndsWhenTheLastArrivalsAreRefused(t *testing.T) {
+	tb := Tables{"m": {64: {1: 1, 2: 2}}}
+	head := "job_id,submit_time,iteration,model_name,ddl,batch_size,num_gpu,duration\n"
+	for _, tt := range []struct {
+		name, body   string
+		slot         time.Duration
+		met, refused int
+	}{
+		// b needs 1000 s at 2 GPUs and is due in 10: refused at arrival.
+		{"events", "a,0,100,m,200,64,1,100\nb,50,2000,m,60,64,2,1000\n", 0, 1, 1},
+		// b arrives at 290 s, is looked at in the slot at 300 s, due at 295.
+		{"slot", "a,0,100,m,200,64,1,100\nb,290,1,m,295,64,1,1\n", 300 * time.Second, 1, 1},
+		// The only job, refused.
+		{"only job", "b,0,2000,m,10,64,2,1000\n", 0, 0, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			js, err := ReadElasticFlow(strings.NewReader(head+tt.body), tb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := DefaultOptions(Deadline)
+			o.GPUs, o.GPUsPerNode, o.Slot = 2, 2, tt.slot
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			r, err := Run(ctx, js, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Met != tt.met || r.Refused != tt.refused || r.Late != 0 {
+				t.Errorf("met %d, refused %d, late %d; want %d, %d, 0", r.Met, r.Refused, r.Late, tt.met, tt.refused)
+			}
+		})
+	}
+}

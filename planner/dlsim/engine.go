@@ -125,6 +125,9 @@ func Run(ctx context.Context, js []Job, o Options) (Result, error) {
 				r.refused = true
 			}
 		}
+		if e.next == len(e.all) && len(e.active) == 0 {
+			break // the last arrivals were refused: nothing is left to run
+		}
 		e.apply(e.p.decide(e))
 		t := e.nextRound()
 		if math.IsInf(t, 1) {
