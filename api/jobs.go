@@ -105,7 +105,7 @@ func (s *Server) createJob(c echo.Context) error {
 	if err := tenantOf(c).Admit(spec, ""); err != nil {
 		return err
 	}
-	if done, err := s.deadlineGate(c, spec); done { // deadline.go: admission, dry_run
+	if done, err := s.deadlineGate(c, spec, key); done { // deadline.go: admission, dry_run
 		return err
 	}
 	ctx, cancel := s.storeCtx(c)

@@ -247,6 +247,38 @@ func (s *Store) CreateJSON(ctx context.Context, tenant string, spec jobs.Spec, i
 	return old, nil, false, nil
 }
 
+// Replay answers what Create with idempotencyKey would replay, without
+// creating anything: the job the key made before from the same spec
+// (found), jobs.ErrIdempotencyMismatch when it made one from another spec,
+// found false when the key made none (no key, or its record expired). The
+// API asks it before admission control, so that a retried deadline job is
+// the job admitted, not a second copy put through admission.
+func (s *Store) Replay(ctx context.Context, tenant string, spec jobs.Spec, idempotencyKey string) (jobs.Job, bool, error) {
+	if idempotencyKey == "" {
+		return jobs.Job{}, false, nil
+	}
+	specHash, err := records.SpecHash(idempotencyKey, spec.WithDefaults())
+	if err != nil {
+		return jobs.Job{}, false, fmt.Errorf("encode spec: %w", err)
+	}
+	prev, err := s.rdb.Get(ctx, s.idemKey(tenant, idempotencyKey)).Result()
+	if errors.Is(err, redis.Nil) {
+		return jobs.Job{}, false, nil
+	}
+	if err != nil {
+		return jobs.Job{}, false, fmt.Errorf("idempotency record: %w", err)
+	}
+	prevID, err := records.Replayed(prev, specHash)
+	if err != nil {
+		return jobs.Job{}, false, err
+	}
+	old, err := s.Get(ctx, prevID)
+	if err != nil {
+		return jobs.Job{}, false, fmt.Errorf("idempotent replay of %s: %w", prevID, err)
+	}
+	return old, true, nil
+}
+
 // Get returns the job with that ID, or ErrNotFound.
 func (s *Store) Get(ctx context.Context, id string) (jobs.Job, error) {
 	job, _, err := s.get(ctx, id)
