@@ -99,3 +99,36 @@ func TestDeadlineRetryWithIdempotencyKey(t *testing.T) {
 		t.Errorf("same key, other body: %d %s", r.code, r.body)
 	}
 }
+
+// Strict deadline jobs submitted at once are admitted one after another:
+// each is judged with the ones admitted before it. Judged side by side,
+// every one of them saw the cluster without the others and several were
+// admitted where only one fits.
+func TestDeadlineConcurrentSubmissions(t *testing.T) {
+	e := newEnv(t) // one node of 4 GPUs
+	// About a minute of work on the 4 GPUs, due in 80 s: one fits, two do not.
+	at := fmt.Sprintf(`"deadline":%q`, time.Now().Add(80*time.Second).UTC().Format(time.RFC3339))
+	const n = 8
+	codes := make(chan int, n)
+	start := make(chan struct{})
+	for range n {
+		go func() {
+			<-start
+			codes <- e.do(req{method: http.MethodPost, path: "/v1/jobs", token: tokA, ctype: "application/json", body: deadlineSpec(at)}).code
+		}()
+	}
+	close(start)
+	created := 0
+	for range n {
+		switch c := <-codes; c {
+		case http.StatusCreated:
+			created++
+		case http.StatusUnprocessableEntity:
+		default:
+			t.Errorf("status %d", c)
+		}
+	}
+	if created != 1 {
+		t.Errorf("%d of %d admitted, room for 1", created, n)
+	}
+}

@@ -79,6 +79,7 @@ func (c Config) withDefaults() Config {
 //	p chgseq              counter giving every write its change sequence
 //	p finished            zset: creation sequence -> job id, terminal jobs the planner has not yet
 //	                      cleaned up (torn down, callback sent; Job.Planner.Finished)
+//	p admit:lock          held while a deadline job is judged and created (LockAdmission)
 //	p service             list: the service (GPU seconds) of the newest succeeded jobs the
 //	                      planner cleaned up, newest first, at most ServiceHistoryMax
 //
