@@ -29,7 +29,11 @@ type DryRun struct {
 // deadlineGate runs admission control for a deadline job (planner.AdmitJob
 // over the cluster's capacity and the live jobs) and answers a dry run.
 // done means the handler's answer is err (nil: the dry run was written).
-func (s *Server) deadlineGate(c echo.Context, spec jobs.Spec) (done bool, err error) {
+//
+// A submission that replays an Idempotency-Key (key) is answered with the
+// job the key made, before admission: the retry of an admitted job is that
+// job, and admitting it again beside itself could refuse it.
+func (s *Server) deadlineGate(c echo.Context, spec jobs.Spec, key string) (done bool, err error) {
 	dry := false
 	if q := c.QueryParam("dry_run"); q != "" {
 		if dry, err = strconv.ParseBool(q); err != nil {
@@ -41,6 +45,18 @@ func (s *Server) deadlineGate(c echo.Context, spec jobs.Spec) (done bool, err er
 			return true, writeJSON(c, http.StatusOK, DryRun{Admitted: true})
 		}
 		return false, nil
+	}
+	if !dry && key != "" {
+		ctx, cancel := s.storeCtx(c)
+		job, found, err := s.store.Replay(ctx, tenantOf(c).Name, spec, key)
+		cancel()
+		if err != nil {
+			return true, err
+		}
+		if found {
+			c.Response().Header().Set(echo.HeaderLocation, "/v1/jobs/"+job.ID)
+			return true, writeJSON(c, http.StatusOK, job)
+		}
 	}
 	if s.cluster == nil {
 		return true, newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "no cluster is attached to plan deadline jobs on", "")

@@ -67,3 +67,68 @@ func TestDeadlineAdmission(t *testing.T) {
 		t.Errorf("dry_run=maybe: %d", r.code)
 	}
 }
+
+// A strict deadline job retried with its Idempotency-Key is the job
+// already created (200), not a second copy put through admission: the
+// retry was refused 422 deadline-infeasible once the first copy held the
+// cluster, so a client whose first answer was lost saw its admitted job
+// refused.
+func TestDeadlineRetryWithIdempotencyKey(t *testing.T) {
+	e := newEnv(t) // one node of 4 GPUs
+	post := func(body, key string) reply {
+		return e.do(req{method: http.MethodPost, path: "/v1/jobs", token: tokA, ctype: "application/json", body: body,
+			header: map[string]string{"Idempotency-Key": key}})
+	}
+	// About a minute of work on the 4 GPUs, due in 80 s: one fits, two do not.
+	at := fmt.Sprintf(`"deadline":%q`, time.Now().Add(80*time.Second).UTC().Format(time.RFC3339))
+	first := post(deadlineSpec(at), "k1")
+	if first.code != http.StatusCreated {
+		t.Fatalf("first: %d %s", first.code, first.body)
+	}
+	again := post(deadlineSpec(at), "k1")
+	if again.code != http.StatusOK {
+		t.Fatalf("retry: %d %s, want 200 and the job created", again.code, again.body)
+	}
+	if a, b := first.job(t), again.job(t); a.ID != b.ID {
+		t.Errorf("retry answered job %s, created %s", b.ID, a.ID)
+	}
+	// Another key is another job, and it does not fit.
+	post(deadlineSpec(at), "k2").problem(t, http.StatusUnprocessableEntity, api.ProblemDeadline)
+	// The same key with another body is still the 422 it was.
+	if r := post(deadlineSpec(at+`,"deadline_policy":"best_effort"`), "k1"); r.code != http.StatusUnprocessableEntity {
+		t.Errorf("same key, other body: %d %s", r.code, r.body)
+	}
+}
+
+// Strict deadline jobs submitted at once are admitted one after another:
+// each is judged with the ones admitted before it. Judged side by side,
+// every one of them saw the cluster without the others and several were
+// admitted where only one fits.
+func TestDeadlineConcurrentSubmissions(t *testing.T) {
+	e := newEnv(t) // one node of 4 GPUs
+	// About a minute of work on the 4 GPUs, due in 80 s: one fits, two do not.
+	at := fmt.Sprintf(`"deadline":%q`, time.Now().Add(80*time.Second).UTC().Format(time.RFC3339))
+	const n = 8
+	codes := make(chan int, n)
+	start := make(chan struct{})
+	for range n {
+		go func() {
+			<-start
+			codes <- e.do(req{method: http.MethodPost, path: "/v1/jobs", token: tokA, ctype: "application/json", body: deadlineSpec(at)}).code
+		}()
+	}
+	close(start)
+	created := 0
+	for range n {
+		switch c := <-codes; c {
+		case http.StatusCreated:
+			created++
+		case http.StatusUnprocessableEntity:
+		default:
+			t.Errorf("status %d", c)
+		}
+	}
+	if created != 1 {
+		t.Errorf("%d of %d admitted, room for 1", created, n)
+	}
+}

@@ -105,7 +105,18 @@ func (s *Server) createJob(c echo.Context) error {
 	if err := tenantOf(c).Admit(spec, ""); err != nil {
 		return err
 	}
-	if done, err := s.deadlineGate(c, spec); done { // deadline.go: admission, dry_run
+	if spec.HasDeadline() {
+		// Judged and created one at a time: each deadline job is judged
+		// with the ones admitted before it among the live jobs.
+		ctx, cancel := s.storeCtx(c)
+		unlock, err := s.store.LockAdmission(ctx)
+		cancel()
+		if err != nil {
+			return err
+		}
+		defer unlock()
+	}
+	if done, err := s.deadlineGate(c, spec, key); done { // deadline.go: admission, dry_run
 		return err
 	}
 	ctx, cancel := s.storeCtx(c)

@@ -128,6 +128,9 @@ func printSweep(w io.Writer, term terminal, sw sweep.Sweep) error {
 		metric, step, workers, rung := "-", "-", "-", "-"
 		if tr.LastMetric != nil {
 			metric, step = fmt.Sprintf("%.4f", tr.LastMetric.Value), strconv.FormatInt(tr.LastMetric.Step, 10)
+			if !sweep.Finite(tr.LastMetric.Value) {
+				metric = sweep.NonFiniteName(tr.LastMetric.Value) // a diverged loss: NaN, Infinity, -Infinity
+			}
 		}
 		if tr.Workers > 0 {
 			workers = strconv.Itoa(tr.Workers)

@@ -61,6 +61,28 @@ func runSimSweepFile(ctx context.Context, args []string, stdout, stderr io.Write
 		return usageErrorf("sim: --sweep-file: %v", err)
 	}
 	c.Spec = spec
+	// The flags carry the defaults: a 0 given is 0 (no cost, perfect
+	// scaling), or refused by name; checked in flag order.
+	c.KeepZeros = true
+	for _, f := range []struct {
+		name string
+		ok   bool
+		v    any
+		want string
+	}{
+		{"gpus", c.GPUs >= 0, c.GPUs, "must not be negative (0: the sweep's budget)"},
+		{"step-s", c.StepS > 0, c.StepS, "must be > 0"},
+		{"overhead", c.Overhead >= 0, c.Overhead, "must be >= 0 (0: perfect scaling)"},
+		{"start-cost-s", c.StartS >= 0, c.StartS, "must be >= 0"},
+		{"resize-cost-s", c.ResizeS >= 0, c.ResizeS, "must be >= 0"},
+		{"stop-cost-s", c.StopS >= 0, c.StopS, "must be >= 0"},
+		{"report-every", c.ReportEvery >= 1, c.ReportEvery, "must be >= 1"},
+		{"steps-per-epoch", c.StepsPerEpoch >= 0, c.StepsPerEpoch, "must be >= 0 (0: every point at epoch 0)"},
+	} {
+		if !f.ok {
+			return usageErrorf("sim: --%s %v: %s", f.name, f.v, f.want)
+		}
+	}
 	if *noise < 0 {
 		return usageErrorf("sim: --curve-noise %g: must not be negative (0: noiseless curves)", *noise)
 	}

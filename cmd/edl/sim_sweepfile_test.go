@@ -66,3 +66,54 @@ func TestSimSweepFile(t *testing.T) {
 		t.Error("hasFlag sweep-file")
 	}
 }
+
+// A flag of 0 is 0: --overhead 0 (perfect scaling) and zero costs were
+// replaced by the defaults (0.1, 2 s, 0.2 s, 0.5 s) and printed the
+// default run's figures; --step-s 0 ran at 0.1 s. A bad value is named by
+// its flag (the error listed every field and named none).
+func TestSimSweepFileZerosAndFlagErrors(t *testing.T) {
+	wall := func(args ...string) float64 {
+		t.Helper()
+		var out, errb bytes.Buffer
+		args = append([]string{"--sweep-file", "../../examples/sweep.json", "--json"}, args...)
+		if err := runSim(context.Background(), args, &out, &errb); err != nil {
+			t.Fatalf("%v: %v: %s", args, err, errb.String())
+		}
+		var r struct {
+			Wall float64 `json:"wall_s"`
+		}
+		if err := json.Unmarshal([]byte(strings.SplitN(out.String(), "\n", 2)[0]), &r); err != nil {
+			t.Fatal(err)
+		}
+		return r.Wall
+	}
+	def := wall()
+	for _, args := range [][]string{
+		{"--overhead", "0"},
+		{"--start-cost-s", "0"},
+		{"--start-cost-s", "0", "--resize-cost-s", "0", "--stop-cost-s", "0"},
+	} {
+		if w := wall(args...); !(w < def) {
+			t.Errorf("%v: elastic wall %.2f s, default %.2f s: want less", args, w, def)
+		}
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--step-s", "0"}, "--step-s 0: must be > 0"},
+		{[]string{"--overhead", "-1"}, "--overhead -1: "},
+		{[]string{"--start-cost-s", "-2"}, "--start-cost-s -2: "},
+		{[]string{"--resize-cost-s", "-1", "--stop-cost-s", "-1"}, "--resize-cost-s -1: "},
+		{[]string{"--stop-cost-s", "-0.5"}, "--stop-cost-s -0.5: "},
+		{[]string{"--report-every", "0"}, "--report-every 0: must be >= 1"},
+		{[]string{"--steps-per-epoch", "-1"}, "--steps-per-epoch -1: "},
+		{[]string{"--gpus", "-3"}, "--gpus -3: "},
+	} {
+		var out, errb bytes.Buffer
+		err := runSim(context.Background(), append([]string{"--sweep-file", "../../examples/sweep.json"}, tt.args...), &out, &errb)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: %v, want an error saying %q", tt.args, err, tt.want)
+		}
+	}
+}

@@ -54,6 +54,12 @@ func runSimWithSweeps(ctx context.Context, args []string, stdout, stderr io.Writ
 		return usageErrorf("sim: --sweep-first %g: want seconds >= 0", *first)
 	case !(*round > 0) || math.IsInf(*round, 0):
 		return usageErrorf("sim: --sweep-round-s %g: want a positive number", *round)
+	case !(*stepS > 0) || math.IsInf(*stepS, 0):
+		return usageErrorf("sim: --sweep-step-s %g: want a positive number", *stepS)
+	case *spe < 0:
+		return usageErrorf("sim: --steps-per-epoch %d: want 0 or more (0: every point at epoch 0)", *spe)
+	case *noise < 0:
+		return usageErrorf("sim: --curve-noise %g: must not be negative (0: noiseless curves)", *noise)
 	}
 	if err := cf.check(); err != nil {
 		return err

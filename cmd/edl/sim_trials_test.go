@@ -60,4 +60,13 @@ func TestSimWithSweeps(t *testing.T) {
 			t.Errorf("%v: want a usage error, got %v", bad, err)
 		}
 	}
+	// Named by the flag: --sweep-step-s was named step_s, and a negative
+	// --steps-per-epoch or --curve-noise ran as if valid.
+	for _, tt := range []struct{ flag, v string }{{"sweep-step-s", "0"}, {"steps-per-epoch", "-1"}, {"curve-noise", "-1"}} {
+		bad := []string{"--with-sweeps", "../../examples/sweep.json", "--trace", trace, "--" + tt.flag, tt.v}
+		want := "--" + tt.flag + " " + tt.v + ": "
+		if err := runSim(context.Background(), bad, &out, &errb); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%v: %v, want an error saying %q", bad, err, want)
+		}
+	}
 }

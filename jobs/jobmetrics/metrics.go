@@ -12,13 +12,91 @@ import (
 // MaxLen caps each job's log (oldest trimmed).
 const MaxLen = 100000
 
-// Point is one report: the values of named metrics at a step.
+// Point is one report: the values of named metrics at a step. A value
+// may be NaN or infinite (a diverged loss is a real observation, which
+// the sweep controller judges as the worst there is): in JSON such values
+// are in "non_finite" (name -> "NaN", "Infinity" or "-Infinity"), the
+// finite ones in "values", so that a reader that does not know
+// "non_finite" sees the finite ones as before.
 type Point struct {
 	// ID is the stream entry's, set by Read.
 	ID     string             `json:"id,omitempty"`
 	Step   int64              `json:"step"`
 	Epoch  int                `json:"epoch,omitempty"`
 	Values map[string]float64 `json:"values"`
+}
+
+// Non-finite names, as "non_finite" holds them (the spellings JavaScript's
+// Number(), Python's float() and Go's strconv.ParseFloat read).
+const (
+	NaN    = "NaN"
+	PosInf = "Infinity"
+	NegInf = "-Infinity"
+)
+
+// NonFiniteName is v's name when it is NaN or infinite, else "".
+func NonFiniteName(v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return NaN
+	case math.IsInf(v, 1):
+		return PosInf
+	case math.IsInf(v, -1):
+		return NegInf
+	}
+	return ""
+}
+
+// pointJSON is a Point as stored.
+type pointJSON struct {
+	ID        string             `json:"id,omitempty"`
+	Step      int64              `json:"step"`
+	Epoch     int                `json:"epoch,omitempty"`
+	Values    map[string]float64 `json:"values"`
+	NonFinite map[string]string  `json:"non_finite,omitempty"`
+}
+
+// MarshalJSON puts the non-finite values in "non_finite".
+func (p Point) MarshalJSON() ([]byte, error) {
+	w := pointJSON{ID: p.ID, Step: p.Step, Epoch: p.Epoch, Values: make(map[string]float64, len(p.Values))}
+	for k, v := range p.Values {
+		if n := NonFiniteName(v); n != "" {
+			if w.NonFinite == nil {
+				w.NonFinite = map[string]string{}
+			}
+			w.NonFinite[k] = n
+			continue
+		}
+		w.Values[k] = v
+	}
+	return json.Marshal(w)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (p *Point) UnmarshalJSON(b []byte) error {
+	var w pointJSON
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*p = Point{ID: w.ID, Step: w.Step, Epoch: w.Epoch, Values: w.Values}
+	for k, n := range w.NonFinite {
+		var v float64
+		switch n {
+		case NaN:
+			v = math.NaN()
+		case PosInf:
+			v = math.Inf(1)
+		case NegInf:
+			v = math.Inf(-1)
+		default:
+			return fmt.Errorf("metric %q: non_finite %q: want %q, %q or %q", k, n, NaN, PosInf, NegInf)
+		}
+		if p.Values == nil {
+			p.Values = map[string]float64{}
+		}
+		p.Values[k] = v
+	}
+	return nil
 }
 
 // Key is job's metric stream under prefix (the job store's, "edl:").
@@ -39,7 +117,7 @@ func New(rdb redis.UniversalClient, prefix string) *Log {
 }
 
 // Append adds points to job's log in one round trip. Values that are not
-// finite numbers are dropped (JSON cannot carry them).
+// finite (NaN, ±Inf) are kept, as "non_finite" (Point).
 func (l *Log) Append(ctx context.Context, job string, pts ...Point) error {
 	if len(pts) == 0 {
 		return nil
@@ -47,13 +125,6 @@ func (l *Log) Append(ctx context.Context, job string, pts ...Point) error {
 	pipe := l.rdb.Pipeline()
 	for _, p := range pts {
 		p.ID = ""
-		vals := make(map[string]float64, len(p.Values))
-		for k, v := range p.Values {
-			if !math.IsNaN(v) && !math.IsInf(v, 0) {
-				vals[k] = v
-			}
-		}
-		p.Values = vals
 		b, err := json.Marshal(p)
 		if err != nil {
 			return fmt.Errorf("encode metric point: %w", err)

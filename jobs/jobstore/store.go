@@ -79,6 +79,7 @@ func (c Config) withDefaults() Config {
 //	p chgseq              counter giving every write its change sequence
 //	p finished            zset: creation sequence -> job id, terminal jobs the planner has not yet
 //	                      cleaned up (torn down, callback sent; Job.Planner.Finished)
+//	p admit:lock          held while a deadline job is judged and created (LockAdmission)
 //	p service             list: the service (GPU seconds) of the newest succeeded jobs the
 //	                      planner cleaned up, newest first, at most ServiceHistoryMax
 //
@@ -245,6 +246,38 @@ func (s *Store) CreateJSON(ctx context.Context, tenant string, spec jobs.Spec, i
 		return jobs.Job{}, nil, false, fmt.Errorf("idempotent replay of %s: %w", prevID, err)
 	}
 	return old, nil, false, nil
+}
+
+// Replay answers what Create with idempotencyKey would replay, without
+// creating anything: the job the key made before from the same spec
+// (found), jobs.ErrIdempotencyMismatch when it made one from another spec,
+// found false when the key made none (no key, or its record expired). The
+// API asks it before admission control, so that a retried deadline job is
+// the job admitted, not a second copy put through admission.
+func (s *Store) Replay(ctx context.Context, tenant string, spec jobs.Spec, idempotencyKey string) (jobs.Job, bool, error) {
+	if idempotencyKey == "" {
+		return jobs.Job{}, false, nil
+	}
+	specHash, err := records.SpecHash(idempotencyKey, spec.WithDefaults())
+	if err != nil {
+		return jobs.Job{}, false, fmt.Errorf("encode spec: %w", err)
+	}
+	prev, err := s.rdb.Get(ctx, s.idemKey(tenant, idempotencyKey)).Result()
+	if errors.Is(err, redis.Nil) {
+		return jobs.Job{}, false, nil
+	}
+	if err != nil {
+		return jobs.Job{}, false, fmt.Errorf("idempotency record: %w", err)
+	}
+	prevID, err := records.Replayed(prev, specHash)
+	if err != nil {
+		return jobs.Job{}, false, err
+	}
+	old, err := s.Get(ctx, prevID)
+	if err != nil {
+		return jobs.Job{}, false, fmt.Errorf("idempotent replay of %s: %w", prevID, err)
+	}
+	return old, true, nil
 }
 
 // Get returns the job with that ID, or ErrNotFound.

@@ -23,7 +23,16 @@ func (v Verdict) String() string {
 // is worse than the (1 - 1/rf) quantile of the results recorded there
 // before it (for "max"; the 1/rf quantile for "min"), and goes on
 // otherwise, the first result at a rung included.
+//
+// A non-finite result (NaN, +Inf or -Inf: a diverged loss) is the worst
+// there is in either mode: it is cut at any rung, the first at a rung and
+// the last rung included (as Optuna's pruners prune a NaN at once). A
+// non-finite result recorded before counts as the worst value in the
+// quantile.
 func Judge(sc Scheduler, m Metric, rung int, recorded []float64, value float64) Verdict {
+	if !Finite(value) {
+		return Cut
+	}
 	if rung >= len(sc.Milestones())-1 {
 		return Complete
 	}
@@ -35,26 +44,48 @@ func Judge(sc Scheduler, m Metric, rung int, recorded []float64, value float64) 
 	if m.Mode != Max {
 		q = 1 / rf
 	}
-	cutoff := quantile(recorded, q)
+	worst := math.Inf(1)
+	if m.Mode == Max {
+		worst = math.Inf(-1)
+	}
+	vs := make([]float64, len(recorded))
+	for i, v := range recorded {
+		if !Finite(v) {
+			v = worst
+		}
+		vs[i] = v
+	}
+	cutoff := quantile(vs, q)
 	if m.Better(cutoff, value) {
 		return Cut
 	}
 	return Promote
 }
 
-// quantile is numpy's default (linear) percentile of vs at q in [0, 1].
+// quantile is numpy's default (linear) percentile of vs at q in [0, 1];
+// vs may hold infinities (the worst values), never NaN.
 func quantile(vs []float64, q float64) float64 {
 	s := append([]float64(nil), vs...)
 	sort.Float64s(s)
 	pos := q * float64(len(s)-1)
 	lo := int(math.Floor(pos))
 	hi := int(math.Ceil(pos))
+	switch {
+	case s[lo] == s[hi]:
+		return s[lo]
+	case math.IsInf(s[hi], 1):
+		return s[hi] // between a number and +Inf: +Inf (Inf x 0 would be NaN)
+	case math.IsInf(s[lo], -1):
+		return s[lo]
+	}
 	return s[lo] + (s[hi]-s[lo])*(pos-float64(lo))
 }
 
 // RungValue is a trial's metric at a milestone: the mean of its values
 // reported at steps in (milestone-window, milestone], which evens out a
-// per-step loss; with none there, the first value reported after it. ok
+// per-step loss; with none there, the first value reported after it. A
+// non-finite value in the window makes the mean non-finite (NaN, or the
+// infinity): the trial diverged there. ok
 // is false until the trial reported a step at or past the milestone.
 // points are in step order.
 func RungValue(points []Point, milestone, window int64) (float64, bool) {

@@ -72,7 +72,8 @@ func Decide(sw Sweep, obs map[int]Observation, now time.Time) Plan {
 	type report struct {
 		trial, rung int
 		value       float64
-		step        int64 // 0: the rung's milestone
+		step        int64 // where it was taken, when at is set
+		at          bool  // else at the rung's milestone
 	}
 	var reports []report
 	for i := range s.Trials {
@@ -86,8 +87,23 @@ func Decide(sw Sweep, obs map[int]Observation, now time.Time) Plan {
 			t.LastMetric = &last
 		}
 		pos := sc.Positions(o.Points)
+		// The first non-finite value (a diverged loss) is the trial's
+		// result at once, at the rung it was heading for: nothing after it
+		// can make it better (Judge cuts it).
+		nf := -1
+		for k, p := range pos {
+			if !Finite(p.Value) {
+				nf = k
+				break
+			}
+		}
 		top := false
 		for r := t.Rung + 1; r < len(ms); r++ {
+			if nf >= 0 && pos[nf].Step <= ms[r] {
+				reports = append(reports, report{trial: i, rung: r, value: pos[nf].Value, step: pos[nf].Step, at: true})
+				top = true
+				break
+			}
 			v, ok := RungValue(pos, ms[r], sc.Window())
 			if !ok {
 				break
@@ -101,7 +117,7 @@ func Decide(sw Sweep, obs map[int]Observation, now time.Time) Plan {
 		if n := len(pos); !top && n > 0 && o.JobState == jobs.Succeeded && now.Sub(o.EndedAt) >= MetricsGrace {
 			end := pos[n-1].Step
 			v, _ := RungValue(pos, end, sc.Window())
-			reports = append(reports, report{trial: i, rung: len(ms) - 1, value: v, step: end})
+			reports = append(reports, report{trial: i, rung: len(ms) - 1, value: v, step: end, at: true})
 		}
 	}
 	sort.SliceStable(reports, func(a, b int) bool {
@@ -118,27 +134,32 @@ func Decide(sw Sweep, obs map[int]Observation, now time.Time) Plan {
 	}
 	for _, rp := range reports {
 		t := &s.Trials[rp.trial]
-		if t.State != TrialRunning || (rp.rung != t.Rung+1 && rp.step == 0) {
+		if t.State != TrialRunning || (rp.rung != t.Rung+1 && !rp.at) {
 			continue // cut or completed at an earlier rung this round
 		}
 		step := ms[rp.rung]
-		if rp.step > 0 {
+		if rp.at {
 			step = rp.step
 		}
 		verdict := Judge(sc, metric, rp.rung, recorded[rp.rung], rp.value)
 		recorded[rp.rung] = append(recorded[rp.rung], rp.value)
 		t.Rung = rp.rung
 		t.Results = append(t.Results, RungResult{Rung: rp.rung, Step: step, Value: rp.value})
-		data := map[string]any{"rung": rp.rung, "step": step, "value": rp.value, "job": t.JobID}
-		switch verdict {
-		case Promote:
-			ev(EventPromoted, t.Index, fmt.Sprintf("trial %d promoted past rung %d (%s %d, %s %.4g)", t.Index, rp.rung, sc.unit(), step, metric.Name, rp.value), data)
-		case Cut:
+		data := valueData(map[string]any{"rung": rp.rung, "step": step, "job": t.JobID}, "value", rp.value)
+		val := FormatValue(rp.value)
+		switch {
+		case verdict == Cut && !Finite(rp.value):
 			t.State, t.EndedAt = TrialCut, now
-			ev(EventCut, t.Index, fmt.Sprintf("trial %d cut at rung %d (%s %d, %s %.4g)", t.Index, rp.rung, sc.unit(), step, metric.Name, rp.value), data)
-		case Complete:
+			data["diverged"] = true
+			ev(EventCut, t.Index, fmt.Sprintf("trial %d cut at rung %d: %s %s at %s %d (diverged)", t.Index, rp.rung, metric.Name, val, sc.unit(), step), data)
+		case verdict == Promote:
+			ev(EventPromoted, t.Index, fmt.Sprintf("trial %d promoted past rung %d (%s %d, %s %s)", t.Index, rp.rung, sc.unit(), step, metric.Name, val), data)
+		case verdict == Cut:
+			t.State, t.EndedAt = TrialCut, now
+			ev(EventCut, t.Index, fmt.Sprintf("trial %d cut at rung %d (%s %d, %s %s)", t.Index, rp.rung, sc.unit(), step, metric.Name, val), data)
+		case verdict == Complete:
 			t.State, t.EndedAt = TrialCompleted, now
-			ev(EventEnded, t.Index, fmt.Sprintf("trial %d completed at %s %d (%s %.4g)", t.Index, sc.unit(), step, metric.Name, rp.value), data)
+			ev(EventEnded, t.Index, fmt.Sprintf("trial %d completed at %s %d (%s %s)", t.Index, sc.unit(), step, metric.Name, val), data)
 		}
 	}
 
@@ -195,13 +216,20 @@ func Decide(sw Sweep, obs map[int]Observation, now time.Time) Plan {
 		ev(EventStarted, t.Index, fmt.Sprintf("trial %d started", t.Index), map[string]any{"parameters": t.Params})
 	}
 
-	// The best trial.
-	if b := best(s); b != nil && (s.Best == nil || s.Best.Trial != b.Trial || s.Best.Rung != b.Rung || s.Best.Metric != b.Metric) {
+	// The best trial. One that diverged since it was named is not the best
+	// any more; with no trial left with a finite result there is none.
+	b := best(s)
+	switch {
+	case b != nil && (s.Best == nil || s.Best.Trial != b.Trial || s.Best.Rung != b.Rung || s.Best.Metric != b.Metric):
 		if s.Best == nil || s.Best.Trial != b.Trial {
-			ev(EventBestChanged, b.Trial, fmt.Sprintf("best trial: %d (rung %d, %s %.4g)", b.Trial, b.Rung, metric.Name, b.Metric),
+			ev(EventBestChanged, b.Trial, fmt.Sprintf("best trial: %d (rung %d, %s %s)", b.Trial, b.Rung, metric.Name, FormatValue(b.Metric)),
 				map[string]any{"parameters": b.Params, "rung": b.Rung, "value": b.Metric})
 		}
 		s.Best = b
+	case b == nil && s.Best != nil:
+		ev(EventBestChanged, -1, fmt.Sprintf("no best trial: trial %d diverged and no other has a finite result", s.Best.Trial),
+			map[string]any{"previous": s.Best.Trial})
+		s.Best = nil
 	}
 
 	// Sizes: the running trials, best first, share the sweep's budget.
@@ -335,7 +363,9 @@ func UsefulMax(throughput map[int]float64, max int) int {
 }
 
 // rank orders the trials best first: the highest rung, then the best
-// value there, then the lowest index; trials with no result after.
+// value there, then the lowest index; trials with no result after, and
+// after them the trials whose newest result is not finite (diverged),
+// whatever their rung.
 func rank(s Sweep) []int {
 	idx := make([]int, len(s.Trials))
 	for i := range idx {
@@ -347,6 +377,9 @@ func rank(s Sweep) []int {
 			return -1, 0
 		}
 		r := t.Results[len(t.Results)-1]
+		if !Finite(r.Value) {
+			return -2, 0
+		}
 		return r.Rung, r.Value
 	}
 	sort.SliceStable(idx, func(a, b int) bool {
@@ -363,9 +396,11 @@ func rank(s Sweep) []int {
 	return idx
 }
 
+// best is the first trial by rank with a finite result; nil when none has
+// one. A diverged trial is never the best.
 func best(s Sweep) *Best {
 	r := rank(s)
-	if len(r) == 0 || len(s.Trials[r[0]].Results) == 0 {
+	if len(r) == 0 || len(s.Trials[r[0]].Results) == 0 || !Finite(s.Trials[r[0]].Results[len(s.Trials[r[0]].Results)-1].Value) {
 		return nil
 	}
 	t := s.Trials[r[0]]

@@ -86,17 +86,27 @@ type RungResult struct {
 	Rung int `json:"rung"`
 	// Step is where the result was taken: the rung's milestone in the
 	// scheduler's unit (a step, or with unit "epochs" the epochs done).
-	Step  int64   `json:"step"`
+	Step int64 `json:"step"`
+	// Value is null in JSON when it is not finite (a diverged loss), and
+	// NonFinite names it.
 	Value float64 `json:"value"`
+	// NonFinite is "NaN", "Infinity" or "-Infinity" when Value is not a
+	// finite number, else absent (nonfinite.go; written from Value).
+	NonFinite string `json:"non_finite,omitempty" enums:"NaN,Infinity,-Infinity"`
 }
 
 // Point is one reported value of a metric: the applied step it belongs
 // to and the epochs done when it was measured (an epoch-end validation
 // loss carries the epoch it ended: 1 for the first).
 type Point struct {
-	Step  int64   `json:"step"`
+	Step int64 `json:"step"`
+	// Value is null in JSON when it is not finite (a diverged loss), and
+	// NonFinite names it.
 	Value float64 `json:"value"`
-	Epoch int     `json:"epoch,omitempty"`
+	// NonFinite is "NaN", "Infinity" or "-Infinity" when Value is not a
+	// finite number, else absent (nonfinite.go; written from Value).
+	NonFinite string `json:"non_finite,omitempty" enums:"NaN,Infinity,-Infinity"`
+	Epoch     int    `json:"epoch,omitempty"`
 }
 
 // Best names the best trial.

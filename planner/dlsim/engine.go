@@ -68,6 +68,10 @@ type engine struct {
 	p      policy
 	busy   float64
 	res    Result
+	// phase is where the trace's clock stands in a slot at the first
+	// arrival (time 0 here): slots fall at multiples of the slot on the
+	// trace's own clock, as ElasticFlow's simulator decides.
+	phase float64
 }
 
 // policy decides every round: a worker count (and, for planner.Decide, a
@@ -111,6 +115,14 @@ func Run(ctx context.Context, js []Job, o Options) (Result, error) {
 		}
 		e.all = append(e.all, &run{j: j, finish: -1, measured: map[int]float64{}})
 	}
+	if s := o.Slot.Seconds(); s > 0 && len(js) > 0 {
+		// The first decision too is at a slot: the first arrival waits
+		// for it like every other.
+		e.phase = math.Mod(first, s)
+		if e.phase > eps {
+			e.now = s - e.phase
+		}
+	}
 	e.p = newPolicy(o)
 	for e.next < len(e.all) || len(e.active) > 0 {
 		if err := ctx.Err(); err != nil {
@@ -124,6 +136,9 @@ func Run(ctx context.Context, js []Job, o Options) (Result, error) {
 			} else {
 				r.refused = true
 			}
+		}
+		if e.next == len(e.all) && len(e.active) == 0 {
+			break // the last arrivals were refused: nothing is left to run
 		}
 		e.apply(e.p.decide(e))
 		t := e.nextRound()
@@ -164,7 +179,8 @@ func (e *engine) apply(ts []target) {
 }
 
 // nextRound is when the policy decides next: the next arrival or
-// completion, rounded up to the slot.
+// completion, rounded up to the slot (a multiple of it on the trace's
+// clock).
 func (e *engine) nextRound() float64 {
 	t := math.Inf(1)
 	if e.next < len(e.all) {
@@ -174,7 +190,7 @@ func (e *engine) nextRound() float64 {
 		t = min(t, e.now+r.timeToFinish())
 	}
 	if s := e.o.Slot.Seconds(); s > 0 && !math.IsInf(t, 1) {
-		t = math.Ceil((t-eps)/s) * s
+		t = math.Ceil((t+e.phase-eps)/s)*s - e.phase
 		if t <= e.now+eps {
 			t = e.now + s
 		}

@@ -35,6 +35,11 @@ type Config struct {
 	Curves        Curves
 	// MaxSimS bounds the simulated time (0: 30 days).
 	MaxSimS float64
+	// KeepZeros takes StepS, Overhead, StartS, ResizeS, StopS and
+	// ReportEvery as given, zeros included (edl sim, whose flags carry the
+	// defaults: --overhead 0 is perfect scaling, a cost of 0 is none, and
+	// --step-s 0 is refused); without it Defaults replaces their zeros.
+	KeepZeros bool
 }
 
 // Defaults fills what is zero with the figures measured on edl dev.
@@ -44,17 +49,19 @@ func (c Config) Defaults() Config {
 			*v = d
 		}
 	}
-	def(&c.StepS, 0.1)
-	def(&c.Overhead, 0.1)
-	def(&c.StartS, 2)
-	def(&c.ResizeS, 0.2)
-	def(&c.StopS, 0.5)
+	if !c.KeepZeros {
+		def(&c.StepS, 0.1)
+		def(&c.Overhead, 0.1)
+		def(&c.StartS, 2)
+		def(&c.ResizeS, 0.2)
+		def(&c.StopS, 0.5)
+		if c.ReportEvery == 0 {
+			c.ReportEvery = 1
+		}
+	}
 	def(&c.MeasureS, 1)
 	def(&c.RoundS, 0.25)
 	def(&c.MaxSimS, 30*24*3600)
-	if c.ReportEvery == 0 {
-		c.ReportEvery = 1
-	}
 	if c.GPUs == 0 {
 		c.GPUs = c.Spec.MaxConcurrent * max(c.Spec.Template.Workers.Min, 1)
 	}
@@ -69,10 +76,24 @@ func (c Config) Validate() error {
 	switch {
 	case c.GPUs < max(c.Spec.Template.Workers.Min, 1):
 		return fmt.Errorf("gpus %d: fewer than one trial's workers.min (%d)", c.GPUs, c.Spec.Template.Workers.Min)
-	case !(c.StepS > 0) || c.Overhead < 0 || c.StartS < 0 || c.ResizeS < 0 || c.StopS < 0 || c.MeasureS < 0 || !(c.RoundS > 0):
-		return errors.New("step_s and round_s must be > 0; overhead, start_s, resize_s, stop_s and measure_s >= 0")
-	case c.ReportEvery < 1 || c.StepsPerEpoch < 0:
-		return errors.New("report_every must be >= 1 and steps_per_epoch >= 0")
+	case !(c.StepS > 0):
+		return fmt.Errorf("step_s %g: must be > 0", c.StepS)
+	case !(c.RoundS > 0):
+		return fmt.Errorf("round_s %g: must be > 0", c.RoundS)
+	case !(c.Overhead >= 0):
+		return fmt.Errorf("overhead %g: must be >= 0", c.Overhead)
+	case !(c.StartS >= 0):
+		return fmt.Errorf("start_s %g: must be >= 0", c.StartS)
+	case !(c.ResizeS >= 0):
+		return fmt.Errorf("resize_s %g: must be >= 0", c.ResizeS)
+	case !(c.StopS >= 0):
+		return fmt.Errorf("stop_s %g: must be >= 0", c.StopS)
+	case !(c.MeasureS >= 0):
+		return fmt.Errorf("measure_s %g: must be >= 0", c.MeasureS)
+	case c.ReportEvery < 1:
+		return fmt.Errorf("report_every %d: must be >= 1", c.ReportEvery)
+	case c.StepsPerEpoch < 0:
+		return fmt.Errorf("steps_per_epoch %d: must be >= 0", c.StepsPerEpoch)
 	case c.Curves == nil:
 		return errors.New("no curves")
 	}

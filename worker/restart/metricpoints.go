@@ -34,22 +34,113 @@ const (
 	metricsBadEvents = 5 // bad lines reported as events, then one summary
 )
 
-// parseMetricLine reads one line of $EDL_METRICS_FILE.
+// nonFiniteTokens are the bare words Python's json.dumps writes for NaN
+// and the infinities (allow_nan=True, its default), and their values.
+var nonFiniteTokens = []struct {
+	word  string
+	value float64
+}{{"NaN", math.NaN()}, {"-Infinity", math.Inf(-1)}, {"Infinity", math.Inf(1)}}
+
+// pythonJSON makes a line that Python's json.dumps wrote with NaN,
+// Infinity or -Infinity in it into JSON: each such bare word (outside
+// strings, standing alone) becomes null, and nonFinite maps the offset
+// just past that null to its value. A line without them comes back as is.
+func pythonJSON(line []byte) (out []byte, nonFinite map[int64]float64) {
+	inString, escaped, last := false, false, 0
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		if c == '"' {
+			inString = true
+			continue
+		}
+		if i > 0 && isWordByte(line[i-1]) {
+			continue
+		}
+		for _, tok := range nonFiniteTokens {
+			end := i + len(tok.word)
+			if !bytes.HasPrefix(line[i:], []byte(tok.word)) || (end < len(line) && isWordByte(line[end])) {
+				continue
+			}
+			if nonFinite == nil {
+				nonFinite = map[int64]float64{}
+			}
+			out = append(append(out, line[last:i]...), "null"...)
+			nonFinite[int64(len(out))] = tok.value
+			last, i = end, end-1
+			break
+		}
+	}
+	if nonFinite == nil {
+		return line, nil
+	}
+	return append(out, line[last:]...), nonFinite
+}
+
+func isWordByte(c byte) bool {
+	return c == '_' || c == '.' || c == '+' || c == '-' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+}
+
+// nonFiniteKeys names the top-level keys of the object in line whose
+// values are the nulls pythonJSON wrote (at the offsets in at).
+func nonFiniteKeys(line []byte, at map[int64]float64) map[string]float64 {
+	out := map[string]float64{}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return out
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return out
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return out
+		}
+		if k, ok := key.(string); ok && string(v) == "null" {
+			if x, ok := at[dec.InputOffset()]; ok {
+				out[k] = x
+			}
+		}
+	}
+	return out
+}
+
+// parseMetricLine reads one line of $EDL_METRICS_FILE. A metric may be
+// NaN, Infinity or -Infinity, bare as Python's json.dumps writes them (a
+// diverged loss is a real observation: a sweep cuts the trial); a string
+// such as "NaN" is not a number.
 func parseMetricLine(line []byte) (jobmetrics.Point, error) {
+	line, at := pythonJSON(line)
 	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(line, &raw); err != nil {
+	if err := json.Unmarshal(line, &raw); err != nil || raw == nil {
 		return jobmetrics.Point{}, errors.New("not a JSON object")
+	}
+	nonFinite := map[string]float64{}
+	if at != nil {
+		nonFinite = nonFiniteKeys(line, at)
 	}
 	var p jobmetrics.Point
 	s, ok := raw["step"]
 	if !ok {
 		return p, errors.New(`no "step"`)
 	}
-	if err := json.Unmarshal(s, &p.Step); err != nil || p.Step < 0 {
+	if _, bad := nonFinite["step"]; bad || json.Unmarshal(s, &p.Step) != nil || p.Step < 0 {
 		return p, errors.New(`"step" must be a non-negative integer`)
 	}
 	if e, ok := raw["epoch"]; ok {
-		if err := json.Unmarshal(e, &p.Epoch); err != nil || p.Epoch < 0 {
+		if _, bad := nonFinite["epoch"]; bad || json.Unmarshal(e, &p.Epoch) != nil || p.Epoch < 0 {
 			return p, errors.New(`"epoch" must be a non-negative integer`)
 		}
 	}
@@ -58,13 +149,24 @@ func parseMetricLine(line []byte) (jobmetrics.Point, error) {
 		if k == "step" || k == "epoch" {
 			continue
 		}
+		if x, ok := nonFinite[k]; ok {
+			p.Values[k] = x
+			continue
+		}
 		var x float64
-		if err := json.Unmarshal(v, &x); err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
-			return p, fmt.Errorf("%q must be a number", k)
+		if string(v) == "null" || json.Unmarshal(v, &x) != nil {
+			return p, fmt.Errorf("%q must be a number (NaN, Infinity or -Infinity bare, as Python's json.dumps writes them), not %s", k, truncateRaw(v))
 		}
 		p.Values[k] = x
 	}
 	return p, nil
+}
+
+func truncateRaw(v json.RawMessage) string {
+	if len(v) > 40 {
+		return string(v[:40]) + "..."
+	}
+	return string(v)
 }
 
 // pointSink takes the metric points (core.MetricSink).

@@ -1,8 +1,11 @@
 package restart
 
 import (
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/edl-nomad/edl/jobs/jobmetrics"
@@ -36,6 +39,62 @@ func TestParseMetricLine(t *testing.T) {
 				t.Fatalf("point: %+v", p)
 			}
 		})
+	}
+}
+
+// Python's json.dumps writes NaN, Infinity and -Infinity bare (a diverged
+// loss): they are read as those values; other junk is still refused, with
+// a message that says what a number may be.
+func TestParseMetricLineNonFinite(t *testing.T) {
+	py := func(v float64) string { return fmt.Sprintf("%v", v) }
+	cases := []struct {
+		line string
+		want map[string]string // metric -> value (fmt %v) when ok
+		err  string            // else a part of the error
+	}{
+		{`{"step": 7, "loss": NaN}`, map[string]string{"loss": "NaN"}, ""},
+		{`{"step": 7, "loss": Infinity, "val_loss": -Infinity, "acc": 0.5}`, map[string]string{"loss": "+Inf", "val_loss": "-Inf", "acc": "0.5"}, ""},
+		{`{"step":7,"epoch":1,"loss":NaN}`, map[string]string{"loss": "NaN"}, ""},
+		{`{"name": "NaN Infinity", "step": 7, "loss": NaN}`, nil, `"name" must be a number`},                        // a string stays a string
+		{`{"step": 7, "note\"NaN": 1, "loss": -Infinity}`, map[string]string{"note\"NaN": "1", "loss": "-Inf"}, ""}, // an escaped quote
+		{`{"step": 7, "loss": "NaN"}`, nil, `"loss" must be a number`},
+		{`{"step": 7, "loss": null}`, nil, `"loss" must be a number`},
+		{`{"step": 7, "loss": nan}`, nil, "not a JSON object"},
+		{`{"step": 7, "loss": inf}`, nil, "not a JSON object"},
+		{`{"step": 7, "loss": NaNa}`, nil, "not a JSON object"},
+		{`{"step": 7, "loss": +Infinity}`, nil, "not a JSON object"},
+		{`{"step": 7, "loss": 1NaN}`, nil, "not a JSON object"},
+		{`{"step": NaN, "loss": 1}`, nil, `"step" must be a non-negative integer`},
+		{`{"step": 1, "epoch": Infinity, "loss": 1}`, nil, `"epoch" must be a non-negative integer`},
+		{`{"step": 7, "loss": [NaN]}`, nil, `"loss" must be a number`},
+		{`NaN`, nil, "not a JSON object"},
+	}
+	for _, c := range cases {
+		t.Run(c.line, func(t *testing.T) {
+			p, err := parseMetricLine([]byte(c.line))
+			if c.want == nil {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("want an error with %q, got %v (%+v)", c.err, err, p)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Step != 7 || len(p.Values) != len(c.want) {
+				t.Fatalf("point: %+v", p)
+			}
+			for k, v := range c.want {
+				if got, ok := p.Values[k]; !ok || py(got) != v {
+					t.Fatalf("%s: want %s, got %v", k, v, got)
+				}
+			}
+		})
+	}
+	// What Python's json.dumps writes, byte for byte.
+	line := `{"step": 3, "epoch": 0, "loss": NaN, "val_loss": Infinity, "x": -Infinity}`
+	if p, err := parseMetricLine([]byte(line)); err != nil || !math.IsNaN(p.Values["loss"]) || !math.IsInf(p.Values["val_loss"], 1) || !math.IsInf(p.Values["x"], -1) {
+		t.Fatalf("%+v %v", p, err)
 	}
 }
 

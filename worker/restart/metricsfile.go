@@ -89,6 +89,7 @@ func (m *metricsTail) parse(data []byte, now time.Time) (jobs.Progress, bool) {
 		line, rest, _ := bytes.Cut(data, []byte{'\n'})
 		data = rest
 		var l metricsLine
+		line, _ = pythonJSON(line) // a NaN loss (read as null: no loss) does not hide the step
 		if json.Unmarshal(line, &l) != nil || l.Step == nil || *l.Step < 0 {
 			continue
 		}

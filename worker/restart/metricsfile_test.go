@@ -39,6 +39,10 @@ func TestMetricsTail(t *testing.T) {
 	if !ok || p.Step != 12 || p.Loss != 0.5 || p.Epoch != 1 || p.SamplesPerS != 1 {
 		t.Fatalf("second poll: %+v, want step 12 loss 0.5 epoch 1 at 1 step/s", p)
 	}
+	appendTo(`{"step": 13, "loss": NaN}` + "\n") // Python's json.dumps of a diverged loss
+	if p, ok, _ = m.poll(now.Add(3 * time.Second)); !ok || p.Step != 13 {
+		t.Fatalf("a NaN loss hid the step: %+v ok %v", p, ok)
+	}
 	appendTo(`{"step": 20, "samples": 640}` + "\n")
 	if p, _, _ = m.poll(now.Add(4 * time.Second)); p.Samples != 640 || p.SamplesPerS != 160 {
 		t.Fatalf("with samples: %+v, want 640 samples at 160/s", p)

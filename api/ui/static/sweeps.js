@@ -54,7 +54,7 @@
         for (const t of s.trials) {
           body.append(h("tr", { "data-trial": String(t.index), class: "trial-" + t.state + (t.index === best ? " best" : "") },
             h("td", {}, String(t.index) + (t.index === best ? " ★" : "")), h("td", {}, t.state), h("td", {}, t.rung >= 0 ? String(t.rung) : "-"),
-            h("td", {}, t.workers ? String(t.workers) : "-"), h("td", {}, t.last_metric ? t.last_metric.value.toFixed(4) : "-"),
+            h("td", {}, t.workers ? String(t.workers) : "-"), h("td", {}, t.last_metric ? (t.last_metric.non_finite || t.last_metric.value.toFixed(4)) : "-"),
             h("td", {}, t.last_metric ? String(t.last_metric.step) : "-"),
             h("td", {}, t.job_id ? h("a", { href: "#/jobs/" + t.job_id }, t.job_id) : "-"), h("td", {}, fmtParams(t.parameters))));
         }
