@@ -41,14 +41,20 @@ type WorkerCount struct {
 
 // Progress is what the workers report, a few times a second at most.
 type Progress struct {
-	Epoch       int     `json:"epoch"`
-	Step        int64   `json:"step"`
-	Samples     int64   `json:"samples"`
-	Loss        float64 `json:"loss"`
-	SamplesPerS float64 `json:"samples_per_s"`
-	WorldSize   int     `json:"world_size"`
-	Generation  int64   `json:"generation,omitempty"`
-	TotalEpochs int     `json:"total_epochs,omitempty"`
+	Epoch   int   `json:"epoch"`
+	Step    int64 `json:"step"`
+	Samples int64 `json:"samples"`
+	// Loss is null in JSON when it is not finite (a diverged run), with
+	// LossNonFinite naming it.
+	Loss float64 `json:"loss"`
+	// LossNonFinite is "NaN", "Infinity" or "-Infinity" when Loss is not
+	// a finite number (then "loss" is null), else absent. It is written
+	// from Loss; Go code reads Loss.
+	LossNonFinite string  `json:"loss_non_finite,omitempty" enums:"NaN,Infinity,-Infinity"`
+	SamplesPerS   float64 `json:"samples_per_s"`
+	WorldSize     int     `json:"world_size"`
+	Generation    int64   `json:"generation,omitempty"`
+	TotalEpochs   int     `json:"total_epochs,omitempty"`
 }
 
 // CheckpointRef names a committed checkpoint.

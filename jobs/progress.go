@@ -10,17 +10,21 @@ import (
 // loss, samples/s and the worker count from these.
 type ProgressPoint struct {
 	// ID orders points (a Redis stream ID, "ms-seq"); since= takes it.
-	ID             string    `json:"id" example:"1700000000000-0"`
-	Time           time.Time `json:"time"`
-	Epoch          int       `json:"epoch"`
-	Step           int64     `json:"step"`
-	Samples        int64     `json:"samples"`
-	Loss           float64   `json:"loss"`
-	SamplesPerS    float64   `json:"samples_per_s"`
-	WorldSize      int       `json:"world_size"`
-	Generation     int64     `json:"generation,omitempty"`
-	WorkersCurrent int       `json:"workers_current"`
-	WorkersTarget  int       `json:"workers_target"`
+	ID      string    `json:"id" example:"1700000000000-0"`
+	Time    time.Time `json:"time"`
+	Epoch   int       `json:"epoch"`
+	Step    int64     `json:"step"`
+	Samples int64     `json:"samples"`
+	// Loss is null when it is not finite, with LossNonFinite naming it.
+	Loss float64 `json:"loss"`
+	// LossNonFinite is "NaN", "Infinity" or "-Infinity" when Loss is not
+	// a finite number (then "loss" is null), else absent.
+	LossNonFinite  string  `json:"loss_non_finite,omitempty" enums:"NaN,Infinity,-Infinity"`
+	SamplesPerS    float64 `json:"samples_per_s"`
+	WorldSize      int     `json:"world_size"`
+	Generation     int64   `json:"generation,omitempty"`
+	WorkersCurrent int     `json:"workers_current"`
+	WorkersTarget  int     `json:"workers_target"`
 }
 
 // MaxProgressLimit caps one page of GET .../progress.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/edl-nomad/edl/api"
 	"github.com/edl-nomad/edl/internal/periodic"
+	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/jobs/sweep"
 )
 
@@ -128,8 +129,8 @@ func printSweep(w io.Writer, term terminal, sw sweep.Sweep) error {
 		metric, step, workers, rung := "-", "-", "-", "-"
 		if tr.LastMetric != nil {
 			metric, step = fmt.Sprintf("%.4f", tr.LastMetric.Value), strconv.FormatInt(tr.LastMetric.Step, 10)
-			if !sweep.Finite(tr.LastMetric.Value) {
-				metric = sweep.NonFiniteName(tr.LastMetric.Value) // a diverged loss: NaN, Infinity, -Infinity
+			if !jobs.Finite(tr.LastMetric.Value) {
+				metric = jobs.NonFiniteName(tr.LastMetric.Value) // a diverged loss: NaN, Infinity, -Infinity
 			}
 		}
 		if tr.Workers > 0 {

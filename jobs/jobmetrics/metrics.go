@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 
+	"github.com/edl-nomad/edl/jobs"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -26,27 +26,6 @@ type Point struct {
 	Values map[string]float64 `json:"values"`
 }
 
-// Non-finite names, as "non_finite" holds them (the spellings JavaScript's
-// Number(), Python's float() and Go's strconv.ParseFloat read).
-const (
-	NaN    = "NaN"
-	PosInf = "Infinity"
-	NegInf = "-Infinity"
-)
-
-// NonFiniteName is v's name when it is NaN or infinite, else "".
-func NonFiniteName(v float64) string {
-	switch {
-	case math.IsNaN(v):
-		return NaN
-	case math.IsInf(v, 1):
-		return PosInf
-	case math.IsInf(v, -1):
-		return NegInf
-	}
-	return ""
-}
-
 // pointJSON is a Point as stored.
 type pointJSON struct {
 	ID        string             `json:"id,omitempty"`
@@ -60,7 +39,7 @@ type pointJSON struct {
 func (p Point) MarshalJSON() ([]byte, error) {
 	w := pointJSON{ID: p.ID, Step: p.Step, Epoch: p.Epoch, Values: make(map[string]float64, len(p.Values))}
 	for k, v := range p.Values {
-		if n := NonFiniteName(v); n != "" {
+		if n := jobs.NonFiniteName(v); n != "" {
 			if w.NonFinite == nil {
 				w.NonFinite = map[string]string{}
 			}
@@ -80,16 +59,9 @@ func (p *Point) UnmarshalJSON(b []byte) error {
 	}
 	*p = Point{ID: w.ID, Step: w.Step, Epoch: w.Epoch, Values: w.Values}
 	for k, n := range w.NonFinite {
-		var v float64
-		switch n {
-		case NaN:
-			v = math.NaN()
-		case PosInf:
-			v = math.Inf(1)
-		case NegInf:
-			v = math.Inf(-1)
-		default:
-			return fmt.Errorf("metric %q: non_finite %q: want %q, %q or %q", k, n, NaN, PosInf, NegInf)
+		v, err := jobs.ParseNonFinite(n)
+		if err != nil {
+			return fmt.Errorf("metric %q: %w", k, err)
 		}
 		if p.Values == nil {
 			p.Values = map[string]float64{}

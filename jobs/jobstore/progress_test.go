@@ -2,8 +2,11 @@ package jobstore_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,6 +116,46 @@ func TestProgressHistory(t *testing.T) {
 		})
 	}
 }
+
+// A diverged loss (NaN, an infinity) is progress like any other: the
+// job's record and its history keep it, and read it back as written
+// (encoding/json refuses NaN: the job was not written at all, and its
+// step stopped at the last finite report).
+func TestProgressWithANonFiniteLoss(t *testing.T) {
+	s := jobstore.New(testenv.NewRedis(t).Client, jobstore.Config{ProgressEvery: time.Nanosecond})
+	ctx := context.Background()
+	j, _, err := s.Create(ctx, "team-a", spec("p", nil), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, loss := range []float64{0.5, math.NaN(), math.Inf(1), math.Inf(-1), 0.25} {
+		step := int64(i + 1)
+		if err := s.SetProgress(ctx, j.ID, jobs.Progress{Step: step, WorldSize: 1, Loss: loss}); err != nil {
+			t.Fatalf("step %d, loss %g: %v", step, loss, err)
+		}
+		got, err := s.Get(ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := got.Progress; p.Step != step || !sameFloat(p.Loss, loss) || p.LossNonFinite != jobs.NonFiniteName(loss) {
+			t.Fatalf("step %d: progress %+v, want loss %g", step, p, loss)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	pts, err := s.ProgressHistory(ctx, j.ID, "", 0)
+	if err != nil || len(pts) != 5 {
+		t.Fatalf("history: %d points, %v", len(pts), err)
+	}
+	if !math.IsNaN(pts[1].Loss) || pts[1].LossNonFinite != "NaN" || !math.IsInf(pts[2].Loss, 1) || pts[4].Loss != 0.25 {
+		t.Fatalf("history: %+v", pts)
+	}
+	b, err := json.Marshal(pts[1])
+	if err != nil || !strings.Contains(string(b), `"loss":null`) || !strings.Contains(string(b), `"loss_non_finite":"NaN"`) {
+		t.Fatalf("a NaN point as JSON: %s %v, want loss null and loss_non_finite NaN", b, err)
+	}
+}
+
+func sameFloat(a, b float64) bool { return a == b || math.IsNaN(a) && math.IsNaN(b) }
 
 func TestProgressHistoryErrors(t *testing.T) {
 	s := newStore(t)

@@ -3,6 +3,8 @@ package sweep
 import (
 	"math"
 	"sort"
+
+	"github.com/edl-nomad/edl/jobs"
 )
 
 // Verdict is ASHA's answer for a trial's result at a rung.
@@ -30,7 +32,7 @@ func (v Verdict) String() string {
 // non-finite result recorded before counts as the worst value in the
 // quantile.
 func Judge(sc Scheduler, m Metric, rung int, recorded []float64, value float64) Verdict {
-	if !Finite(value) {
+	if !jobs.Finite(value) {
 		return Cut
 	}
 	if rung >= len(sc.Milestones())-1 {
@@ -50,7 +52,7 @@ func Judge(sc Scheduler, m Metric, rung int, recorded []float64, value float64) 
 	}
 	vs := make([]float64, len(recorded))
 	for i, v := range recorded {
-		if !Finite(v) {
+		if !jobs.Finite(v) {
 			v = worst
 		}
 		vs[i] = v

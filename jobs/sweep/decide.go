@@ -92,7 +92,7 @@ func Decide(sw Sweep, obs map[int]Observation, now time.Time) Plan {
 		// can make it better (Judge cuts it).
 		nf := -1
 		for k, p := range pos {
-			if !Finite(p.Value) {
+			if !jobs.Finite(p.Value) {
 				nf = k
 				break
 			}
@@ -146,9 +146,9 @@ func Decide(sw Sweep, obs map[int]Observation, now time.Time) Plan {
 		t.Rung = rp.rung
 		t.Results = append(t.Results, RungResult{Rung: rp.rung, Step: step, Value: rp.value})
 		data := valueData(map[string]any{"rung": rp.rung, "step": step, "job": t.JobID}, "value", rp.value)
-		val := FormatValue(rp.value)
+		val := jobs.FormatValue(rp.value)
 		switch {
-		case verdict == Cut && !Finite(rp.value):
+		case verdict == Cut && !jobs.Finite(rp.value):
 			t.State, t.EndedAt = TrialCut, now
 			data["diverged"] = true
 			ev(EventCut, t.Index, fmt.Sprintf("trial %d cut at rung %d: %s %s at %s %d (diverged)", t.Index, rp.rung, metric.Name, val, sc.unit(), step), data)
@@ -222,7 +222,7 @@ func Decide(sw Sweep, obs map[int]Observation, now time.Time) Plan {
 	switch {
 	case b != nil && (s.Best == nil || s.Best.Trial != b.Trial || s.Best.Rung != b.Rung || s.Best.Metric != b.Metric):
 		if s.Best == nil || s.Best.Trial != b.Trial {
-			ev(EventBestChanged, b.Trial, fmt.Sprintf("best trial: %d (rung %d, %s %s)", b.Trial, b.Rung, metric.Name, FormatValue(b.Metric)),
+			ev(EventBestChanged, b.Trial, fmt.Sprintf("best trial: %d (rung %d, %s %s)", b.Trial, b.Rung, metric.Name, jobs.FormatValue(b.Metric)),
 				map[string]any{"parameters": b.Params, "rung": b.Rung, "value": b.Metric})
 		}
 		s.Best = b
@@ -377,7 +377,7 @@ func rank(s Sweep) []int {
 			return -1, 0
 		}
 		r := t.Results[len(t.Results)-1]
-		if !Finite(r.Value) {
+		if !jobs.Finite(r.Value) {
 			return -2, 0
 		}
 		return r.Rung, r.Value
@@ -400,7 +400,7 @@ func rank(s Sweep) []int {
 // one. A diverged trial is never the best.
 func best(s Sweep) *Best {
 	r := rank(s)
-	if len(r) == 0 || len(s.Trials[r[0]].Results) == 0 || !Finite(s.Trials[r[0]].Results[len(s.Trials[r[0]].Results)-1].Value) {
+	if len(r) == 0 || len(s.Trials[r[0]].Results) == 0 || !jobs.Finite(s.Trials[r[0]].Results[len(s.Trials[r[0]].Results)-1].Value) {
 		return nil
 	}
 	t := s.Trials[r[0]]

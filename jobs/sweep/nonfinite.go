@@ -2,9 +2,8 @@ package sweep
 
 import (
 	"encoding/json"
-	"fmt"
-	"math"
-	"strconv"
+
+	"github.com/edl-nomad/edl/jobs"
 )
 
 // A trial's metric may be NaN or infinite: a diverged loss, which real
@@ -12,83 +11,18 @@ import (
 // worst there is for either mode (Worse, Judge), never dropped. JSON has
 // no NaN, so wherever a value is shown (rung results, a trial's newest
 // metric, events) a non-finite one is written as null with its name
-// beside it in "non_finite": "NaN", "Infinity" or "-Infinity" (the
-// spellings JavaScript's Number(), Python's float() and Go's
-// strconv.ParseFloat all read).
-
-// Non-finite names, as JSON's "non_finite" holds them.
-const (
-	NonFiniteNaN    = "NaN"
-	NonFinitePosInf = "Infinity"
-	NonFiniteNegInf = "-Infinity"
-)
-
-// Finite reports whether v is a finite number.
-func Finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
-
-// NonFiniteName is v's name when it is not finite ("NaN", "Infinity",
-// "-Infinity"), else "".
-func NonFiniteName(v float64) string {
-	switch {
-	case math.IsNaN(v):
-		return NonFiniteNaN
-	case math.IsInf(v, 1):
-		return NonFinitePosInf
-	case math.IsInf(v, -1):
-		return NonFiniteNegInf
-	}
-	return ""
-}
-
-// ParseNonFinite is the value a non_finite name stands for.
-func ParseNonFinite(name string) (float64, error) {
-	switch name {
-	case NonFiniteNaN:
-		return math.NaN(), nil
-	case NonFinitePosInf:
-		return math.Inf(1), nil
-	case NonFiniteNegInf:
-		return math.Inf(-1), nil
-	}
-	return 0, fmt.Errorf("non_finite %q: want %q, %q or %q", name, NonFiniteNaN, NonFinitePosInf, NonFiniteNegInf)
-}
-
-// FormatValue is v for people: %.4g, or its non-finite name.
-func FormatValue(v float64) string {
-	if n := NonFiniteName(v); n != "" {
-		return n
-	}
-	return strconv.FormatFloat(v, 'g', 4, 64)
-}
+// beside it in "non_finite" (jobs.NonFiniteName).
 
 // valueData adds v to an event's data as "value", with "non_finite" for a
 // value JSON cannot hold (then "value" is null).
 func valueData(data map[string]any, key string, v float64) map[string]any {
-	if n := NonFiniteName(v); n != "" {
+	if n := jobs.NonFiniteName(v); n != "" {
 		data[key] = nil
 		data["non_finite"] = n
 		return data
 	}
 	data[key] = v
 	return data
-}
-
-// jsonValue is a float64 field as written: null for a non-finite value.
-func jsonValue(v float64) (*float64, string) {
-	if n := NonFiniteName(v); n != "" {
-		return nil, n
-	}
-	return &v, ""
-}
-
-func readValue(v *float64, nonFinite string) (float64, error) {
-	if nonFinite != "" {
-		return ParseNonFinite(nonFinite)
-	}
-	if v == nil {
-		return 0, nil
-	}
-	return *v, nil
 }
 
 type pointJSON struct {
@@ -100,7 +34,7 @@ type pointJSON struct {
 
 // MarshalJSON writes a non-finite value as null with "non_finite".
 func (p Point) MarshalJSON() ([]byte, error) {
-	v, n := jsonValue(p.Value)
+	v, n := jobs.JSONNumber(p.Value)
 	return json.Marshal(pointJSON{Step: p.Step, Value: v, NonFinite: n, Epoch: p.Epoch})
 }
 
@@ -110,11 +44,11 @@ func (p *Point) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	v, err := readValue(j.Value, j.NonFinite)
+	v, err := jobs.ReadJSONNumber(j.Value, j.NonFinite)
 	if err != nil {
 		return err
 	}
-	*p = Point{Step: j.Step, Value: v, NonFinite: NonFiniteName(v), Epoch: j.Epoch}
+	*p = Point{Step: j.Step, Value: v, NonFinite: jobs.NonFiniteName(v), Epoch: j.Epoch}
 	return nil
 }
 
@@ -127,7 +61,7 @@ type rungResultJSON struct {
 
 // MarshalJSON writes a non-finite value as null with "non_finite".
 func (r RungResult) MarshalJSON() ([]byte, error) {
-	v, n := jsonValue(r.Value)
+	v, n := jobs.JSONNumber(r.Value)
 	return json.Marshal(rungResultJSON{Rung: r.Rung, Step: r.Step, Value: v, NonFinite: n})
 }
 
@@ -137,10 +71,10 @@ func (r *RungResult) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	v, err := readValue(j.Value, j.NonFinite)
+	v, err := jobs.ReadJSONNumber(j.Value, j.NonFinite)
 	if err != nil {
 		return err
 	}
-	*r = RungResult{Rung: j.Rung, Step: j.Step, Value: v, NonFinite: NonFiniteName(v)}
+	*r = RungResult{Rung: j.Rung, Step: j.Step, Value: v, NonFinite: jobs.NonFiniteName(v)}
 	return nil
 }

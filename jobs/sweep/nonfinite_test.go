@@ -236,7 +236,7 @@ func TestNonFiniteJSONRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %v", v, err)
 		}
-		name := NonFiniteName(v)
+		name := jobs.NonFiniteName(v)
 		want := `"results":[{"rung":0,"step":3,"value":null,"non_finite":"` + name + `"}],"last_metric":{"step":3,"value":null,"non_finite":"` + name + `","epoch":1}`
 		if !strings.Contains(string(b), want) {
 			t.Fatalf("%v: %s\nwant in it %s", v, b, want)
@@ -246,7 +246,7 @@ func TestNonFiniteJSONRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := back.Results[0].Value
-		if NonFiniteName(got) != name || NonFiniteName(back.LastMetric.Value) != name || back.LastMetric.Epoch != 1 {
+		if jobs.NonFiniteName(got) != name || jobs.NonFiniteName(back.LastMetric.Value) != name || back.LastMetric.Epoch != 1 {
 			t.Fatalf("%v read back as %v, %+v", v, got, back.LastMetric)
 		}
 	}
@@ -261,7 +261,7 @@ func TestNonFiniteJSONRoundTrip(t *testing.T) {
 	if err := json.Unmarshal([]byte(`{"rung":1,"step":4,"value":null,"non_finite":"nan?"}`), &r); err == nil {
 		t.Fatal("a bad non_finite name was read")
 	}
-	if FormatValue(nan) != "NaN" || FormatValue(negInf) != "-Infinity" || FormatValue(0.12345) != "0.1235" {
-		t.Fatal(FormatValue(nan), FormatValue(negInf), FormatValue(0.12345))
+	if jobs.FormatValue(nan) != "NaN" || jobs.FormatValue(negInf) != "-Infinity" || jobs.FormatValue(0.12345) != "0.1235" {
+		t.Fatal(jobs.FormatValue(nan), jobs.FormatValue(negInf), jobs.FormatValue(0.12345))
 	}
 }

@@ -89,9 +89,14 @@ func (m *metricsTail) parse(data []byte, now time.Time) (jobs.Progress, bool) {
 		line, rest, _ := bytes.Cut(data, []byte{'\n'})
 		data = rest
 		var l metricsLine
-		line, _ = pythonJSON(line) // a NaN loss (read as null: no loss) does not hide the step
+		line, at := pythonJSON(line) // NaN, Infinity: null here, their values in at
 		if json.Unmarshal(line, &l) != nil || l.Step == nil || *l.Step < 0 {
 			continue
+		}
+		if at != nil {
+			if x, ok := nonFiniteKeys(line, at)["loss"]; ok {
+				l.Loss = &x // a diverged loss is shown as such, not as none
+			}
 		}
 		p := jobs.Progress{Step: *l.Step}
 		if l.Samples != nil && *l.Samples >= 0 {

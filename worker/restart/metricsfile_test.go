@@ -1,6 +1,7 @@
 package restart
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -40,8 +41,8 @@ func TestMetricsTail(t *testing.T) {
 		t.Fatalf("second poll: %+v, want step 12 loss 0.5 epoch 1 at 1 step/s", p)
 	}
 	appendTo(`{"step": 13, "loss": NaN}` + "\n") // Python's json.dumps of a diverged loss
-	if p, ok, _ = m.poll(now.Add(3 * time.Second)); !ok || p.Step != 13 {
-		t.Fatalf("a NaN loss hid the step: %+v ok %v", p, ok)
+	if p, ok, _ = m.poll(now.Add(3 * time.Second)); !ok || p.Step != 13 || !math.IsNaN(p.Loss) {
+		t.Fatalf("a NaN loss: %+v ok %v, want step 13 with loss NaN", p, ok)
 	}
 	appendTo(`{"step": 20, "samples": 640}` + "\n")
 	if p, _, _ = m.poll(now.Add(4 * time.Second)); p.Samples != 640 || p.SamplesPerS != 160 {

@@ -66,6 +66,8 @@
     return -1;
   }
 
+  // A diverged loss is null in JSON, named in loss_non_finite ("NaN", ...).
+  function fmtLoss(p) { return p.loss_non_finite || p.loss.toFixed(4); }
   function progressCell(j) {
     const f = fraction(j);
     if (f < 0) return h("span", { class: "muted" }, "-");
@@ -131,7 +133,7 @@
           body.append(h("tr", { "data-id": j.id },
             h("td", {}, h("a", { href: "#/jobs/" + j.id }, j.id)), h("td", {}, j.spec.name), h("td", {}, stateSpan(j.state)),
             h("td", {}, j.tenant), h("td", {}, j.workers.current + "/" + j.workers.target), h("td", {}, progressCell(j)),
-            h("td", {}, j.progress.step > 0 ? j.progress.loss.toFixed(4) : "-"), h("td", {}, deadlineCell(j)), h("td", { title: j.created_at }, age(j.created_at))));
+            h("td", {}, j.progress.step > 0 ? fmtLoss(j.progress) : "-"), h("td", {}, deadlineCell(j)), h("td", { title: j.created_at }, age(j.created_at))));
         }
       } catch (e) { if (e.status !== 401) err.textContent = e.message; }
     });
@@ -181,7 +183,7 @@
       const unreported = j.spec.trainer.kind === "exec" && !j.progress.step && !j.progress.samples && !j.progress.epoch;
       row("Progress", unreported ? "none reported by the program (steps it writes to $EDL_METRICS_FILE show here)"
         : h("span", {}, progressCell(j), ` epoch ${j.progress.epoch + 1}, step ${j.progress.step}`));
-      if (j.progress.step > 0) row("Loss / samples/s", `${j.progress.loss.toFixed(4)} / ${edlChart.fmtNum(j.progress.samples_per_s)}`);
+      if (j.progress.step > 0) row("Loss / samples/s", `${fmtLoss(j.progress)} / ${edlChart.fmtNum(j.progress.samples_per_s)}`);
       const dl = deadlineInfo(j);
       if (dl) {
         row("Deadline", h("span", { id: "deadline" }, dl.due + " (" + (j.spec.deadline_policy || "strict") + ")"));
@@ -201,7 +203,7 @@
       }
       const resizeOnly = markers.filter((m) => m.cls === "marker-resize");
       const trained = pts.filter((p) => p.step > 0);
-      edlChart.line($("#chart-loss"), { series: [{ name: "loss", dots: true, points: trained.map((p) => [t(p), p.loss]) }], markers: resizeOnly, empty: "no steps yet" });
+      edlChart.line($("#chart-loss"), { series: [{ name: "loss", dots: true, points: trained.filter((p) => p.loss !== null).map((p) => [t(p), p.loss]) }], markers: resizeOnly, empty: "no steps yet" });
       edlChart.line($("#chart-rate"), { series: [{ name: "samples/s", dots: false, points: trained.map((p) => [t(p), p.samples_per_s]) }], markers: resizeOnly, empty: "no steps yet" });
       const target = pts.map((p) => [t(p), p.workers_target]);
       for (const ev of st.events) if (ev.type === "scale" && ev.data && typeof ev.data.to === "number") target.push([Date.parse(ev.time), ev.data.to]);

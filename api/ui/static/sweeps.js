@@ -63,7 +63,7 @@
           const c = curves[t.job_id] || (curves[t.job_id] = { since: "", points: [] });
           if (c.done) return;
           const pts = await api(`/v1/jobs/${t.job_id}/progress` + (c.since ? "?since=" + encodeURIComponent(c.since) : ""));
-          for (const p of pts.points || []) { if (p.step > 0) c.points.push([Date.parse(p.time), p.loss]); c.since = p.id; }
+          for (const p of pts.points || []) { if (p.step > 0 && p.loss !== null) c.points.push([Date.parse(p.time), p.loss]); c.since = p.id; }
           if (["completed", "cut", "failed", "cancelled"].includes(t.state) && (pts.points || []).length === 0) c.done = true;
         }));
         const series = s.trials.filter((t) => t.job_id).map((t) => ({
