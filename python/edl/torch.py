@@ -401,71 +401,103 @@ class Context(GroupMixin):
                 p.grad = p.grad.detach().clone()
 
     def _collective(self, state, zero):
-        """The step's all-reduces, then the update if both completed."""
+        """The step's all-reduces, then the update if both completed. Only
+        a failed collective discards the step (a peer died, froze or left):
+        an error of the program's own tensors (this process's bug, the
+        same at every retry) is raised to the program, not reported as a
+        failed generation, which would only form the next one to fail the
+        same way."""
         meta, n, out = self._pending
         if out.stepped or out.failed is not None:
             raise EdlError("optimizer.step() called twice for one batch")
-        params = [p for g in state.optimizer.param_groups for p in g["params"]]
+        params = _trained_params(state.optimizer)
         try:
-            if out.meta_err is not None:
-                raise out.meta_err
-            mt = out.meta_t
-            if out.meta_work is not None:
-                self._await(out.meta_work, "the metadata all-reduce")
-                out.meta_work = None
-            elif mt is None:  # standalone
-                mt = torch.tensor(meta, dtype=torch.float64)
-            total = int(round(mt[protocol.COUNT].item()))
-            out.meta, out.loss, out.total = mt.tolist(), 0.0, total
-            if total > 0:
-                # Each rank's gradients weighted by its share n/total, the
-                # loss times n in the last element: the sum is the global
-                # batch's mean gradient and its summed loss.
-                flat = self._grads_flat(params, zero)
-                grads = None
-                if flat is None:
-                    grads = []
-                    for p in params:
-                        if p.grad is None or zero:
-                            p.grad = torch.zeros_like(p)
-                        grads.append(p.grad)
-                    flat = torch.cat([g.reshape(-1) for g in grads] + [grads[0].new_zeros(1)])
-                flat.mul_(n / total)
-                flat[-1] = self._loss * n
+            total = self._await_meta(meta, out)
+        except RuntimeError as e:
+            self._step_failed(out, e, params)
+            return None
+        if total > 0:
+            flat, grads, sparse = self._grad_vector(params, zero, n, total)
+            try:
                 if not self.standalone:
                     self._await(dist.all_reduce(flat, async_op=True), "the gradient all-reduce")
-                out.loss = flat[-1].item()
-                out.loss_reduced = out.loss != 0.0  # some rank recorded before step()
-                if grads is not None:
-                    off = 0
-                    for g in grads:
-                        k = g.numel()
-                        g.copy_(flat[off:off + k].view_as(g))
-                        off += k
-        except RuntimeError as e:
-            # No reference to the step's works may outlive it (the exception's
-            # frames hold them): they keep the group's connections open, and
-            # a peer waiting on this rank would wait for its timeout.
-            out.meta_work = None
-            e.__traceback__ = None
-            out.failed = e
-            self._detach_grads(params)
-            return None
+            except RuntimeError as e:
+                self._step_failed(out, e, params)
+                return None
+            out.loss = flat[-1].item()
+            out.loss_reduced = out.loss != 0.0  # some rank recorded before step()
+            if grads is not None:
+                _scatter_grads(params, grads, flat, sparse)
         out.stepped = True
         if total > 0:
-            scale = self.world / self.initial_world if self._policy == FIXED_LOCAL else 1.0
-            saved = [g["lr"] for g in state.optimizer.param_groups]
-            if scale != 1.0:
-                for g in state.optimizer.param_groups:
-                    g["lr"] = g["lr"] * scale
-            try:
-                state.optimizer._edl_inner_step()
-            finally:
-                for g, lr in zip(state.optimizer.param_groups, saved):
-                    g["lr"] = lr
-            if state.scheduler is not None:
-                state.scheduler._edl_inner_step()
+            self._update(state)
         return None
+
+    def _await_meta(self, meta, out) -> int:
+        """Waits for the step's metadata all-reduce; returns the step's
+        samples over all ranks."""
+        if out.meta_err is not None:
+            raise out.meta_err
+        mt = out.meta_t
+        if out.meta_work is not None:
+            self._await(out.meta_work, "the metadata all-reduce")
+            out.meta_work = None
+        elif mt is None:  # standalone
+            mt = torch.tensor(meta, dtype=torch.float64)
+        total = int(round(mt[protocol.COUNT].item()))
+        out.meta, out.loss, out.total = mt.tolist(), 0.0, total
+        return total
+
+    def _grad_vector(self, params, zero, n, total):
+        """The vector the gradient all-reduce sums: each rank's gradients
+        weighted by its share n/total, the loss times n in the last
+        element (the sum is the global batch's mean gradient and its summed
+        loss). Returns (flat, grads, sparse): grads is None when flat's
+        elements are the gradients themselves (views), else the dense
+        gradients concatenated into flat, and sparse the indexes of those
+        that were sparse (an nn.Embedding(sparse=True)) with their sparse
+        dimensions, made sparse again after the all-reduce."""
+        flat = self._grads_flat(params, zero)
+        grads, sparse = None, {}
+        if flat is None:
+            grads = []
+            for i, p in enumerate(params):
+                if p.grad is None or zero:
+                    p.grad = torch.zeros_like(p)
+                elif p.grad.is_sparse:
+                    sparse[i] = p.grad.sparse_dim()
+                    p.grad = p.grad.to_dense()
+                grads.append(p.grad)
+            flat = torch.cat([g.reshape(-1) for g in grads] + [grads[0].new_zeros(1)])
+        flat.mul_(n / total)
+        flat[-1] = self._loss * n
+        return flat, grads, sparse
+
+    def _step_failed(self, out, e, params) -> None:
+        """A collective of the step failed: the step is discarded."""
+        # No reference to the step's works may outlive it (the exception's
+        # frames hold them): they keep the group's connections open, and
+        # a peer waiting on this rank would wait for its timeout.
+        out.meta_work = None
+        e.__traceback__ = None
+        out.failed = e
+        self._detach_grads(params)
+
+    def _update(self, state) -> None:
+        """The optimizer's own step (with fixed_local's scaled rate), then
+        the scheduler's."""
+        scale = self.world / self.initial_world if self._policy == FIXED_LOCAL else 1.0
+        saved = [g["lr"] for g in state.optimizer.param_groups]
+        if scale != 1.0:
+            for g in state.optimizer.param_groups:
+                g["lr"] = g["lr"] * scale
+        try:
+            state.optimizer._edl_inner_step()
+        finally:
+            for g, lr in zip(state.optimizer.param_groups, saved):
+                g["lr"] = lr
+        if state.scheduler is not None:
+            state.scheduler._edl_inner_step()
 
     def _epoch_end(self, done: int) -> None:
         """Calls on_epoch_end(done) and reports what it returns."""
@@ -520,6 +552,27 @@ class Context(GroupMixin):
                     self._pending = None
             self.epoch = epoch + 1
             self._epoch_end(self.epoch)
+
+
+def _trained_params(optimizer) -> List[torch.Tensor]:
+    """The optimizer's parameters that are trained: a frozen one
+    (requires_grad False: a fine-tuned model's backbone, an integer
+    parameter) gets no gradient, as in plain PyTorch, so the optimizer
+    leaves it alone (a zero gradient would let weight decay and momentum
+    move it)."""
+    return [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
+
+
+def _scatter_grads(params, grads, flat, sparse) -> None:
+    """Copies the summed vector back into the gradients it was
+    concatenated from; the ones that were sparse become sparse again."""
+    off = 0
+    for i, (p, g) in enumerate(zip(params, grads)):
+        k = g.numel()
+        g.copy_(flat[off:off + k].view_as(g))
+        off += k
+        if i in sparse:
+            p.grad = g.to_sparse(sparse[i])
 
 
 def _ends_epoch(meta) -> bool:

@@ -555,3 +555,95 @@ def test_setup_timeout_doubles_after_timed_out_setups_and_is_bounded():
     assert [et.setup_timeout(5, n) for n in range(1, 5)] == [10, 20, et.SETUP_TIMEOUT_MAX_S, et.SETUP_TIMEOUT_MAX_S]
     assert et.setup_timeout(5, 1000) == et.SETUP_TIMEOUT_MAX_S
     assert et.setup_timeout(60, 3) == 60
+
+
+def _plain_torch_steps(make, data, batch, steps):
+    """The same model trained by plain PyTorch on the same batches."""
+    m, opt = make()
+    for s in range(steps):
+        x, y = torch.utils.data.default_collate([data[i] for i in range(s * batch, (s + 1) * batch)])
+        m(x, y).backward()
+        opt.step()
+        opt.zero_grad()
+    return m
+
+
+class FrozenBackbone(torch.nn.Module):
+    """A fine-tuned model: a frozen backbone (and an integer parameter,
+    frozen by nature) under a trained head."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.backbone, self.head = torch.nn.Linear(3, 4), torch.nn.Linear(4, 2)
+        self.backbone.requires_grad_(False)
+        self.vocab = torch.nn.Parameter(torch.arange(5), requires_grad=False)
+
+    def forward(self, x, y):
+        return torch.nn.functional.cross_entropy(self.head(self.backbone(x)), y)
+
+
+def test_frozen_parameters_stay_frozen(worker):
+    """Parameters with requires_grad False get no gradient, as in plain
+    PyTorch: weight decay and momentum leave them alone (before, edl gave
+    them zero gradients, so weight decay shrank the frozen backbone and
+    SGD failed on the integer parameter)."""
+    def make():
+        m = FrozenBackbone()
+        return m, torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9, weight_decay=0.1)
+
+    w = worker(samples=12, partitions=1)
+    ctx = et.init()
+    m, opt = make()
+    frozen = [p.detach().clone() for p in (m.backbone.weight, m.backbone.bias, m.vocab)]
+    for x, y in ctx.steps(et.DataLoader(Data(12), batch_size=4), et.State(model=m, optimizer=opt)):
+        m(x, y).backward()
+        opt.step()
+        opt.zero_grad()
+    assert w.applied == 2
+    for a, b in zip(frozen, (m.backbone.weight, m.backbone.bias, m.vocab)):
+        assert torch.equal(a, b) and b.grad is None
+    ref = _plain_torch_steps(make, Data(12), 4, 3)
+    for a, b in zip(ref.parameters(), m.parameters()):
+        assert torch.allclose(a, b), "the trained head moves as under plain PyTorch"
+
+
+class SparseData(Data):
+    def __getitem__(self, i):
+        return torch.tensor([i % 7, (i * 3) % 7]), torch.tensor(i % 2)
+
+
+class SparseBag(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.emb = torch.nn.EmbeddingBag(7, 2, sparse=True)
+
+    def forward(self, x, y):
+        return torch.nn.functional.cross_entropy(self.emb(x), y)
+
+
+@pytest.mark.parametrize("optim", ["sgd", "sparse_adam"])
+def test_sparse_gradients_are_averaged(worker, optim):
+    """An nn.Embedding(sparse=True) gets sparse gradients: edl averages
+    them (dense in the all-reduce) and hands them back sparse, so SGD and
+    SparseAdam step as under plain PyTorch. Before, the flattening raised
+    inside the step's collective, the step counted as failed, and under a
+    worker the job formed new generations thousands of times a second."""
+    def make():
+        m = SparseBag()
+        if optim == "sgd":
+            return m, torch.optim.SGD(m.parameters(), lr=0.5)
+        return m, torch.optim.SparseAdam(list(m.parameters()), lr=0.1)
+
+    w = worker(samples=12, partitions=1)
+    ctx = et.init()
+    m, opt = make()
+    for x, y in ctx.steps(et.DataLoader(SparseData(12), batch_size=4), et.State(model=m, optimizer=opt)):
+        m(x, y).backward()
+        opt.step()
+        assert m.emb.weight.grad.is_sparse
+        opt.zero_grad()
+    assert w.applied == 2 and "failed" not in w.ops
+    ref = _plain_torch_steps(make, SparseData(12), 4, 3)
+    assert torch.allclose(ref.emb.weight, m.emb.weight, atol=1e-6)
