@@ -58,6 +58,23 @@ HOW_TO_RUN = (
     "or pass standalone=True (or set EDL_STANDALONE=1) to train in this one process."
 )
 
+STEPS_TWICE = (
+    "ctx.steps() was called a second time (the first one ended: %s): a program runs one ctx.steps() loop, which trains "
+    "every epoch of the job: pass epochs=N to that one call (on_epoch_end=f runs code between epochs) "
+    "instead of calling it once per epoch"
+)
+
+LEFT_LOOP = (
+    "the program left its ctx.steps() loop before training ended (a break, a return or an exception in the "
+    "loop body; last applied step %d): under edl the loop runs until steps() returns (the job's length is "
+    "steps(epochs=...) over trainer.exec.dataset.samples); its worker takes the program's exit for a failure "
+    "and restarts it (trainer.exec.max_restarts)"
+)
+
+# The Context of this process's worker connection: the worker serves one
+# (init() twice would leave its second hello unanswered forever).
+_live: Dict[str, "Context"] = {}
+
 
 class _Outcome:
     def __init__(self) -> None:
@@ -88,6 +105,7 @@ class Context(GroupMixin):
         # The last report(): {"step", "epoch", "values"} (None: none yet).
         self.last_report: Optional[Dict[str, Any]] = None
         self._serving = False  # between the hello and the end of steps(): report() reaches the worker
+        self._steps_started = False  # steps() runs once per program (its hello starts the worker's part)
         self._on_epoch_end: Optional[Callable[[int], Any]] = None
         self.backend = backend  # None: nccl when the model is on a GPU, else gloo (set in steps)
         self._store = None
@@ -193,6 +211,7 @@ class Context(GroupMixin):
             raise EdlError("steps(epochs=%r): want an int >= 1" % (epochs,))
         if on_epoch_end is not None and not callable(on_epoch_end):
             raise EdlError("steps(on_epoch_end=%r): want a function of the epochs done" % (on_epoch_end,))
+        self._once()
         self._on_epoch_end = on_epoch_end
         self._wrap(state)
         if self.backend is None:
@@ -266,10 +285,20 @@ class Context(GroupMixin):
                     self.ended = action
                     return
                 self.stats["switches"] += 1
+        except GeneratorExit:
+            _log(LEFT_LOOP % self.applied)
+            raise
         finally:
             self._serving = False
             self._saver.wait()
             self._destroy()
+
+    def _once(self) -> None:
+        """steps() trains once per program: its hello is the program's
+        whole life at the worker, which ends with the loop."""
+        if self._steps_started:
+            raise EdlError(STEPS_TWICE % (self.ended or "left before its end",))
+        self._steps_started = True
 
     def _generation(self, loader, state):
         """Runs steps in the current group; returns the action that ended it."""
@@ -612,4 +641,9 @@ def init(timeout=None, standalone=None, backend=None):
         warnings.warn("edl: not under an edl worker (EDL_SOCKET unset): training in this one process, without elasticity",
                       RuntimeWarning, stacklevel=2)
         return Context(None, timeout, standalone=True, partitions=int(os.environ.get("EDL_PARTITIONS") or 1))
-    return Context(protocol.Client(path), timeout, backend=backend)
+    if path in _live:
+        raise EdlError("edl.torch.init() was called a second time in this process: its worker (EDL_SOCKET=%s) serves "
+                       "one connection, the first init()'s; call init() once and pass the Context it returned" % path)
+    ctx = Context(protocol.Client(path), timeout, backend=backend)
+    _live[path] = ctx
+    return ctx

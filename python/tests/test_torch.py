@@ -647,3 +647,43 @@ def test_sparse_gradients_are_averaged(worker, optim):
     assert w.applied == 2 and "failed" not in w.ops
     ref = _plain_torch_steps(make, SparseData(12), 4, 3)
     assert torch.allclose(ref.emb.weight, m.emb.weight, atol=1e-6)
+
+
+def test_steps_twice_and_init_twice_are_errors(worker):
+    """One loop per program, one init() per worker connection: a second
+    steps() (an epoch loop around steps(epochs=1)) raised BrokenPipeError
+    at its hello under a real worker, or hung; a second init() left its
+    hello unanswered forever."""
+    worker(samples=8, partitions=1)
+    ctx = et.init()
+    with pytest.raises(et.EdlError, match=r"init\(\) was called a second time.*pass the Context"):
+        et.init()
+    m, opt = model_opt()
+    state = et.State(model=m, optimizer=opt)
+    for epoch in range(2):
+        if epoch == 1:
+            with pytest.raises(et.EdlError, match=r"steps\(\) was called a second time \(the first one ended: done\).*epochs=N"):
+                next(iter(ctx.steps(et.DataLoader(Data(8), batch_size=4), state)))
+            break
+        for x, y in ctx.steps(et.DataLoader(Data(8), batch_size=4), state):
+            torch.nn.functional.cross_entropy(m(x), y).backward()
+            opt.step()
+            opt.zero_grad()
+
+
+def test_leaving_the_loop_early_says_so(worker, capfd):
+    """A break out of ctx.steps() (a max-steps habit) ends the program's
+    part before the job ends: its worker takes the exit for a failure, so
+    the program says why on stderr (the job's reason quotes its tail)."""
+    worker(samples=16, partitions=1)
+    ctx = et.init()
+    m, opt = model_opt()
+    for i, (x, y) in enumerate(ctx.steps(et.DataLoader(Data(16), batch_size=4), et.State(model=m, optimizer=opt))):
+        torch.nn.functional.cross_entropy(m(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+        if i == 1:
+            break
+    err = capfd.readouterr().err
+    assert "left its ctx.steps() loop before training ended (a break" in err and "last applied step 0" in err, err
+    assert ctx.ended is None and not ctx.finished
