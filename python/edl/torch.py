@@ -207,7 +207,7 @@ class Context(GroupMixin):
             raise EdlError("steps(loader=...): want an edl.torch.DataLoader, got %r" % (type(loader).__name__,))
         if not isinstance(state, State):
             raise EdlError("steps(state=...): want an edl.torch.State, got %r" % (type(state).__name__,))
-        if not isinstance(epochs, int) or epochs < 1:
+        if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
             raise EdlError("steps(epochs=%r): want an int >= 1" % (epochs,))
         if on_epoch_end is not None and not callable(on_epoch_end):
             raise EdlError("steps(on_epoch_end=%r): want a function of the epochs done" % (on_epoch_end,))
@@ -358,6 +358,13 @@ class Context(GroupMixin):
                 raise EdlError("optimizer.step(closure): closures are not supported under edl")
             return ctx._collective(state, zero=False)
 
+        # The marks an LR scheduler looks for on optimizer.step (torch 1.13:
+        # _with_counter; 2.x: _wrapped_by_lr_sched): without them it warns
+        # at its first step that optimizer.step() "has been overridden after
+        # learning rate scheduler initialization", which is not the program's
+        # doing. The inner step is the one the scheduler wrapped; it counts.
+        step._with_counter = True
+        step._wrapped_by_lr_sched = True
         opt.step = step
         opt._edl_inner_step = inner
         sched = state.scheduler

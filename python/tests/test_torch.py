@@ -687,3 +687,67 @@ def test_leaving_the_loop_early_says_so(worker, capfd):
     err = capfd.readouterr().err
     assert "left its ctx.steps() loop before training ended (a break" in err and "last applied step 0" in err, err
     assert ctx.ended is None and not ctx.finished
+
+
+def test_scheduler_sees_no_overridden_optimizer_step(worker):
+    """edl wraps optimizer.step(); the wrapper carries the marks an LR
+    scheduler checks, so torch does not warn at every run that
+    "optimizer.step() has been overridden after learning rate scheduler
+    initialization" (the program did nothing wrong)."""
+    worker(samples=8, partitions=1)
+    ctx = et.init()
+    m, opt = model_opt()
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for x, y in ctx.steps(et.DataLoader(Data(8), batch_size=4), et.State(model=m, optimizer=opt, scheduler=sched)):
+            torch.nn.functional.cross_entropy(m(x), y).backward()
+            opt.step()
+            opt.zero_grad()
+    assert not [str(w.message) for w in seen if "optimizer.step()" in str(w.message)]
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.1 * 0.5 ** 2)
+
+
+def test_plateau_scheduler_is_refused_with_what_to_do():
+    """ReduceLROnPlateau steps with a metric: as State's scheduler it
+    failed at the first applied step with "step() missing 1 required
+    positional argument: 'metrics'"; it is refused up front, and as an
+    extra (stepped by the program) it is accepted."""
+    m, opt = model_opt()
+    plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(opt)
+    with pytest.raises(et.EdlError, match=r"State\(scheduler=ReduceLROnPlateau\): its step\(\) takes a metric.*extra"):
+        et.State(model=m, optimizer=opt, scheduler=plateau)
+    et.State(model=m, optimizer=opt, plateau=plateau)
+
+
+class Stream(torch.utils.data.IterableDataset):
+    def __iter__(self):
+        return iter(range(4))
+
+    def __len__(self):
+        return 4
+
+
+class WithBatchSize(Data):
+    batch = 4  # an attribute, not the batch(ids) method edl calls
+
+
+@pytest.mark.parametrize("kwargs,err", [
+    ({"shuffle": True}, r"DataLoader\(shuffle=...\): edl's DataLoader has no shuffle: edl decides.*remove it"),
+    ({"num_workers": 4}, r"no num_workers: the batch of a step is known only when the step starts"),
+    ({"drop_last": True}, r"no drop_last: every sample of an epoch is in exactly one step"),
+    ({"pin_memory": True, "persistent_workers": True}, r"no pin_memory"),
+    ({"batch_szie": 2}, r"DataLoader\(batch_szie=...\): unknown argument"),
+])
+def test_dataloader_refuses_torch_habits_saying_why(kwargs, err):
+    with pytest.raises(et.EdlError, match=err):
+        et.DataLoader(Data(8), batch_size=4, **kwargs)
+
+
+def test_dataloader_data_set_shapes():
+    with pytest.raises(et.EdlError, match="Stream is an IterableDataset.*map-style"):
+        et.DataLoader(Stream(), batch_size=2)
+    x, y = et.DataLoader(WithBatchSize(8), batch_size=2).batch(range(2, 4))
+    assert x[:, 0].tolist() == [2.0, 3.0]
+    with pytest.raises(et.EdlError, match=r"batch_size=True"):
+        et.DataLoader(Data(8), batch_size=True)
