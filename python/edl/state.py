@@ -6,6 +6,7 @@ root; the DataLoader turns the worker's sample ranges into batches.
 
 from __future__ import annotations
 
+import inspect
 import random
 import sys
 from typing import Any, Callable, Dict, Optional, Sequence
@@ -42,6 +43,8 @@ class State:
                     raise EdlError("State: the optimizer holds a parameter that is not the model's")
         if scheduler is not None and not hasattr(scheduler, "state_dict"):
             raise EdlError("State(scheduler=...): want an LR scheduler with state_dict(), got %r" % (type(scheduler).__name__,))
+        if scheduler is not None and _needs_argument(scheduler.step):
+            raise EdlError(PLATEAU % (type(scheduler).__name__,))
         for k, v in extra.items():
             if not (hasattr(v, "state_dict") and hasattr(v, "load_state_dict")):
                 raise EdlError("State(%s=...): extra state needs state_dict() and load_state_dict()" % k)
@@ -71,7 +74,45 @@ class State:
                 v.load_state_dict(d["extra"][k])
 
 
+PLATEAU = (
+    "State(scheduler=%s): its step() takes a metric (scheduler.step(val_loss)), and edl steps State's "
+    "scheduler once per applied step with none; keep it out of scheduler=: pass it as an extra "
+    "(State(..., plateau=sched), so a newcomer receives it) and call sched.step(metric) yourself, in "
+    "on_epoch_end, with the same value on every rank (all-reduce it, or the ranks' learning rates part)"
+)
+
+
+def _needs_argument(step: Callable[..., Any]) -> bool:
+    """Whether a scheduler's step() has a parameter without a default
+    (ReduceLROnPlateau's metrics)."""
+    try:
+        params = inspect.signature(step).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+
+
 FIXED_GLOBAL, FIXED_LOCAL = "fixed_global", "fixed_local"
+
+# torch.utils.data.DataLoader's arguments, and why edl's DataLoader has none
+# of them (a program moved from torch's passes them out of habit).
+_TORCH_ONLY = {
+    "shuffle": "edl decides which samples every step takes (its partitions, in order), so that every sample "
+               "of an epoch is used exactly once whatever joins or leaves",
+    "sampler": "edl's partitions are the sampler",
+    "batch_sampler": "edl's partitions are the sampler",
+    "drop_last": "every sample of an epoch is in exactly one step, the short last batch of a partition "
+                 "included",
+    "num_workers": "the batch of a step is known only when the step starts; it is built in this process "
+                   "(give the data set a batch(ids) method to fetch a whole range at once)",
+    "pin_memory": "the batch is built in this process; call .pin_memory() on it yourself",
+    "persistent_workers": "there are no loader worker processes (num_workers)",
+    "prefetch_factor": "there are no loader worker processes (num_workers)",
+    "worker_init_fn": "there are no loader worker processes (num_workers)",
+    "timeout": "there are no loader worker processes (num_workers)",
+    "multiprocessing_context": "there are no loader worker processes (num_workers)",
+    "generator": "there is no shuffling to seed",
+}
 
 
 class DataLoader:
@@ -84,10 +125,19 @@ class DataLoader:
     (the scheduler keeps seeing the unscaled rate)."""
 
     def __init__(self, dataset: Any, batch_size: int, collate_fn: Optional[Callable[[list], Any]] = None,
-                 policy: str = FIXED_GLOBAL) -> None:
+                 policy: str = FIXED_GLOBAL, **torch_args: Any) -> None:
+        for k in torch_args:
+            if k in _TORCH_ONLY:
+                raise EdlError("DataLoader(%s=...): edl's DataLoader has no %s: %s; remove it" % (k, k, _TORCH_ONLY[k]))
+            raise EdlError("DataLoader(%s=...): unknown argument; edl's DataLoader takes dataset, batch_size, "
+                           "collate_fn and policy" % (k,))
+        if isinstance(dataset, torch.utils.data.IterableDataset):
+            raise EdlError("DataLoader: %s is an IterableDataset: edl hands out sample indices (ranges of "
+                           "0..len-1, every sample once per epoch), so the data set must be map-style: "
+                           "__len__ and __getitem__(i)" % (type(dataset).__name__,))
         if not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
             raise EdlError("DataLoader: the data set needs __len__ and __getitem__ (a map-style data set)")
-        if not isinstance(batch_size, int) or batch_size < 1:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise EdlError("DataLoader(batch_size=%r): want an int >= 1" % (batch_size,))
         if policy not in (FIXED_GLOBAL, FIXED_LOCAL):
             raise EdlError("DataLoader(policy=%r): want %r or %r" % (policy, FIXED_GLOBAL, FIXED_LOCAL))
@@ -95,6 +145,6 @@ class DataLoader:
         self.collate_fn = collate_fn or torch.utils.data.default_collate
 
     def batch(self, ids: Sequence[int]) -> Any:
-        if hasattr(self.dataset, "batch"):
+        if callable(getattr(self.dataset, "batch", None)):
             return self.dataset.batch(ids)  # a data set may fetch a range at once
         return self.collate_fn([self.dataset[i] for i in ids])

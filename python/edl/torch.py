@@ -24,6 +24,11 @@ What the package does (docs/live.md has the whole story):
   collective fails (a peer died or froze: gloo's timeout is bounded), the
   step is discarded, nothing is updated, and the loop goes on in the next
   generation from this process's own state.
+- The average happens once per step: in optimizer.step(), or earlier when
+  the program edits the gradients first: torch.nn.utils.clip_grad_norm_ /
+  clip_grad_value_ on the model's parameters and GradScaler.unscale_ run
+  it themselves, so they act on the averaged gradients (as under DDP);
+  for any other edit call ctx.average_gradients() first.
 - The scheduler, if given, is stepped by the package once per applied step;
   do not call scheduler.step() yourself.
 - At every generation switch the process group is rebuilt in process from a
@@ -33,9 +38,11 @@ What the package does (docs/live.md has the whole story):
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import os
+import sys
 import time
 import warnings
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
@@ -58,6 +65,23 @@ HOW_TO_RUN = (
     "or pass standalone=True (or set EDL_STANDALONE=1) to train in this one process."
 )
 
+STEPS_TWICE = (
+    "ctx.steps() was called a second time (the first one ended: %s): a program runs one ctx.steps() loop, which trains "
+    "every epoch of the job: pass epochs=N to that one call (on_epoch_end=f runs code between epochs) "
+    "instead of calling it once per epoch"
+)
+
+LEFT_LOOP = (
+    "the program left its ctx.steps() loop before training ended (a break, a return or an exception in the "
+    "loop body; last applied step %d): under edl the loop runs until steps() returns (the job's length is "
+    "steps(epochs=...) over trainer.exec.dataset.samples); its worker takes the program's exit for a failure "
+    "and restarts it (trainer.exec.max_restarts)"
+)
+
+# The Context of this process's worker connection: the worker serves one
+# (init() twice would leave its second hello unanswered forever).
+_live: Dict[str, "Context"] = {}
+
 
 class _Outcome:
     def __init__(self) -> None:
@@ -71,6 +95,21 @@ class _Outcome:
         self.meta_t, self.meta_work, self.meta_err = None, None, None
         self.total = 0  # the step's samples over all ranks
         self.loss_reduced = False  # the loss rode in the all-reduce (recorded before step())
+        # The gradient all-reduce completed (in step(), or before it: a clip,
+        # GradScaler.unscale_, ctx.average_gradients()); step() then does
+        # not average again.
+        self.averaged = False
+        self.called = False  # optimizer.step() was called for this batch
+        # GradScaler found an inf or NaN in the averaged gradients (so on
+        # every rank alike) and skipped optimizer.step(): the batch counts,
+        # with no update, as under DDP.
+        self.skip = False
+        self.hooks: List[Any] = []  # the gradient hooks that refuse a backward after an early average
+        # Some rank averaged early (so edits its gradients) and some rank
+        # has no samples in this step (so runs none of the program's code):
+        # at the step the lowest rank with samples broadcasts its edited
+        # gradients; this is that rank, else None.
+        self.sync_src: Optional[int] = None
 
 
 class Context(GroupMixin):
@@ -88,6 +127,7 @@ class Context(GroupMixin):
         # The last report(): {"step", "epoch", "values"} (None: none yet).
         self.last_report: Optional[Dict[str, Any]] = None
         self._serving = False  # between the hello and the end of steps(): report() reaches the worker
+        self._steps_started = False  # steps() runs once per program (its hello starts the worker's part)
         self._on_epoch_end: Optional[Callable[[int], Any]] = None
         self.backend = backend  # None: nccl when the model is on a GPU, else gloo (set in steps)
         self._store = None
@@ -121,7 +161,7 @@ class Context(GroupMixin):
         after it, this rank's own mean stands in for it."""
         self._loss = float(loss.detach().item() if torch.is_tensor(loss) else loss)
         out = self._pending[2] if self._pending is not None else None
-        if out is not None and out.stepped and out.total > 0 and not out.loss_reduced:
+        if out is not None and out.averaged and out.total > 0 and not out.loss_reduced:
             out.loss = self._loss * out.total
 
     def report(self, step: Optional[int] = None, epoch: Optional[int] = None, **metrics: Any) -> bool:
@@ -167,6 +207,27 @@ class Context(GroupMixin):
                            "ends the job's life when the loop ends")
         return bool(self.client.call("report", step=step, epoch=epoch, values=values).get("kept"))
 
+    def average_gradients(self) -> bool:
+        """Averages this batch's gradients over the ranks now, as
+        DistributedDataParallel has by the end of backward: the collective
+        optimizer.step() would do, done once; step() then does not average
+        again. Call it after the batch's last backward and before any edit
+        of the gradients (a hand-made clip, noise, a norm you log):
+        torch.nn.utils.clip_grad_norm_ / clip_grad_value_ and
+        GradScaler.unscale_ call it themselves. Returns True once the
+        gradients are averaged, False when the collective failed (a peer
+        died, left or froze): the program goes on as usual, its edits act on
+        this rank's own gradients, and its optimizer.step() is discarded
+        with the step, as when the collective fails in step()."""
+        if self._pending is None or self._state is None:
+            raise EdlError("average_gradients(): only inside the ctx.steps() loop, after the batch's backward and "
+                           "before optimizer.step()")
+        out = self._pending[2]
+        if out.called:
+            raise EdlError("average_gradients(): called after optimizer.step() for this batch; call it between the "
+                           "last backward and optimizer.step()")
+        return self._average(self._state, out, early=True)
+
     @property
     def finished(self) -> bool:
         """True once steps() returned because training reached its end (not
@@ -189,18 +250,29 @@ class Context(GroupMixin):
             raise EdlError("steps(loader=...): want an edl.torch.DataLoader, got %r" % (type(loader).__name__,))
         if not isinstance(state, State):
             raise EdlError("steps(state=...): want an edl.torch.State, got %r" % (type(state).__name__,))
-        if not isinstance(epochs, int) or epochs < 1:
+        if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
             raise EdlError("steps(epochs=%r): want an int >= 1" % (epochs,))
         if on_epoch_end is not None and not callable(on_epoch_end):
             raise EdlError("steps(on_epoch_end=%r): want a function of the epochs done" % (on_epoch_end,))
+        self._once()
         self._on_epoch_end = on_epoch_end
         self._wrap(state)
+        _warn_clips_bound_early(sys._getframe(1).f_globals)
         if self.backend is None:
             self.backend = "nccl" if next(state.model.parameters()).is_cuda else "gloo"
-        if self.standalone:
-            yield from self._standalone_steps(loader, state, epochs)
-            self.ended = "done"
-            return
+        _running.append(self)  # the clip functions and GradScaler.unscale_ look for a pending step here
+        try:
+            if self.standalone:
+                yield from self._standalone_steps(loader, state, epochs)
+                self.ended = "done"
+                return
+            yield from self._serve(loader, state, epochs)
+        finally:
+            _running.remove(self)
+
+    def _serve(self, loader: DataLoader, state: State, epochs: int) -> Iterator[Any]:
+        """steps() under a worker: the generations until the job ends or
+        this worker leaves."""
         hello = self.client.call("hello", dataset_len=len(loader.dataset), store_port=self._store.port,
                                  epochs=epochs, pid=os.getpid())
         self.timeout = hello.get("timeout_s") or self.timeout
@@ -266,10 +338,20 @@ class Context(GroupMixin):
                     self.ended = action
                     return
                 self.stats["switches"] += 1
+        except GeneratorExit:
+            _log(LEFT_LOOP % self.applied)
+            raise
         finally:
             self._serving = False
             self._saver.wait()
             self._destroy()
+
+    def _once(self) -> None:
+        """steps() trains once per program: its hello is the program's
+        whole life at the worker, which ends with the loop."""
+        if self._steps_started:
+            raise EdlError(STEPS_TWICE % (self.ended or "left before its end",))
+        self._steps_started = True
 
     def _generation(self, loader, state):
         """Runs steps in the current group; returns the action that ended it."""
@@ -287,8 +369,7 @@ class Context(GroupMixin):
             self._start_meta(meta, out, state)
             if n > 0:
                 yield loader.batch(protocol.sample_ids(share))
-                if not out.stepped and out.failed is None:
-                    raise EdlError("steps(): call optimizer.step() once for every batch (it averages the gradients)")
+                self._batch_done(out)
             else:
                 # No samples for this rank: it still takes part in the step.
                 state.optimizer.zero_grad(set_to_none=False)
@@ -329,6 +410,13 @@ class Context(GroupMixin):
                 raise EdlError("optimizer.step(closure): closures are not supported under edl")
             return ctx._collective(state, zero=False)
 
+        # The marks an LR scheduler looks for on optimizer.step (torch 1.13:
+        # _with_counter; 2.x: _wrapped_by_lr_sched): without them it warns
+        # at its first step that optimizer.step() "has been overridden after
+        # learning rate scheduler initialization", which is not the program's
+        # doing. The inner step is the one the scheduler wrapped; it counts.
+        step._with_counter = True
+        step._wrapped_by_lr_sched = True
         opt.step = step
         opt._edl_inner_step = inner
         sched = state.scheduler
@@ -354,8 +442,8 @@ class Context(GroupMixin):
             out.meta_err = e
 
     def _grads_flat(self, params, zero):
-        """The gradients as views of one flat buffer with one more element
-        (the loss) at its end, so the all-reduce needs no copy in or out;
+        """The gradients as views of one flat buffer with two more elements
+        (the early-average mark and the loss) at its end, so the all-reduce needs no copy in or out;
         None when the parameters differ in dtype or device, or a gradient
         is sparse (then _collective concatenates). A gradient that is not
         its view (the first step, zero_grad(set_to_none=True)) is copied
@@ -366,7 +454,7 @@ class Context(GroupMixin):
             p0 = params[0]
             if any(p.dtype != p0.dtype or p.device != p0.device or (p.grad is not None and p.grad.is_sparse) for p in params):
                 return None
-            flat = torch.zeros(sum(p.numel() for p in params) + 1, dtype=p0.dtype, device=p0.device)
+            flat = torch.zeros(sum(p.numel() for p in params) + 2, dtype=p0.dtype, device=p0.device)
             views, off = [], 0
             for p in params:
                 views.append(flat[off:off + p.numel()].view_as(p))
@@ -401,71 +489,187 @@ class Context(GroupMixin):
                 p.grad = p.grad.detach().clone()
 
     def _collective(self, state, zero):
-        """The step's all-reduces, then the update if both completed."""
+        """The step's all-reduces (unless the gradients were averaged
+        before step(): _average), then the update if both completed. Only
+        a failed collective discards the step (a peer died, froze or left):
+        an error of the program's own tensors (this process's bug, the
+        same at every retry) is raised to the program, not reported as a
+        failed generation, which would only form the next one to fail the
+        same way."""
         meta, n, out = self._pending
-        if out.stepped or out.failed is not None:
+        if out.called:
             raise EdlError("optimizer.step() called twice for one batch")
-        params = [p for g in state.optimizer.param_groups for p in g["params"]]
+        out.called = True
+        _remove_hooks(out)
+        if not self._average(state, out, zero=zero):
+            return None
+        if out.sync_src is not None:
+            skip = self._sync_edits(state, out, skip=False)
+            if skip is None:
+                return None
+            if skip:  # the ranks with samples skipped the update (GradScaler): so does this one
+                out.skip = out.stepped = True
+                if state.scheduler is not None:
+                    state.scheduler._edl_inner_step()
+                return None
+        out.stepped = True
+        if out.total > 0:
+            self._update(state)
+        return None
+
+    def _average(self, state, out, zero=False, early=False) -> bool:
+        """The step's metadata and gradient all-reduces, once per step:
+        in optimizer.step(), or earlier (early) when the program edits the
+        gradients first (a clip, GradScaler.unscale_,
+        ctx.average_gradients()), so the edit acts on the averaged
+        gradients as under DDP. Every rank runs the same two collectives
+        whichever of the two places it runs them in. Returns whether the
+        gradients are averaged; False when a collective failed (now or
+        earlier in the step: the step is discarded)."""
+        if out.failed is not None:
+            return False
+        if out.averaged:
+            return True
+        meta, n, _ = self._pending
+        params = _trained_params(state.optimizer)
         try:
-            if out.meta_err is not None:
-                raise out.meta_err
-            mt = out.meta_t
-            if out.meta_work is not None:
-                self._await(out.meta_work, "the metadata all-reduce")
-                out.meta_work = None
-            elif mt is None:  # standalone
-                mt = torch.tensor(meta, dtype=torch.float64)
-            total = int(round(mt[protocol.COUNT].item()))
-            out.meta, out.loss, out.total = mt.tolist(), 0.0, total
-            if total > 0:
-                # Each rank's gradients weighted by its share n/total, the
-                # loss times n in the last element: the sum is the global
-                # batch's mean gradient and its summed loss.
-                flat = self._grads_flat(params, zero)
-                grads = None
-                if flat is None:
-                    grads = []
-                    for p in params:
-                        if p.grad is None or zero:
-                            p.grad = torch.zeros_like(p)
-                        grads.append(p.grad)
-                    flat = torch.cat([g.reshape(-1) for g in grads] + [grads[0].new_zeros(1)])
-                flat.mul_(n / total)
-                flat[-1] = self._loss * n
+            total = self._await_meta(meta, out)
+        except RuntimeError as e:
+            self._step_failed(out, e, params)
+            return False
+        if total > 0:
+            flat, grads, sparse = self._grad_vector(params, zero, n, total, early)
+            try:
                 if not self.standalone:
                     self._await(dist.all_reduce(flat, async_op=True), "the gradient all-reduce")
-                out.loss = flat[-1].item()
-                out.loss_reduced = out.loss != 0.0  # some rank recorded before step()
-                if grads is not None:
-                    off = 0
-                    for g in grads:
-                        k = g.numel()
-                        g.copy_(flat[off:off + k].view_as(g))
-                        off += k
+            except RuntimeError as e:
+                self._step_failed(out, e, params)
+                return False
+            edited, out.loss = flat[-2:].tolist()
+            if edited > 0.5:
+                out.sync_src = _edit_source(out.meta)
+            out.loss_reduced = out.loss != 0.0  # some rank recorded before the average
+            if grads is not None:
+                _scatter_grads(params, grads, flat, sparse)
+        out.averaged = True
+        if early and total > 0:
+            # A backward after the average would add this rank's own
+            # gradients, which no rank averages (and a second average on
+            # some ranks only would not match the others' collectives).
+            hook = functools.partial(_backward_after_average, self, out)
+            out.hooks = [p.register_hook(hook) for p in params]
+        return True
+
+    def _batch_done(self, out) -> None:
+        """After the program's work on a yielded batch: it called
+        optimizer.step(), or its collective failed, or GradScaler skipped
+        the step on every rank (inf in the averaged gradients: the batch
+        counts without an update, the scheduler steps as in a plain
+        loop)."""
+        _remove_hooks(out)
+        if out.called or out.failed is not None:
+            return
+        if out.skip:
+            out.called = out.stepped = True
+            if out.sync_src is not None and self._sync_edits(self._state, out, skip=True) is None:
+                return  # the broadcast failed: the step is discarded
+            if self._state.scheduler is not None:
+                self._state.scheduler._edl_inner_step()
+            return
+        raise EdlError("steps(): call optimizer.step() once for every batch (it averages the gradients)")
+
+    def _sync_edits(self, state, out, skip) -> Optional[bool]:
+        """A step with an early average and a rank without samples: the
+        lowest rank with samples (out.sync_src) broadcasts its edited
+        gradients and whether it skipped the update (GradScaler), so the
+        rank that ran none of the program's code applies the same update.
+        Returns the source's skip, None when the broadcast failed (the step
+        is discarded)."""
+        params = _trained_params(state.optimizer)
+        dense, sparse = [], {}
+        for i, p in enumerate(params):
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            elif p.grad.is_sparse:
+                sparse[i] = p.grad.sparse_dim()
+                p.grad = p.grad.to_dense()
+            dense.append(p.grad)
+        flat = torch.cat([g.reshape(-1) for g in dense] + [dense[0].new_full((1,), 1.0 if skip else 0.0)])
+        try:
+            self._await(dist.broadcast(flat, out.sync_src, async_op=True), "the edited gradients' broadcast")
         except RuntimeError as e:
-            # No reference to the step's works may outlive it (the exception's
-            # frames hold them): they keep the group's connections open, and
-            # a peer waiting on this rank would wait for its timeout.
-            out.meta_work = None
-            e.__traceback__ = None
-            out.failed = e
-            self._detach_grads(params)
+            self._step_failed(out, e, params)
             return None
-        out.stepped = True
-        if total > 0:
-            scale = self.world / self.initial_world if self._policy == FIXED_LOCAL else 1.0
-            saved = [g["lr"] for g in state.optimizer.param_groups]
-            if scale != 1.0:
-                for g in state.optimizer.param_groups:
-                    g["lr"] = g["lr"] * scale
-            try:
-                state.optimizer._edl_inner_step()
-            finally:
-                for g, lr in zip(state.optimizer.param_groups, saved):
-                    g["lr"] = lr
-            if state.scheduler is not None:
-                state.scheduler._edl_inner_step()
-        return None
+        _scatter_grads(params, dense, flat, sparse)
+        return flat[-1].item() > 0.5
+
+    def _await_meta(self, meta, out) -> int:
+        """Waits for the step's metadata all-reduce; returns the step's
+        samples over all ranks."""
+        if out.meta_err is not None:
+            raise out.meta_err
+        mt = out.meta_t
+        if out.meta_work is not None:
+            self._await(out.meta_work, "the metadata all-reduce")
+            out.meta_work = None
+        elif mt is None:  # standalone
+            mt = torch.tensor(meta, dtype=torch.float64)
+        total = int(round(mt[protocol.COUNT].item()))
+        out.meta, out.loss, out.total = mt.tolist(), 0.0, total
+        return total
+
+    def _grad_vector(self, params, zero, n, total, early=False):
+        """The vector the gradient all-reduce sums: each rank's gradients
+        weighted by its share n/total, then 1 if this rank averages before
+        step() (the sum says whether any did), then the loss times n in the
+        last element (the sum is the global batch's mean gradient and its
+        summed loss). Returns (flat, grads, sparse): grads is None when flat's
+        elements are the gradients themselves (views), else the dense
+        gradients concatenated into flat, and sparse the indexes of those
+        that were sparse (an nn.Embedding(sparse=True)) with their sparse
+        dimensions, made sparse again after the all-reduce."""
+        flat = self._grads_flat(params, zero)
+        grads, sparse = None, {}
+        if flat is None:
+            grads = []
+            for i, p in enumerate(params):
+                if p.grad is None or zero:
+                    p.grad = torch.zeros_like(p)
+                elif p.grad.is_sparse:
+                    sparse[i] = p.grad.sparse_dim()
+                    p.grad = p.grad.to_dense()
+                grads.append(p.grad)
+            flat = torch.cat([g.reshape(-1) for g in grads] + [grads[0].new_zeros(2)])
+        flat.mul_(n / total)
+        flat[-2] = 1.0 if early else 0.0
+        flat[-1] = self._loss * n
+        return flat, grads, sparse
+
+    def _step_failed(self, out, e, params) -> None:
+        """A collective of the step failed: the step is discarded."""
+        # No reference to the step's works may outlive it (the exception's
+        # frames hold them): they keep the group's connections open, and
+        # a peer waiting on this rank would wait for its timeout.
+        out.meta_work = None
+        e.__traceback__ = None
+        out.failed = e
+        self._detach_grads(params)
+
+    def _update(self, state) -> None:
+        """The optimizer's own step (with fixed_local's scaled rate), then
+        the scheduler's."""
+        scale = self.world / self.initial_world if self._policy == FIXED_LOCAL else 1.0
+        saved = [g["lr"] for g in state.optimizer.param_groups]
+        if scale != 1.0:
+            for g in state.optimizer.param_groups:
+                g["lr"] = g["lr"] * scale
+        try:
+            state.optimizer._edl_inner_step()
+        finally:
+            for g, lr in zip(state.optimizer.param_groups, saved):
+                g["lr"] = lr
+        if state.scheduler is not None:
+            state.scheduler._edl_inner_step()
 
     def _epoch_end(self, done: int) -> None:
         """Calls on_epoch_end(done) and reports what it returns."""
@@ -515,11 +719,173 @@ class Context(GroupMixin):
                     self._pending, self._loss = (meta, k, out), 0.0
                     yield loader.batch(range(s, e))
                     self.applied += 1
-                    if not out.stepped:
-                        raise EdlError("steps(): call optimizer.step() once for every batch (it averages the gradients)")
+                    self._batch_done(out)
                     self._pending = None
             self.epoch = epoch + 1
             self._epoch_end(self.epoch)
+
+
+def _trained_params(optimizer) -> List[torch.Tensor]:
+    """The optimizer's parameters that are trained: a frozen one
+    (requires_grad False: a fine-tuned model's backbone, an integer
+    parameter) gets no gradient, as in plain PyTorch, so the optimizer
+    leaves it alone (a zero gradient would let weight decay and momentum
+    move it)."""
+    return [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
+
+
+def _edit_source(meta) -> Optional[int]:
+    """The lowest rank with samples in a step's summed metadata, when some
+    rank has none (it ran none of the program's edits); else None."""
+    world = (len(meta) - protocol.META_HEAD) // protocol.SLOT_WIDTH
+    have = []
+    for r in range(world):
+        b = protocol.META_HEAD + protocol.SLOT_WIDTH * r
+        have.append(int(round(meta[b])) > 0 and int(round(meta[b + 2])) > int(round(meta[b + 1])))
+    if all(have) or not any(have):
+        return None
+    return have.index(True)
+
+
+def _remove_hooks(out) -> None:
+    hooks, out.hooks = out.hooks, []
+    for h in hooks:
+        h.remove()
+
+
+def _backward_after_average(ctx, out, grad):
+    if ctx._pending is not None and ctx._pending[2] is out and not out.called:
+        raise EdlError(BACKWARD_AFTER_AVERAGE)
+    return None
+
+
+BACKWARD_AFTER_AVERAGE = (
+    "a backward after this batch's gradients were averaged (by clip_grad_norm_, clip_grad_value_, "
+    "GradScaler.unscale_ or ctx.average_gradients()): edl averages once per step, as DDP does at the last backward; "
+    "run every backward of the batch (gradient accumulation) first, then clip, then optimizer.step()"
+)
+
+# The contexts whose steps() runs (one per process in practice): where the
+# clip functions and GradScaler.unscale_ look for a pending step.
+_running: List["Context"] = []
+
+
+def _pending_step(tensors=None, optimizer=None):
+    """The running context and outcome of a batch that is yielded and not
+    yet stepped, whose optimizer is optimizer or trains one of tensors;
+    (None, None) if none."""
+    for ctx in _running:
+        pend, st = ctx._pending, ctx._state
+        if pend is None or st is None or pend[2].called:
+            continue
+        if optimizer is not None:
+            if optimizer is st.optimizer:
+                return ctx, pend[2]
+            continue
+        ids = {id(t) for t in tensors}
+        if any(id(p) in ids for p in _trained_params(st.optimizer)):
+            return ctx, pend[2]
+    return None, None
+
+
+def _average_first(fn):
+    """fn (a torch.nn.utils clip function) acting on the averaged gradients
+    when its parameters are trained by a wrapped optimizer whose step is
+    pending; torch's own otherwise."""
+    @functools.wraps(fn)
+    def clip(*args, **kwargs):
+        if _running:
+            args = list(args)
+            params = args[0] if args else kwargs.get("parameters")
+            params = [params] if torch.is_tensor(params) else list(params)
+            if args:
+                args[0] = params
+            else:
+                kwargs["parameters"] = params
+            ctx, out = _pending_step(tensors=params)
+            if ctx is not None:
+                ctx._average(ctx._state, out, early=True)
+        return fn(*args, **kwargs)
+
+    clip._edl_torch = fn
+    return clip
+
+
+def _unscale_average_first(fn):
+    """GradScaler.unscale_ (called by GradScaler.step when the program did
+    not) on the averaged gradients, as under DDP: the inf check then sees
+    the same gradients on every rank, so every rank skips the same steps."""
+    @functools.wraps(fn)
+    def unscale_(self, optimizer):
+        ctx, out = (None, None)
+        if _running and self.is_enabled():
+            ctx, out = _pending_step(optimizer=optimizer)
+            if ctx is not None:
+                ctx._average(ctx._state, out, early=True)
+        r = fn(self, optimizer)
+        if ctx is not None and out.averaged and out.failed is None:
+            st = self._per_optimizer_states.get(id(optimizer))
+            if st and sum(v.item() for v in st["found_inf_per_device"].values()):
+                out.skip = True
+        return r
+
+    unscale_._edl_torch = fn
+    return unscale_
+
+
+def _torch_clips() -> Dict[str, Callable]:
+    mod = torch.nn.utils.clip_grad
+    return {name: getattr(getattr(mod, name), "_edl_torch", getattr(mod, name))
+            for name in ("clip_grad_norm_", "clip_grad_value_")}
+
+
+# torch's own clip functions, before the package wrapped them.
+_TORCH_CLIP = _torch_clips()
+
+
+def _patch_torch() -> None:
+    """Wraps torch.nn.utils.clip_grad_norm_ / clip_grad_value_ (where
+    torch.nn.utils and torch.nn.utils.clip_grad name them) and
+    GradScaler.unscale_ (the class that defines it) so that, on the
+    parameters of a pending edl step, they run on the averaged gradients.
+    Outside ctx.steps() and on other tensors they are torch's own."""
+    for name, fn in _TORCH_CLIP.items():
+        for mod in (torch.nn.utils, torch.nn.utils.clip_grad):
+            if getattr(mod, name, None) is fn:
+                setattr(mod, name, _average_first(fn))
+    scalers = [getattr(torch.cuda.amp, "GradScaler", None), getattr(getattr(torch, "amp", None), "GradScaler", None)]
+    for cls in scalers:
+        fn = cls.__dict__.get("unscale_") if cls is not None else None
+        if fn is not None and not hasattr(fn, "_edl_torch"):
+            cls.unscale_ = _unscale_average_first(fn)
+
+
+_patch_torch()
+
+
+def _warn_clips_bound_early(names: Dict[str, Any]) -> None:
+    """`from torch.nn.utils import clip_grad_norm_` run before `import
+    edl.torch` binds torch's own function, which the package cannot see."""
+    for name, v in list(names.items()):
+        for torch_name, fn in _TORCH_CLIP.items():
+            if v is fn:
+                warnings.warn(
+                    "edl: %s is torch's %s, bound before edl.torch was imported: a clip through it acts on this "
+                    "rank's own gradients, not on the averaged ones (DDP's); import edl.torch first, or call "
+                    "torch.nn.utils.%s, or call ctx.average_gradients() before it" % (name, torch_name, torch_name),
+                    RuntimeWarning, stacklevel=3)
+
+
+def _scatter_grads(params, grads, flat, sparse) -> None:
+    """Copies the summed vector back into the gradients it was
+    concatenated from; the ones that were sparse become sparse again."""
+    off = 0
+    for i, (p, g) in enumerate(zip(params, grads)):
+        k = g.numel()
+        g.copy_(flat[off:off + k].view_as(g))
+        off += k
+        if i in sparse:
+            p.grad = g.to_sparse(sparse[i])
 
 
 def _ends_epoch(meta) -> bool:
@@ -559,4 +925,9 @@ def init(timeout=None, standalone=None, backend=None):
         warnings.warn("edl: not under an edl worker (EDL_SOCKET unset): training in this one process, without elasticity",
                       RuntimeWarning, stacklevel=2)
         return Context(None, timeout, standalone=True, partitions=int(os.environ.get("EDL_PARTITIONS") or 1))
-    return Context(protocol.Client(path), timeout, backend=backend)
+    if path in _live:
+        raise EdlError("edl.torch.init() was called a second time in this process: its worker (EDL_SOCKET=%s) serves "
+                       "one connection, the first init()'s; call init() once and pass the Context it returned" % path)
+    ctx = Context(protocol.Client(path), timeout, backend=backend)
+    _live[path] = ctx
+    return ctx

@@ -7,7 +7,9 @@ Once ctx.steps() returned because training finished, rank 0's program
 then: MODE "sleep" sleeps 2 s and prints "AFTERLOOP exit time=<t>" just
 before it exits 0; "fail" writes "saving the model failed" to stderr and
 exits 3; "hang" never returns. worker/live/liveend_test.go checks that the job
-ends by what the program does, not before.
+ends by what the program does, not before. MODE "break" is a user's break
+out of the loop instead: every rank leaves its loop after its third batch
+(the package's generator closed, as by a break) and the program exits 0.
 """
 
 import os
@@ -24,6 +26,14 @@ _steps = et.Context.steps
 
 
 def _steps_then(self, *a, **k):
+    if MODE == "break":
+        it = _steps(self, *a, **k)
+        for i, batch in enumerate(it):
+            yield batch
+            if i == 2:
+                it.close()  # what a break in the program's loop does to the package's generator
+                return
+        return
     yield from _steps(self, *a, **k)
     if self.rank != 0 or not self.finished:
         return

@@ -114,6 +114,23 @@ func TestLiveProgramHangingAfterItsLoopIsStopped(t *testing.T) {
 	}
 }
 
+// A program that breaks out of its ctx.steps() loop and exits 0 fails the
+// job saying so: the reason names the early exit and quotes the package's
+// line on stderr (before: "failed ... last: exit code 0" and nothing else).
+func TestLiveProgramLeavingItsLoopEarlyIsNamed(t *testing.T) {
+	t.Parallel()
+	l := startLive(t, 1, 1, 480, 2, "--batch", "24", "--hidden", "16")
+	l.afterLoop("break")
+	l.add("w0")
+	st, reason, _ := l.waitEnd(2 * time.Minute)
+	for _, want := range []string{"exit code 0 before training ended (it left its ctx.steps() loop early",
+		"left its ctx.steps() loop before training ended (a break"} {
+		if st != jobs.Failed || !strings.Contains(reason, want) {
+			t.Fatalf("job %s (%q), want failed with %q", st, reason, want)
+		}
+	}
+}
+
 // Events name a signal by its name ("killed by SIGKILL"; before: "killed
 // by killed").
 func TestProgramKilledBySignalIsNamed(t *testing.T) {

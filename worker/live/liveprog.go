@@ -134,13 +134,13 @@ func (w *Worker) programGone(ctx context.Context) (*liveConn, error) {
 		return c, err
 	}
 	fallback := res.Code == LiveExitRestart
-	w.Log.Warn("program ended", "exit", res.Describe(), "fallback", fallback, "stderr_tail", res.Tail)
+	w.Log.Warn("program ended", "exit", goneDescribe(res), "fallback", fallback, "stderr_tail", res.Tail)
 	gen := int64(0)
 	if w.g != nil {
 		gen = w.g.Number
 	}
 	if !fallback {
-		w.Rep.Event(jobs.EventError, fmt.Sprintf("program of worker %s failed in generation %d: %s", w.Cfg.Worker, gen, res.Describe()),
+		w.Rep.Event(jobs.EventError, fmt.Sprintf("program of worker %s failed in generation %d: %s", w.Cfg.Worker, gen, goneDescribe(res)),
 			map[string]any{"worker": w.Cfg.Worker, "generation": gen, "exit_code": res.Code})
 	}
 	w.synced = false
@@ -164,7 +164,7 @@ func (w *Worker) programGone(ctx context.Context) (*liveConn, error) {
 		// on would train a fresh model on the rest of the epoch. (With
 		// one, the restore generation loads the newest: liveckpt.go.)
 		reason := fmt.Sprintf("live program of worker %s, the only member of generation %d, ended (%s): its training state is lost (no checkpoint store); last stderr lines:\n%s",
-			w.Cfg.Worker, w.g.Number, res.Describe(), res.Tail)
+			w.Cfg.Worker, w.g.Number, goneDescribe(res), res.Tail)
 		_ = core.Retry(ctx, w.Log, "mark done", func() error { return w.Co.MarkDone(ctx, string(jobs.Failed)) })
 		w.Rep.Transition(ctx, jobs.Failed, reason)
 		return nil, w.Exit(ctx, reason)
@@ -174,7 +174,7 @@ func (w *Worker) programGone(ctx context.Context) (*liveConn, error) {
 		w.restarts++
 		if w.restarts > w.Ex.Restarts() {
 			reason := fmt.Sprintf("live program of worker %s failed %d times (max_restarts %d); last: %s; last stderr lines:\n%s",
-				w.Cfg.Worker, w.restarts, w.Ex.Restarts(), res.Describe(), res.Tail)
+				w.Cfg.Worker, w.restarts, w.Ex.Restarts(), goneDescribe(res), res.Tail)
 			_ = core.Retry(ctx, w.Log, "mark done", func() error { return w.Co.MarkDone(ctx, string(jobs.Failed)) })
 			w.Rep.Transition(ctx, jobs.Failed, reason)
 			return nil, w.Exit(ctx, reason)
@@ -203,6 +203,18 @@ func (w *Worker) programGone(ctx context.Context) (*liveConn, error) {
 		w.reportLive(ctx, cur)
 	}
 	return c, nil
+}
+
+// goneDescribe describes the end of a program that ended without a leave,
+// stop or done: there an exit 0 means that it returned before training
+// ended, having left its ctx.steps() loop early (a break out of it: the
+// package says so on stderr), which "exit code 0" alone does not tell.
+func goneDescribe(res core.ProgramResult) string {
+	d := res.Describe()
+	if res.StartErr == nil && res.Signal == "" && res.Code == 0 {
+		d += " before training ended (it left its ctx.steps() loop early: a break or a return in the loop?)"
+	}
+	return d
 }
 
 // errBadRequest: a line of the program's that is not a request.
