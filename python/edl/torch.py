@@ -83,6 +83,11 @@ LEFT_LOOP = (
 _live: Dict[str, "Context"] = {}
 
 
+def _non_finite_name(v: float) -> str:
+    """The protocol's name of a number JSON cannot carry (worker/live/protocol.json)."""
+    return "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
+
+
 class _Outcome:
     def __init__(self) -> None:
         self.stepped = False
@@ -172,13 +177,15 @@ class Context(GroupMixin):
         else the last applied one); epoch the epochs done (default: the
         current count). Any rank may call it; rank 0's values are kept (the
         return value says whether they were). A value that is not finite
-        (a diverged loss) is dropped with a warning."""
+        (a diverged loss) is a real observation and is kept (a sweep judges
+        it the worst there is); JSON has no number for it, so it travels
+        by name ("NaN", "Infinity", "-Infinity")."""
         if not metrics:
             raise EdlError("report(): no metrics given; call it as ctx.report(loss=0.3, val_loss=0.4)")
         for name, v in (("step", step), ("epoch", epoch)):
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
                 raise EdlError("report(%s=%r): want an int >= 0" % (name, v))
-        values, dropped = {}, []
+        values = {}
         for k, v in metrics.items():
             if len(k) > 64:
                 raise EdlError("report(%s=...): a metric name has at most 64 characters" % k[:20])
@@ -188,13 +195,7 @@ class Context(GroupMixin):
                 v = v.detach().item()
             if isinstance(v, bool) or not isinstance(v, numbers.Real):
                 raise EdlError("report(%s=%r): want a number" % (k, v))
-            if not math.isfinite(float(v)):
-                dropped.append("%s=%r" % (k, float(v)))
-                continue
             values[k] = float(v)
-        if dropped:
-            warnings.warn("edl: report(): %s not finite: dropped (the job's metric log holds finite numbers)"
-                          % ", ".join(dropped), RuntimeWarning, stacklevel=2)
         if step is None:
             step = self.applied + 1 if self._pending is not None else max(self.applied, 0)
         if epoch is None:
@@ -205,7 +206,10 @@ class Context(GroupMixin):
         if not self._serving:
             raise EdlError("report(): only while ctx.steps() runs (in its loop or its on_epoch_end): the worker "
                            "ends the job's life when the loop ends")
-        return bool(self.client.call("report", step=step, epoch=epoch, values=values).get("kept"))
+        finite = {k: v for k, v in values.items() if math.isfinite(v)}
+        non_finite = {k: _non_finite_name(v) for k, v in values.items() if not math.isfinite(v)}
+        return bool(self.client.call("report", step=step, epoch=epoch, values=finite,
+                                     non_finite=non_finite or None).get("kept"))
 
     def average_gradients(self) -> bool:
         """Averages this batch's gradients over the ranks now, as
@@ -388,8 +392,10 @@ class Context(GroupMixin):
                 self._destroy()
                 self.client.call("failed", gen=self.generation, error=repr(out.failed))
                 return "failed"
+            finite = math.isfinite(out.loss)  # a diverged loss travels by name: JSON has no NaN
             rep = self.client.call("step", gen=self.generation, meta=[int(round(v)) for v in out.meta],
-                                   loss=out.loss)
+                                   loss=out.loss if finite else None,
+                                   loss_non_finite=None if finite else _non_finite_name(out.loss))
             self.applied, self.epoch = rep["applied"], rep["epoch"]
             if rep.get("checkpoint"):
                 self._saver.save(state, rep["checkpoint"], rep["applied"])

@@ -10,7 +10,7 @@ import pathlib
 TESTS = pathlib.Path(__file__).resolve().parent
 EDL = TESTS.parent / "edl"
 PATH = TESTS.parent.parent / "worker" / "live" / "protocol.json"
-TYPES = {"int", "number", "bool", "string", "bytes", "int[]", "string[]", "progress", "metrics"}
+TYPES = {"int", "number", "bool", "string", "bytes", "int[]", "string[]", "progress", "metrics", "nonfinite"}
 
 
 def load():
@@ -37,6 +37,8 @@ def _is(typ, v):
         return isinstance(v, dict)
     if typ == "metrics":
         return isinstance(v, dict) and all(isinstance(k, str) and _is("number", e) and e is not None for k, e in v.items())
+    if typ == "nonfinite":
+        return isinstance(v, dict) and all(isinstance(k, str) and e in ("NaN", "Infinity", "-Infinity") for k, e in v.items())
     if typ == "int[]":
         return isinstance(v, list) and all(_is("int", e) for e in v)
     if typ == "string[]":

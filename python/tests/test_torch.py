@@ -16,6 +16,10 @@ from edl import protocol
 from fakestore import StoreOps
 
 
+def _no_bare_constants(name):
+    raise ValueError("bare %s in a request: not JSON (the Go worker refuses it)" % name)
+
+
 class FakeWorker:
     """Hands out partitions in order, applies steps like worker/live/live.go's
     liveStep (decideStep), and records every applied step's ranges."""
@@ -45,11 +49,15 @@ class FakeWorker:
     def serve(self):
         c, _ = self.srv.accept()
         f = c.makefile("rb")
-        for line in f:
-            req = json.loads(line)
-            self.ops.append(req["op"])
-            rep = self.handle(req)
-            c.sendall(json.dumps(rep).encode() + b"\n")
+        try:
+            for line in f:
+                req = json.loads(line, parse_constant=_no_bare_constants)  # as Go's encoding/json reads it
+                self.ops.append(req["op"])
+                rep = self.handle(req)
+                c.sendall(json.dumps(rep).encode() + b"\n")
+        finally:  # a request it refused ends the connection: the program fails, it does not hang
+            c.shutdown(socket.SHUT_RDWR)
+            c.close()
 
     def handle(self, req):
         op = req["op"]
@@ -88,7 +96,7 @@ class FakeWorker:
             return {"part": p, "start": off, "end": end, "first": self.part(p)[0], "fin": end >= size}
         if op == "step":
             meta = req["meta"]
-            self.losses.append(req["loss"])
+            self.losses.append(req.get("loss_non_finite") or req["loss"])
             assert len(meta) == protocol.meta_len(1)
             if meta[protocol.COUNT] > 0:
                 self.applied += 1
@@ -279,13 +287,14 @@ def test_report_bad_use(worker):
             ctx.report(step=-1, loss=1.0)
         with pytest.raises(et.EdlError, match="a tensor of 2 elements"):
             ctx.report(loss=torch.ones(2))
-        with pytest.warns(RuntimeWarning, match="loss=nan not finite: dropped"):
-            assert ctx.report(loss=float("nan")) is False
-        with pytest.warns(RuntimeWarning, match="loss=inf"):
-            assert ctx.report(loss=float("inf"), acc=0.5) is True
+        # A diverged value is kept, by name (JSON has no NaN): the sweep
+        # judges it the worst there is.
+        assert ctx.report(loss=float("nan")) is True
+        assert ctx.report(loss=float("inf"), acc=0.5) is True
         assert ctx.report(step=100, epoch=3, acc=1) is True
-    assert [r["values"] for r in w.reports] == [{"acc": 0.5}, {"acc": 1.0}] * 2, "nothing non-finite is sent"
-    assert w.reports[1]["step"] == 100 and w.reports[1]["epoch"] == 3
+    sent = [(r["values"], r.get("non_finite")) for r in w.reports]
+    assert sent == [({}, {"loss": "NaN"}), ({"acc": 0.5}, {"loss": "Infinity"}), ({"acc": 1.0}, None)] * 2, sent
+    assert w.reports[2]["step"] == 100 and w.reports[2]["epoch"] == 3
     with pytest.raises(et.EdlError, match="only while ctx.steps"):
         ctx.report(loss=1.0)
 
@@ -459,6 +468,23 @@ def test_loss_recorded_after_step_is_reported(worker):
         ctx.record(loss)
         losses.append(loss.item() * len(x))
     assert w.losses[:2] == pytest.approx(losses, rel=1e-6) and all(v > 0 for v in losses)
+
+
+def test_diverged_loss_is_sent_by_name(worker):
+    """A NaN or infinite loss (a diverged run goes on, as under plain
+    torch) travels by name: JSON has no such numbers, and the worker's
+    decoder refused the bare NaN that json.dumps writes."""
+    w = worker(samples=12, partitions=1)
+    ctx = et.init()
+    m, opt = model_opt()
+    for i, (x, y) in enumerate(ctx.steps(et.DataLoader(Data(12), batch_size=4), et.State(model=m, optimizer=opt))):
+        loss = torch.nn.functional.cross_entropy(m(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        ctx.record([float("nan"), float("inf"), float("-inf")][i])
+    assert w.losses[:3] == ["NaN", "Infinity", "-Infinity"], w.losses
+    assert ctx.finished
 
 
 class ScriptedGens(FakeWorker):

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/worker/datapipe"
 )
 
@@ -43,6 +44,52 @@ func EncodeHeader(p ProgressState, extra int) []byte {
 	out := make([]byte, 0, 4+len(h)+extra)
 	out = binary.LittleEndian.AppendUint32(out, uint32(len(h)))
 	return append(out, h...)
+}
+
+// MarshalJSON writes a loss that is not finite (a diverged run) by name,
+// "NaN", "Infinity" or "-Infinity", as JSON has no such numbers: the
+// state still travels to newcomers and into checkpoints (encoding/json
+// refused it, and the state was written empty).
+func (p ProgressState) MarshalJSON() ([]byte, error) {
+	type plain ProgressState
+	w := struct {
+		plain
+		Loss any `json:"loss"`
+	}{plain: plain(p), Loss: p.Loss}
+	if n := jobs.NonFiniteName(p.Loss); n != "" {
+		w.Loss = n
+	}
+	return json.Marshal(w)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes: the loss as a number or a
+// non-finite name.
+func (p *ProgressState) UnmarshalJSON(b []byte) error {
+	type plain ProgressState
+	var w struct {
+		plain
+		Loss json.RawMessage `json:"loss"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*p = ProgressState(w.plain)
+	var name string
+	switch {
+	case len(w.Loss) == 0 || string(w.Loss) == "null":
+		p.Loss = 0
+	case json.Unmarshal(w.Loss, &name) == nil:
+		v, err := jobs.ParseNonFinite(name)
+		if err != nil {
+			return fmt.Errorf("loss: %w", err)
+		}
+		p.Loss = v
+	default:
+		if err := json.Unmarshal(w.Loss, &p.Loss); err != nil {
+			return fmt.Errorf("loss: %w", err)
+		}
+	}
+	return nil
 }
 
 func DecodeState(b []byte) (ProgressState, []byte, error) {

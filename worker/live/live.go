@@ -65,6 +65,9 @@ type liveRequest struct {
 	// step
 	Meta []int64 `json:"meta"`
 	Loss float64 `json:"loss"`
+	// LossNonFinite names a loss JSON cannot carry ("NaN", "Infinity",
+	// "-Infinity": a diverged run); Loss is then null.
+	LossNonFinite string `json:"loss_non_finite"`
 	// adopt
 	Progress *core.ProgressState `json:"progress"`
 	// failed, fallback
@@ -73,6 +76,8 @@ type liveRequest struct {
 	Step   int64              `json:"step"`
 	Epoch  int                `json:"epoch"`
 	Values map[string]float64 `json:"values"`
+	// NonFinite: metric name -> "NaN", "Infinity" or "-Infinity".
+	NonFinite map[string]string `json:"non_finite"`
 
 	liveStoreRequest // store_*: livestore.go
 
@@ -486,9 +491,16 @@ func (w *Worker) liveStep(ctx context.Context, req liveRequest) (liveReply, func
 	if len(req.Meta) != core.BlockLen(world) {
 		return liveReply{Error: fmt.Sprintf("step: metadata of %d values, want %d for world %d", len(req.Meta), core.BlockLen(world), world)}, nil
 	}
+	loss := req.Loss
+	if req.LossNonFinite != "" {
+		var err error
+		if loss, err = jobs.ParseNonFinite(req.LossNonFinite); err != nil {
+			return liveReply{Error: "step: loss_non_finite: " + err.Error()}, nil
+		}
+	}
 	v := core.DecideStep(req.Meta, world, rank, w.st.Epoch, w.epochs)
 	if v.Apply {
-		w.liveApply(g, rank, req.Meta, req.Loss)
+		w.liveApply(g, rank, req.Meta, loss)
 	}
 	if v.EpochDone {
 		w.Log.Info("epoch done", "epoch", w.st.Epoch, "step", w.st.Applied)

@@ -3,6 +3,7 @@ package live
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -40,6 +41,11 @@ func TestLiveReportRankZeroOnly(t *testing.T) {
 		{w0, liveRequest{Op: "report", Epoch: -2, Values: map[string]float64{"loss": 1}}, false, "report: epoch -2"},
 		{w0, liveRequest{Op: "report", Values: map[string]float64{"": 1}}, false, `metric name ""`},
 		{w0, liveRequest{Op: "report", Values: map[string]float64{strings.Repeat("x", 65): 1}}, false, "want 1-64 characters"},
+		// A diverged value travels by name, and is kept as that value.
+		{w0, liveRequest{Op: "report", Step: 42, Values: map[string]float64{"acc": 0.5}, NonFinite: map[string]string{"loss": "NaN"}}, true, ""},
+		{w0, liveRequest{Op: "report", NonFinite: map[string]string{"loss": "nan"}}, false, `metric "loss": non-finite name "nan"`},
+		{w0, liveRequest{Op: "report", Values: map[string]float64{"loss": 1}, NonFinite: map[string]string{"loss": "NaN"}}, false, "both in values and in non_finite"},
+		{w0, liveRequest{Op: "report", NonFinite: map[string]string{"": "NaN"}}, false, `metric name ""`},
 	}
 	for i, tc := range tests {
 		rep, after := tc.w.handle(context.Background(), tc.req)
@@ -65,8 +71,11 @@ func TestLiveReportRankZeroOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pts) != 1 || pts[0].Step != 40 || pts[0].Epoch != 1 || pts[0].Values["val_loss"] != 0.25 || pts[0].Values["loss"] != 0.5 {
-		t.Fatalf("metric log %+v, want rank 0's one point (step 40, epoch 1, val_loss 0.25, loss 0.5)", pts)
+	if len(pts) != 2 || pts[0].Step != 40 || pts[0].Epoch != 1 || pts[0].Values["val_loss"] != 0.25 || pts[0].Values["loss"] != 0.5 {
+		t.Fatalf("metric log %+v, want rank 0's two points (step 40, epoch 1, val_loss 0.25, loss 0.5; step 42)", pts)
+	}
+	if p := pts[1]; p.Step != 42 || !math.IsNaN(p.Values["loss"]) || p.Values["acc"] != 0.5 {
+		t.Fatalf("metric log's second point %+v, want step 42 with loss NaN and acc 0.5", p)
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/edl-nomad/edl/jobs"
 )
 
 // protocolJSON describes every message of the live protocol once, for
@@ -40,7 +42,7 @@ func (f *protoField) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-var protoTypes = []string{"int", "number", "bool", "string", "bytes", "int[]", "string[]", "progress", "metrics"}
+var protoTypes = []string{"int", "number", "bool", "string", "bytes", "int[]", "string[]", "progress", "metrics", "nonfinite"}
 
 // protoOp is one operation: its request's and its reply's fields.
 type protoOp struct {
@@ -138,6 +140,14 @@ func checkType(typ string, v json.RawMessage) error {
 		for _, e := range m {
 			_, isNum := e.(float64)
 			ok = ok && isNum
+		}
+	case "nonfinite":
+		m, isObj := x.(map[string]any)
+		ok = isObj
+		for _, e := range m {
+			name, isStr := e.(string)
+			_, err := jobs.ParseNonFinite(name)
+			ok = ok && isStr && err == nil
 		}
 	case "int[]", "string[]":
 		a, isArr := x.([]any)

@@ -49,6 +49,8 @@ func protoTypeOf(t *testing.T, typ reflect.Type) string {
 		return "progress"
 	case typ == reflect.TypeFor[map[string]float64]():
 		return "metrics"
+	case typ == reflect.TypeFor[map[string]string]():
+		return "nonfinite"
 	case typ.Kind() == reflect.Slice && typ.Elem().Kind() == reflect.Int64:
 		return "int[]"
 	case typ.Kind() == reflect.Slice && typ.Elem().Kind() == reflect.String:
@@ -210,6 +212,10 @@ func TestProtocolCheckRequest(t *testing.T) {
 		{`{"op":"report","step":12,"epoch":1,"values":{"loss":0.5,"val_loss":1}}`, ""},
 		{`{"op":"report","step":12,"values":{"loss":"0.5"}}`, `report: field "values"`},
 		{`{"op":"report","step":12,"values":[0.5]}`, `report: field "values"`},
+		{`{"op":"report","step":12,"values":{},"non_finite":{"loss":"NaN","acc":"-Infinity"}}`, ""},
+		{`{"op":"report","step":12,"non_finite":{"loss":"nan"}}`, `report: field "non_finite"`},
+		{`{"op":"report","step":12,"non_finite":{"loss":1}}`, `report: field "non_finite"`},
+		{`{"op":"step","gen":3,"meta":[4,0,0,0,1,0,4,2],"loss":null,"loss_non_finite":"Infinity"}`, ""},
 	}
 	for _, tc := range tests {
 		err := protocol.checkRequest([]byte(tc.line))
