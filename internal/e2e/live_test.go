@@ -348,3 +348,41 @@ func workerPid(id string) int {
 	}
 	return 0
 }
+
+// A live job whose program fails before it connects (a typo: an
+// ImportError at its top) under edl dev: the job is failed within its
+// max_restarts, the reason naming the exit and the error, and its one
+// worker is never replaced. Before, the worker exited with an error after
+// its restarts, the local cluster started a fresh one with a fresh count a
+// second later, again and again, and the job stayed starting.
+func TestLiveTypoFailsTheJob(t *testing.T) {
+	needTorch(t)
+	d := startDev(t, map[string]string{"alice": "tok-alice"}, "--slots", "2")
+	script := filepath.Join(t.TempDir(), "typo.py")
+	if err := os.WriteFile(script, []byte("import sys\nprint('typo start', file=sys.stderr)\nimport edl_no_such_module_typo\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec := liveJob("typo", 1, 1)
+	ex := spec["trainer"].(map[string]any)["exec"].(map[string]any)
+	ex["command"] = []string{torchPython, script}
+	j := d.submit("alice", spec)
+	j = d.waitJob("alice", j.ID, time.Minute, "an end", func(j jobView) bool { return j.State == "failed" || j.State == "succeeded" || j.State == "cancelled" })
+	for _, want := range []string{"failed 2 times before it connected", "max_restarts 1", "exit code 1",
+		"ModuleNotFoundError: No module named 'edl_no_such_module_typo'"} {
+		if j.State != "failed" || !strings.Contains(j.Reason, want) {
+			t.Errorf("job %s (%q), want failed with %q in the reason", j.State, j.Reason, want)
+		}
+	}
+	time.Sleep(3 * time.Second) // the local cluster's restart delay is 1 s
+	var ws struct {
+		Workers []struct {
+			ID string `json:"id"`
+		} `json:"workers"`
+	}
+	if code := d.do("alice", "GET", "/v1/jobs/"+j.ID+"/workers", nil, &ws); code != 200 {
+		t.Fatalf("workers: status %d", code)
+	}
+	if len(ws.Workers) != 1 {
+		t.Errorf("workers %+v, want the one (never replaced)", ws.Workers)
+	}
+}

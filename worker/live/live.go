@@ -186,6 +186,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.Spec, w.Ex = *spec, *spec.Trainer.Exec
 	w.ds = *w.Ex.Dataset
+	if st, ended := w.jobEnded(ctx); ended {
+		// A worker its cluster started again after the job ended (a
+		// worker that failed the job exits non-zero when its program's
+		// hello was refused): its program is not started again.
+		w.Log.Info("the job has ended; not starting its program", "state", st)
+		return nil
+	}
 	bg, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w.Log = w.Log.With("mode", "live")
@@ -238,11 +245,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		lctx, lcancel := context.WithTimeout(bg, 5*time.Second)
 		defer lcancel()
 		_ = w.Co.Leave(lctx)
-		w.Rep.Flush(lctx)
 		if ctx.Err() != nil {
+			w.Rep.Flush(lctx)
 			return nil
 		}
-		return err
+		return w.failStart(bg, err)
 	}
 	w.Leader = core.NewLeader(w.Cfg, w.Spec, w.Co, w.Deps.Now, nil)
 	w.Watch = w.Co.Watch(context.WithoutCancel(ctx), 100*time.Millisecond)

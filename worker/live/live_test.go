@@ -290,6 +290,73 @@ func TestLiveDatasetLengthMismatch(t *testing.T) {
 	if n := len(l.jobs.Events); n == 0 || !strings.Contains(l.jobs.Events[n-1].Message, "dataset.samples is 1000") {
 		t.Errorf("events %+v: want the mismatch as the last one", l.jobs.Events)
 	}
+	// The job fails saying so (before, it kept its state while its
+	// cluster started the worker again and again).
+	if l.jobs.Job.State != jobs.Failed || !strings.Contains(l.jobs.Job.Reason, "dataset.samples is 1000") {
+		t.Errorf("job %s (%q), want failed with the mismatch", l.jobs.Job.State, l.jobs.Job.Reason)
+	}
+}
+
+// A program that fails before it connects (an ImportError at its top, as
+// a typo gives) fails the job once max_restarts restarts are spent, with
+// the exit and the last stderr lines in the reason; its worker exits 0
+// (nothing for its cluster to start again). Before, the worker returned an
+// error: edl dev's local cluster (or Nomad) started a fresh worker with a
+// fresh count in its place, again and again, and the job stayed starting.
+// A worker started again for a job that has ended starts no program.
+func TestLiveProgramFailingBeforeHelloFailsTheJob(t *testing.T) {
+	t.Parallel()
+	l := startLive(t, 1, 1, 1000, 4)
+	script := filepath.Join(t.TempDir(), "typo.py")
+	if err := os.WriteFile(script, []byte("import sys\nprint('TYPO START', flush=True)\nimport edl_no_such_module_typo\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l.spec.Trainer.Exec.Command = []string{livePython, script}
+	l.setMaxRestarts(2)
+	l.jobs.Job.State = jobs.Starting
+	l.add("w0")
+	select {
+	case err := <-l.errs:
+		if err != nil {
+			t.Fatalf("worker returned %v, want nil (the job failed; nothing to start again)", err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("worker still running")
+	}
+	st, reason := l.jobs.State()
+	for _, want := range []string{"failed 3 times before it connected", "max_restarts 2", "exit code 1",
+		"ModuleNotFoundError: No module named 'edl_no_such_module_typo'"} {
+		if st != jobs.Failed || !strings.Contains(reason, want) {
+			t.Errorf("job %s (%q), want failed with %q in the reason", st, reason, want)
+		}
+	}
+	if n := strings.Count(l.logs["w0"].String(), "TYPO START"); n != 3 {
+		t.Errorf("program started %d times, want 3 (max_restarts 2)", n)
+	}
+	l.jobs.Mu.Lock()
+	n := 0
+	for _, e := range l.jobs.Events {
+		if strings.Contains(e.Message, "program of worker w0 failed before it connected: exit code 1") {
+			n++
+		}
+	}
+	l.jobs.Mu.Unlock()
+	if n != 3 {
+		t.Errorf("%d events for the failed starts, want 3", n)
+	}
+	// Its cluster starts a worker in its place after all: no program.
+	l.add("w1")
+	select {
+	case err := <-l.errs:
+		if err != nil {
+			t.Fatalf("second worker returned %v, want nil", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("second worker still running")
+	}
+	if n := strings.Count(l.logs["w1"].String(), "TYPO START"); n != 0 {
+		t.Errorf("the worker started for the failed job started its program %d times, want 0", n)
+	}
 }
 
 // programPid is the pid of worker id's program (its environment names the

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/worker/coord"
@@ -82,26 +83,26 @@ func (w *Worker) startProgram(ctx context.Context) (*liveConn, error) {
 	}
 	if err != nil || req.Op != "hello" {
 		w.prog.Stop(w.Grace())
-		return nil, fmt.Errorf("worker: live mode: the program's first request is not hello: %v %q", err, req.Op)
+		return nil, helloRefused{fmt.Errorf("worker: live mode: the program's first request is not hello: %v %q", err, req.Op)}
 	}
 	if req.bad != "" {
 		msg := req.bad
 		_ = lc.write("hello", liveReply{Error: msg})
 		w.prog.Stop(w.Grace())
-		return nil, fmt.Errorf("worker: live mode: %s", msg)
+		return nil, helloRefused{fmt.Errorf("worker: live mode: %s", msg)}
 	}
 	if req.DatasetLen != w.ds.Samples {
 		msg := fmt.Sprintf("data set has %d samples but the job's trainer.exec.dataset.samples is %d", req.DatasetLen, w.ds.Samples)
 		_ = lc.write("hello", liveReply{Error: msg})
 		<-w.prog.Done
 		w.Rep.Event(jobs.EventError, "worker "+w.Cfg.Worker+": "+msg, map[string]any{"worker": w.Cfg.Worker})
-		return nil, fmt.Errorf("worker: live mode: %s", msg)
+		return nil, helloRefused{fmt.Errorf("worker: live mode: %s", msg)}
 	}
 	if req.Epochs < 1 || req.StorePort <= 0 || req.StorePort > 65535 {
 		msg := fmt.Sprintf("hello: epochs %d (want >= 1), store_port %d (want 1-65535)", req.Epochs, req.StorePort)
 		_ = lc.write("hello", liveReply{Error: msg})
 		w.prog.Stop(w.Grace())
-		return nil, fmt.Errorf("worker: live mode: %s", msg)
+		return nil, helloRefused{fmt.Errorf("worker: live mode: %s", msg)}
 	}
 	w.epochs = req.Epochs
 	w.LiveAddr = net.JoinHostPort(w.Ecfg.Host, strconv.Itoa(req.StorePort))
@@ -191,6 +192,9 @@ func (w *Worker) programGone(ctx context.Context) (*liveConn, error) {
 			w.Rep.Event(jobs.EventError, fmt.Sprintf("program of worker %s failed while restarting: %s", w.Cfg.Worker, res.Describe()),
 				map[string]any{"worker": w.Cfg.Worker, "generation": gen, "exit_code": res.Code})
 			continue
+		}
+		if errors.Is(err, errHelloRefused) {
+			return nil, w.failStart(ctx, err)
 		}
 		if err != nil {
 			return nil, err
@@ -322,4 +326,68 @@ func truncate(b []byte, n int) string {
 		return string(b[:n]) + "..."
 	}
 	return string(b)
+}
+
+// errHelloRefused: the worker refused the program's hello (its data set's
+// length, a hello that is not protocol.json's): starting it again gives
+// the same answer.
+var errHelloRefused = errors.New("hello refused")
+
+// helloRefused is a refused hello's error (errors.Is errHelloRefused),
+// its message unchanged.
+type helloRefused struct{ error }
+
+func (e helloRefused) Is(target error) bool { return target == errHelloRefused }
+func (e helloRefused) Unwrap() error        { return e.error }
+
+// jobEnded reports whether the job already ended (or is being
+// cancelled), with its state.
+func (w *Worker) jobEnded(ctx context.Context) (jobs.State, bool) {
+	if w.Deps.Jobs == nil {
+		return "", false
+	}
+	j, err := w.Deps.Jobs.Get(ctx, w.Cfg.Job)
+	if err != nil {
+		return "", false
+	}
+	return j.State, j.State.Terminal() || j.State == jobs.Cancelling
+}
+
+// failStart ends the worker whose program never connected: it failed
+// before its hello max_restarts+1 times, or its hello was refused. The
+// job fails, with the last exit and stderr lines in its reason, as past
+// max_restarts after a hello (programGone). Before, the worker returned
+// an error and exited non-zero: its cluster (the local one, Nomad)
+// started a fresh worker with a fresh count in its place, and the job
+// stayed starting for ever, its reason never naming the program's error.
+// A refused hello still returns its error (the worker exits non-zero);
+// a spent budget returns nil, as programGone's does.
+func (w *Worker) failStart(ctx context.Context, err error) error {
+	var reason string
+	switch {
+	case errors.Is(err, errExitedBeforeHello):
+		res := w.prog.Res
+		reason = fmt.Sprintf("live program of worker %s failed %d times before it connected to its worker (max_restarts %d); last: %s",
+			w.Cfg.Worker, w.restarts+1, w.Ex.Restarts(), res.Describe())
+		if w.prog.Res.Tail != "" {
+			reason += "; last stderr lines:\n" + res.Tail
+		}
+		w.Log.Error("program failed before its hello; restart budget spent", "exit", res.Describe(), "restarts", w.restarts, "stderr_tail", res.Tail)
+		w.Rep.Event(jobs.EventError, fmt.Sprintf("program of worker %s failed before it connected: %s", w.Cfg.Worker, res.Describe()),
+			map[string]any{"worker": w.Cfg.Worker, "exit_code": res.Code})
+	case errors.Is(err, errHelloRefused):
+		reason = fmt.Sprintf("live program of worker %s: %v", w.Cfg.Worker, err)
+	default:
+		w.Rep.Flush(ctx)
+		return err // the worker's own trouble (its socket, Redis): not the program's
+	}
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_ = core.Retry(fctx, w.Log, "mark done", func() error { return w.Co.MarkDone(fctx, string(jobs.Failed)) })
+	w.Rep.Transition(fctx, jobs.Failed, reason)
+	w.Rep.Flush(fctx)
+	if errors.Is(err, errHelloRefused) {
+		return err
+	}
+	return nil
 }
