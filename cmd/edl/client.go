@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -193,7 +194,35 @@ func newClient(cf clientFlags) (*client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, usageErrorf("--server %q: must be an http:// or https:// URL", server)
 	}
-	return &client{base: u, token: token, http: &http.Client{}}, nil
+	return &client{base: u, token: token, http: &http.Client{CheckRedirect: checkRedirect}}, nil
+}
+
+// errRedirect is a redirect the client does not follow.
+var errRedirect = errors.New("redirect not followed")
+
+// checkRedirect follows a redirect only within the origin (scheme, host and
+// port) of the first request: a server, or whatever answers in its place,
+// could otherwise send the token (and a POST's body) to another port of the
+// same host or down from https to http, which Go's client allows.
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return fmt.Errorf("%w: stopped after %d redirects", errRedirect, len(via))
+	}
+	from := via[0].URL
+	if origin(req.URL) != origin(from) {
+		return fmt.Errorf("%w: %s answered with a redirect to %s, another origin than %s, so the token is not sent there (if the API moved, give that address as --server)",
+			errRedirect, from.Redacted(), req.URL.Redacted(), origin(from))
+	}
+	return nil
+}
+
+// origin is scheme://host:port of u, the port made explicit.
+func origin(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	return strings.ToLower(u.Scheme) + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
 
 func (c *client) url(path string, q url.Values) string {
@@ -242,6 +271,9 @@ func (c *client) request(ctx context.Context, method, path string, q url.Values,
 		}
 		if ctx.Err() != nil {
 			return nil, err
+		}
+		if errors.Is(err, errRedirect) {
+			return nil, fmt.Errorf("%s %s: %w", method, path, err)
 		}
 		return nil, fmt.Errorf("%s %s: %w (is edl dev or edl serve running there? see --server)", method, c.url(path, nil), err)
 	}
