@@ -307,19 +307,64 @@ func (c *client) call(ctx context.Context, method, path string, q url.Values, bo
 		return err
 	}
 	defer resp.Body.Close()
+	answer := capAnswer(resp.Body)
 	if out == nil {
-		_, err = io.Copy(io.Discard, resp.Body)
-		return err
+		_, err = io.Copy(io.Discard, answer)
+		return answerErr(method, path, err)
 	}
 	if raw, ok := out.(*json.RawMessage); ok {
-		b, err := io.ReadAll(resp.Body)
+		b, err := io.ReadAll(answer)
+		if err == nil && !json.Valid(b) {
+			err = fmt.Errorf("the answer (%s) is not JSON", contentType(resp))
+		}
 		*raw = b
-		return err
+		return answerErr(method, path, err)
 	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("%s %s: decode the answer: %w", method, path, err)
+	if err := json.NewDecoder(answer).Decode(out); err != nil {
+		return answerErr(method, path, fmt.Errorf("decode the answer (%s): %w", contentType(resp), err))
 	}
 	return nil
+}
+
+// maxAnswerBytes bounds an answer the client reads whole (a page of 500
+// jobs of the largest specs is a few MiB); streams (watch, logs -f, model)
+// are not bounded by it. A variable for the tests.
+var maxAnswerBytes int64 = 64 << 20
+
+// errAnswerTooLarge is an answer past maxAnswerBytes.
+var errAnswerTooLarge = errors.New("answer too large")
+
+// cappedBody fails a read once more than max bytes came, so a server that
+// sends without end cannot fill the client's memory.
+type cappedBody struct {
+	r      io.Reader
+	n, max int64
+}
+
+func capAnswer(r io.Reader) io.Reader { return &cappedBody{r: r, max: maxAnswerBytes} }
+
+func (c *cappedBody) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if c.n += int64(n); c.n > c.max {
+		return 0, fmt.Errorf("%w: more than %d bytes, not an answer of this API", errAnswerTooLarge, c.max)
+	}
+	return n, err
+}
+
+// answerErr names the call whose answer could not be read.
+func answerErr(method, path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s %s: %w", method, path, err)
+}
+
+// contentType is the answer's media type, for errors about its body.
+func contentType(resp *http.Response) string {
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		return "Content-Type " + ct
+	}
+	return "no Content-Type"
 }
 
 // idPath makes the API path of a resource from its ID, checked, and a
@@ -426,11 +471,11 @@ func (c *client) postIdempotent(ctx context.Context, path string, body []byte, k
 		return nil, false, err
 	}
 	defer resp.Body.Close()
-	if raw, err = io.ReadAll(resp.Body); err != nil {
+	if raw, err = io.ReadAll(capAnswer(resp.Body)); err != nil {
 		return nil, false, fmt.Errorf("%s: read the answer: %w", what, err)
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
-		return nil, false, fmt.Errorf("%s: decode the answer: %w", what, err)
+		return nil, false, fmt.Errorf("%s: decode the answer (%s): %w", what, contentType(resp), err)
 	}
 	return raw, resp.StatusCode == http.StatusOK, nil
 }

@@ -74,3 +74,48 @@ func TestClientRedirectKeepsTheToken(t *testing.T) {
 		t.Errorf("a redirect within the server: exit %d, %s", r.code, r.stderr)
 	}
 }
+
+// An answer larger than any of the API's is refused by its size instead of
+// read into memory whole; one that is not JSON names its Content-Type; an
+// event stream whose event never ends is refused too.
+func TestClientRefusesHugeAnswers(t *testing.T) {
+	hostileEnv(t)
+	old := maxAnswerBytes
+	maxAnswerBytes = 1 << 20
+	t.Cleanup(func() { maxAnswerBytes = old })
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/v1/jobs/j-html":
+			w.Header().Set("Content-Type", "text/html")
+			w.Write([]byte("<html>sign in</html>"))
+		case r.URL.Query().Get("follow") == "true":
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Write([]byte("id: 1-0\nevent: state\n"))
+			line := []byte("data: " + strings.Repeat(" ", 1<<20) + "\n")
+			for i := 0; i < 8; i++ { // 8 MiB of one event, no blank line
+				if _, err := w.Write(line); err != nil {
+					return
+				}
+			}
+		default: // valid JSON, 2 MiB of it
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(`{"jobs":[]` + strings.Repeat(" ", 2<<20) + `}`))
+		}
+	}))
+	defer srv.Close()
+	spec := specFile(t, map[string]any{"name": "huge"})
+	for _, args := range [][]string{{"ls"}, {"get", "j-abc"}, {"submit", spec}} {
+		r := runCLI(append(args, "--server", srv.URL, "--token", "t")...)
+		if r.code != 1 || !strings.Contains(r.stderr, "more than 1048576 bytes") {
+			t.Errorf("%v: exit %d, stderr %q; want 1 naming the size", args, r.code, r.stderr)
+		}
+	}
+	r := runCLI("get", "j-html", "--server", srv.URL, "--token", "t")
+	if r.code != 1 || !strings.Contains(r.stderr, "Content-Type text/html") {
+		t.Errorf("an HTML answer: exit %d, stderr %q; want 1 naming its Content-Type", r.code, r.stderr)
+	}
+	r = runCLI("events", "j-abc", "-f", "--server", srv.URL, "--token", "t")
+	if r.code != 1 || !strings.Contains(r.stderr, "over 4194304 bytes") {
+		t.Errorf("an endless event: exit %d, stderr %q; want 1 naming the size", r.code, r.stderr)
+	}
+}
