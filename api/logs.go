@@ -93,6 +93,7 @@ func parseLogQuery(c echo.Context) (logQuery, error) {
 //	@Failure		400		{object}	Problem	"a bad parameter, named in errors"
 //	@Failure		401		{object}	Problem
 //	@Failure		404		{object}	Problem	"no such job, worker or log"
+//	@Failure		429		{object}	Problem	"follow: the tenant holds its most streams open (event streams and followed logs, --max-streams-per-tenant); Retry-After"
 //	@Failure		503		{object}	Problem	"no log source attached"
 //	@Router			/v1/jobs/{id}/logs [get]
 func (s *Server) jobLogs(c echo.Context) error {
@@ -127,6 +128,11 @@ func (s *Server) jobLogs(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	if q.follow {
+		release, err := s.takeStream(c, "; close one, or read the log without follow")
+		if err != nil {
+			return err
+		}
+		defer release()
 		var cancel context.CancelFunc
 		ctx, cancel = s.streamCtx(c)
 		defer cancel()

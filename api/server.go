@@ -36,8 +36,9 @@ type Config struct {
 	// BodyReadTimeout is how long a request with a body has to send all of
 	// it (default 10s); a slower one gets 408 and its connection closed.
 	BodyReadTimeout time.Duration
-	// MaxStreamsPerTenant caps the event streams (follow=true) one tenant
-	// holds open in this process (default 100); more get 429.
+	// MaxStreamsPerTenant caps the event streams (follow=true) and
+	// followed logs one tenant holds open in this process (default 100);
+	// more get 429.
 	MaxStreamsPerTenant int
 	// SSEKeepAlive is how often an idle event stream gets a comment (default 15s).
 	SSEKeepAlive time.Duration
