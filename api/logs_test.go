@@ -348,3 +348,36 @@ func TestLogFollowsCountAsStreams(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A client that leaves a followed SSE log while the worker still runs: the
+// handler closed the log reader while its line-reading goroutine was still
+// in Read (a data race on the reader's files; -race reports it). The
+// reader is stopped and waited for before it is closed.
+func TestLogSSEClientLeaves(t *testing.T) {
+	le := newLogEnv(t)
+	for range 3 {
+		req, _ := http.NewRequest(http.MethodGet, le.url+"/v1/jobs/"+le.job.ID+"/logs?worker="+le.ids[0], nil)
+		req.Header.Set("Authorization", "Bearer "+tokA)
+		req.Header.Set("Accept", "text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(resp.Body)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatalf("stream ended before its first line: %v", err)
+			}
+			if strings.HasPrefix(line, "data: w0 line") {
+				break
+			}
+		}
+		resp.Body.Close()                  // the worker still waits: the stream would go on
+		time.Sleep(300 * time.Millisecond) // a few polls of the log file
+	}
+	// The server still serves the log, and the places were given back.
+	if g := le.get("/v1/jobs/"+le.job.ID+"/logs?worker="+le.ids[0], tokA); g.code != 200 || !strings.Contains(string(g.body), "w0 line 3") {
+		t.Errorf("log after the clients left: %d %s", g.code, g.body)
+	}
+}
