@@ -163,7 +163,7 @@ func New(cfg Config, store *jobstore.Store, tenants *jobs.Tenants, cluster Clust
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
-	e.Use(s.observe, s.recover, s.limitBody)
+	e.Use(s.observe, s.allowHead, s.recover, s.limitBody)
 	s.echo = e
 	s.routes()
 	return s
@@ -201,8 +201,9 @@ func (s *Server) routes() {
 	s.sweepRoutes(v1, auth) // sweeps.go
 }
 
-// Handler is the API as an http.Handler (for tests and embedding).
-func (s *Server) Handler() http.Handler { return s.echo }
+// Handler is the API as an http.Handler (for tests and embedding), HEAD
+// served as GET (headAsGet).
+func (s *Server) Handler() http.Handler { return headAsGet(s.echo) }
 
 // Routes lists "METHOD path" of every registered route, in echo's syntax.
 func (s *Server) Routes() []string {
@@ -223,7 +224,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	reqCtx, cancelReqs := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelReqs()
 	srv := &http.Server{
-		Handler:           s.echo,
+		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return reqCtx },
