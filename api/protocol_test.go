@@ -61,3 +61,35 @@ func TestHeadIsGetWithoutABody(t *testing.T) {
 	r := e.do(req{method: http.MethodPut, path: "/v1/jobs", token: tokA})
 	r.problem(t, http.StatusMethodNotAllowed, api.ProblemMethodNotAllowed)
 }
+
+// A list's filters were taken in any number: status=running repeated
+// 70,000 times (a 1 MiB query) made every scanned job compare its state
+// with each, and label filters a job can never match (more than it may
+// hold, longer than a label) answered an empty page as if none matched.
+// Each state counts once; impossible label filters are 400 naming label.
+func TestListFiltersBounded(t *testing.T) {
+	e := newEnv(t)
+	e.submit(tokA, specWith(t, map[string]any{"labels": map[string]string{"team": "a"}})).job(t)
+	many := strings.Repeat("status=pending&", 20000) + "label=team=a"
+	var l api.JobList
+	if r := e.get("/v1/jobs?"+many, tokA); r.code != 200 {
+		t.Fatalf("one state repeated: %d %s", r.code, r.body)
+	} else if r.json(t, &l); len(l.Jobs) != 1 {
+		t.Fatalf("one state repeated: %d jobs, want 1", len(l.Jobs))
+	}
+	var labels []string
+	for i := range 33 {
+		labels = append(labels, "label=k"+strconv.Itoa(i)+"=v")
+	}
+	for name, q := range map[string]string{
+		"33 label filters":       strings.Join(labels, "&"),
+		"a label value too long": "label=team=" + strings.Repeat("a", 257),
+		"a label key too long":   "label=" + strings.Repeat("k", 64) + "=v",
+		"an unknown state":       "status=" + strings.Repeat("pending,", 1000) + "pending2",
+	} {
+		p := e.get("/v1/jobs?"+q, tokA).problem(t, http.StatusBadRequest, api.ProblemValidation)
+		if len(p.Errors) != 1 || (p.Errors[0].Field != "label" && p.Errors[0].Field != "status") {
+			t.Errorf("%s: errors %+v, want the parameter named", name, p.Errors)
+		}
+	}
+}
