@@ -68,16 +68,14 @@ func pageNext(after string, ids int, lastID func() string) string {
 	return lastID()
 }
 
-// openStream takes one of the tenant's event streams (429 when it holds
-// its most; hint says what to do instead) and answers 200 with the
+// openStream takes one of the tenant's streams (takeStream: 429 when it
+// holds its most; hint says what to do instead) and answers 200 with the
 // Server-Sent Events headers and the client's retry delay. release gives
 // the stream back.
 func (s *Server) openStream(c echo.Context, hint string) (release func(), err error) {
-	tenant := tenantOf(c).Name
-	if !s.streams.acquire(tenant, s.cfg.MaxStreamsPerTenant) {
-		c.Response().Header().Set("Retry-After", strconv.Itoa(retryAfterStreams))
-		return nil, newProblem(http.StatusTooManyRequests, ProblemTooManyStreams, "too many open event streams",
-			fmt.Sprintf("tenant %s may hold %d event streams open at once%s", tenant, s.cfg.MaxStreamsPerTenant, hint))
+	release, err = s.takeStream(c, hint)
+	if err != nil {
+		return nil, err
 	}
 	w := c.Response()
 	h := w.Header()
@@ -87,6 +85,20 @@ func (s *Server) openStream(c echo.Context, hint string) (release func(), err er
 	w.WriteHeader(http.StatusOK)
 	fmt.Fprint(w, "retry: 2000\n\n")
 	w.Flush()
+	return release, nil
+}
+
+// takeStream takes one of the tenant's MaxStreamsPerTenant streams (event
+// streams and followed logs alike: each holds a connection, and a followed
+// log a file or a Nomad stream, until it ends), or answers 429 with
+// Retry-After; hint says what to do instead. release gives it back.
+func (s *Server) takeStream(c echo.Context, hint string) (release func(), err error) {
+	tenant := tenantOf(c).Name
+	if !s.streams.acquire(tenant, s.cfg.MaxStreamsPerTenant) {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(retryAfterStreams))
+		return nil, newProblem(http.StatusTooManyRequests, ProblemTooManyStreams, "too many open streams",
+			fmt.Sprintf("tenant %s may hold %d event streams and followed logs open at once%s", tenant, s.cfg.MaxStreamsPerTenant, hint))
+	}
 	return func() { s.streams.release(tenant) }, nil
 }
 

@@ -93,6 +93,7 @@ func parseLogQuery(c echo.Context) (logQuery, error) {
 //	@Failure		400		{object}	Problem	"a bad parameter, named in errors"
 //	@Failure		401		{object}	Problem
 //	@Failure		404		{object}	Problem	"no such job, worker or log"
+//	@Failure		429		{object}	Problem	"follow: the tenant holds its most streams open (event streams and followed logs, --max-streams-per-tenant); Retry-After"
 //	@Failure		503		{object}	Problem	"no log source attached"
 //	@Router			/v1/jobs/{id}/logs [get]
 func (s *Server) jobLogs(c echo.Context) error {
@@ -125,11 +126,15 @@ func (s *Server) jobLogs(c echo.Context) error {
 		}
 		q.worker = w.ID
 	}
-	ctx := c.Request().Context()
+	ctx, stop := c.Request().Context(), context.CancelFunc(func() {})
 	if q.follow {
-		var cancel context.CancelFunc
-		ctx, cancel = s.streamCtx(c)
-		defer cancel()
+		release, err := s.takeStream(c, "; close one, or read the log without follow")
+		if err != nil {
+			return err
+		}
+		defer release()
+		ctx, stop = s.streamCtx(c)
+		defer stop()
 	}
 	rc, err := s.cfg.Logs.Logs(ctx, j.ID, q.worker, q.stream, q.tail, q.follow)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -147,7 +152,7 @@ func (s *Server) jobLogs(c echo.Context) error {
 	h.Set("X-Edl-Worker", q.worker)
 	h.Set("Cache-Control", "no-cache")
 	if q.sse {
-		return s.streamLogSSE(ctx, c, rc)
+		return s.streamLogSSE(ctx, stop, c, rc)
 	}
 	h.Set(echo.HeaderContentType, "text/plain; charset=utf-8")
 	if q.follow {
@@ -177,8 +182,11 @@ func (s *Server) jobLogs(c echo.Context) error {
 
 // streamLogSSE sends each line as an event "log" (a line longer than 1 MiB
 // is cut into several), keep-alive comments while the program is quiet, and
-// an event "end" when the log ends.
-func (s *Server) streamLogSSE(ctx context.Context, c echo.Context, rc io.Reader) error {
+// an event "end" when the log ends. rc is read on a goroutine of its own;
+// before it returns (and its caller closes rc) it stops the reader (stop
+// ends ctx, the one rc was opened with) and waits for that goroutine: a
+// log reader is not safe to close while it reads.
+func (s *Server) streamLogSSE(ctx context.Context, stop context.CancelFunc, c echo.Context, rc io.Reader) error {
 	w := c.Response()
 	h := w.Header()
 	h.Set(echo.HeaderContentType, "text/event-stream")
@@ -188,7 +196,13 @@ func (s *Server) streamLogSSE(ctx context.Context, c echo.Context, rc io.Reader)
 	w.Flush()
 	lines := make(chan string, 64)
 	errc := make(chan error, 1)
+	read := make(chan struct{})
+	defer func() {
+		stop()
+		<-read
+	}()
 	go func() {
+		defer close(read)
 		br := bufio.NewReaderSize(rc, 64<<10)
 		var part strings.Builder
 		for {

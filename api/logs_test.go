@@ -36,7 +36,7 @@ type logEnv struct {
 
 // newLogEnv runs the API over a real local cluster with a job of team-a
 // that has two chatty workers; worker 1 is rank 0 of generation 4.
-func newLogEnv(t *testing.T) *logEnv {
+func newLogEnv(t *testing.T, tune ...func(*api.Config)) *logEnv {
 	t.Helper()
 	r := testenv.NewRedis(t)
 	ctl, logDir := t.TempDir(), t.TempDir()
@@ -56,8 +56,12 @@ func newLogEnv(t *testing.T) *logEnv {
 		defer cancel()
 		_ = cl.Close(ctx)
 	})
-	e := newEnvWith(t, r, api.Config{Workers: cl, Logs: cl, Membership: coord.RedisMembership{Redis: r.Client, Prefix: r.Prefix},
-		SSEKeepAlive: 50 * time.Millisecond})
+	cfg := api.Config{Workers: cl, Logs: cl, Membership: coord.RedisMembership{Redis: r.Client, Prefix: r.Prefix},
+		SSEKeepAlive: 50 * time.Millisecond}
+	for _, f := range tune {
+		f(&cfg)
+	}
+	e := newEnvWith(t, r, cfg)
 	sub := e.submit(tokA, exampleJob(t))
 	if sub.code != http.StatusCreated {
 		t.Fatalf("submit: %d %s", sub.code, sub.body)
@@ -286,4 +290,94 @@ func TestLogsOfAFinishedJob(t *testing.T) {
 	}
 	le.get(base+"?worker="+le.ids[1], tokB).problem(t, http.StatusNotFound, api.ProblemNotFound)
 	le.get("/v1/jobs/"+le.job.ID+"/workers", tokB).problem(t, http.StatusNotFound, api.ProblemNotFound)
+}
+
+// A followed log holds a connection and an open file (on Nomad a log
+// stream) until the worker exits, which may be never: followed logs count
+// against the tenant's stream cap with event streams, and are 429 past it.
+func TestLogFollowsCountAsStreams(t *testing.T) {
+	le := newLogEnv(t, func(c *api.Config) { c.MaxStreamsPerTenant = 2 })
+	logs := le.url + "/v1/jobs/" + le.job.ID + "/logs?worker=" + le.ids[0]
+	open := func(url, accept string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		req.Header.Set("Authorization", "Bearer "+tokA)
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	first := open(logs+"&follow=true", "")
+	second := open(logs, "text/event-stream")
+	if first.StatusCode != 200 || second.StatusCode != 200 {
+		t.Fatalf("follows within the cap: %d %d", first.StatusCode, second.StatusCode)
+	}
+	for _, third := range []*http.Response{open(logs+"&follow=true", ""), open(le.url+"/v1/jobs/"+le.job.ID+"/events?follow=true", "")} {
+		if third.StatusCode != http.StatusTooManyRequests {
+			t.Fatalf("%s past the cap: %d, want 429", third.Request.URL, third.StatusCode)
+		}
+		b, _ := io.ReadAll(third.Body)
+		reply{code: third.StatusCode, header: third.Header, body: b}.problem(t, http.StatusTooManyRequests, api.ProblemTooManyStreams)
+		if third.Header.Get("Retry-After") == "" {
+			t.Errorf("429 without Retry-After")
+		}
+	}
+	// The log without follow is no stream; another tenant has its own cap.
+	if g := le.get("/v1/jobs/"+le.job.ID+"/logs?worker="+le.ids[0], tokA); g.code != 200 {
+		t.Errorf("log without follow at the cap: %d %s", g.code, g.body)
+	}
+	// The worker exits: its followed logs end and give their places back.
+	le.release(t, 0)
+	io.Copy(io.Discard, first.Body)
+	io.Copy(io.Discard, second.Body)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := open(logs+"&follow=true", "")
+		if r.StatusCode == 200 {
+			break
+		}
+		r.Body.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("ended follows did not free their places: %d", r.StatusCode)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A client that leaves a followed SSE log while the worker still runs: the
+// handler closed the log reader while its line-reading goroutine was still
+// in Read (a data race on the reader's files; -race reports it). The
+// reader is stopped and waited for before it is closed.
+func TestLogSSEClientLeaves(t *testing.T) {
+	le := newLogEnv(t)
+	for range 3 {
+		req, _ := http.NewRequest(http.MethodGet, le.url+"/v1/jobs/"+le.job.ID+"/logs?worker="+le.ids[0], nil)
+		req.Header.Set("Authorization", "Bearer "+tokA)
+		req.Header.Set("Accept", "text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(resp.Body)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatalf("stream ended before its first line: %v", err)
+			}
+			if strings.HasPrefix(line, "data: w0 line") {
+				break
+			}
+		}
+		resp.Body.Close()                  // the worker still waits: the stream would go on
+		time.Sleep(300 * time.Millisecond) // a few polls of the log file
+	}
+	// The server still serves the log, and the places were given back.
+	if g := le.get("/v1/jobs/"+le.job.ID+"/logs?worker="+le.ids[0], tokA); g.code != 200 || !strings.Contains(string(g.body), "w0 line 3") {
+		t.Errorf("log after the clients left: %d %s", g.code, g.body)
+	}
 }

@@ -35,6 +35,54 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// headAsGet serves HEAD as GET wherever GET is (RFC 9110 9.3.2; echo
+// routes HEAD nowhere, so it was 405). It wraps the echo handler: echo
+// routes a copy of the request that says GET, while net/http, which still
+// holds the HEAD, sends the status and headers and no body. HEAD on a
+// stream (follow, Accept: text/event-stream) answers as its page does
+// instead of holding the connection open.
+func headAsGet(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodHead {
+			next.ServeHTTP(w, r)
+			return
+		}
+		get := r.Clone(r.Context())
+		get.Method = http.MethodGet
+		if q := get.URL.Query(); q.Has("follow") {
+			q.Del("follow")
+			get.URL.RawQuery = q.Encode()
+		}
+		get.Header.Del(echo.HeaderAccept)
+		next.ServeHTTP(w, get)
+	})
+}
+
+// allowHead names HEAD beside GET in Allow (405 and OPTIONS answers), as
+// headAsGet serves it.
+func (s *Server) allowHead(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		res := c.Response()
+		res.Before(func() {
+			h := res.Header()
+			if a := h.Get(echo.HeaderAllow); hasMethod(a, http.MethodGet) && !hasMethod(a, http.MethodHead) {
+				h.Set(echo.HeaderAllow, a+", "+http.MethodHead)
+			}
+		})
+		return next(c)
+	}
+}
+
+// hasMethod reports whether an Allow value lists method.
+func hasMethod(allow, method string) bool {
+	for _, m := range strings.Split(allow, ",") {
+		if strings.TrimSpace(m) == method {
+			return true
+		}
+	}
+	return false
+}
+
 // recover turns a handler panic into a 500 problem, logged with its stack.
 func (s *Server) recover(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) (err error) {

@@ -36,8 +36,9 @@ type Config struct {
 	// BodyReadTimeout is how long a request with a body has to send all of
 	// it (default 10s); a slower one gets 408 and its connection closed.
 	BodyReadTimeout time.Duration
-	// MaxStreamsPerTenant caps the event streams (follow=true) one tenant
-	// holds open in this process (default 100); more get 429.
+	// MaxStreamsPerTenant caps the event streams (follow=true) and
+	// followed logs one tenant holds open in this process (default 100);
+	// more get 429.
 	MaxStreamsPerTenant int
 	// SSEKeepAlive is how often an idle event stream gets a comment (default 15s).
 	SSEKeepAlive time.Duration
@@ -162,7 +163,7 @@ func New(cfg Config, store *jobstore.Store, tenants *jobs.Tenants, cluster Clust
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
-	e.Use(s.observe, s.recover, s.limitBody)
+	e.Use(s.observe, s.allowHead, s.recover, s.limitBody)
 	s.echo = e
 	s.routes()
 	return s
@@ -200,8 +201,9 @@ func (s *Server) routes() {
 	s.sweepRoutes(v1, auth) // sweeps.go
 }
 
-// Handler is the API as an http.Handler (for tests and embedding).
-func (s *Server) Handler() http.Handler { return s.echo }
+// Handler is the API as an http.Handler (for tests and embedding), HEAD
+// served as GET (headAsGet).
+func (s *Server) Handler() http.Handler { return headAsGet(s.echo) }
 
 // Routes lists "METHOD path" of every registered route, in echo's syntax.
 func (s *Server) Routes() []string {
@@ -222,7 +224,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	reqCtx, cancelReqs := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelReqs()
 	srv := &http.Server{
-		Handler:           s.echo,
+		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return reqCtx },

@@ -13,7 +13,7 @@ import (
 func addAPIFlags(fs *flag.FlagSet, cfg *api.Config) {
 	d := api.DefaultConfig()
 	fs.IntVar(&cfg.MaxStreamsPerTenant, "max-streams-per-tenant", d.MaxStreamsPerTenant,
-		"event streams (events?follow=true) one tenant may hold open in this process; more get 429")
+		"event streams (events?follow=true) and followed logs (logs?follow=true) one tenant may hold open in this process; more get 429")
 	fs.DurationVar(&cfg.BodyReadTimeout, "body-read-timeout", d.BodyReadTimeout,
 		"time a request has to send its whole body; slower ones get 408 (event streams are not affected)")
 	fs.StringVar(&cfg.MetricsToken, "metrics-token", "",

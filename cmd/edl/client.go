@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -193,7 +194,35 @@ func newClient(cf clientFlags) (*client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, usageErrorf("--server %q: must be an http:// or https:// URL", server)
 	}
-	return &client{base: u, token: token, http: &http.Client{}}, nil
+	return &client{base: u, token: token, http: &http.Client{CheckRedirect: checkRedirect}}, nil
+}
+
+// errRedirect is a redirect the client does not follow.
+var errRedirect = errors.New("redirect not followed")
+
+// checkRedirect follows a redirect only within the origin (scheme, host and
+// port) of the first request: a server, or whatever answers in its place,
+// could otherwise send the token (and a POST's body) to another port of the
+// same host or down from https to http, which Go's client allows.
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return fmt.Errorf("%w: stopped after %d redirects", errRedirect, len(via))
+	}
+	from := via[0].URL
+	if origin(req.URL) != origin(from) {
+		return fmt.Errorf("%w: %s answered with a redirect to %s, another origin than %s, so the token is not sent there (if the API moved, give that address as --server)",
+			errRedirect, from.Redacted(), req.URL.Redacted(), origin(from))
+	}
+	return nil
+}
+
+// origin is scheme://host:port of u, the port made explicit.
+func origin(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	return strings.ToLower(u.Scheme) + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
 
 func (c *client) url(path string, q url.Values) string {
@@ -243,6 +272,9 @@ func (c *client) request(ctx context.Context, method, path string, q url.Values,
 		if ctx.Err() != nil {
 			return nil, err
 		}
+		if errors.Is(err, errRedirect) {
+			return nil, fmt.Errorf("%s %s: %w", method, path, err)
+		}
 		return nil, fmt.Errorf("%s %s: %w (is edl dev or edl serve running there? see --server)", method, c.url(path, nil), err)
 	}
 	if resp.StatusCode/100 != 2 {
@@ -275,19 +307,64 @@ func (c *client) call(ctx context.Context, method, path string, q url.Values, bo
 		return err
 	}
 	defer resp.Body.Close()
+	answer := capAnswer(resp.Body)
 	if out == nil {
-		_, err = io.Copy(io.Discard, resp.Body)
-		return err
+		_, err = io.Copy(io.Discard, answer)
+		return answerErr(method, path, err)
 	}
 	if raw, ok := out.(*json.RawMessage); ok {
-		b, err := io.ReadAll(resp.Body)
+		b, err := io.ReadAll(answer)
+		if err == nil && !json.Valid(b) {
+			err = fmt.Errorf("the answer (%s) is not JSON", contentType(resp))
+		}
 		*raw = b
-		return err
+		return answerErr(method, path, err)
 	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("%s %s: decode the answer: %w", method, path, err)
+	if err := json.NewDecoder(answer).Decode(out); err != nil {
+		return answerErr(method, path, fmt.Errorf("decode the answer (%s): %w", contentType(resp), err))
 	}
 	return nil
+}
+
+// maxAnswerBytes bounds an answer the client reads whole (a page of 500
+// jobs of the largest specs is a few MiB); streams (watch, logs -f, model)
+// are not bounded by it. A variable for the tests.
+var maxAnswerBytes int64 = 64 << 20
+
+// errAnswerTooLarge is an answer past maxAnswerBytes.
+var errAnswerTooLarge = errors.New("answer too large")
+
+// cappedBody fails a read once more than max bytes came, so a server that
+// sends without end cannot fill the client's memory.
+type cappedBody struct {
+	r      io.Reader
+	n, max int64
+}
+
+func capAnswer(r io.Reader) io.Reader { return &cappedBody{r: r, max: maxAnswerBytes} }
+
+func (c *cappedBody) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if c.n += int64(n); c.n > c.max {
+		return 0, fmt.Errorf("%w: more than %d bytes, not an answer of this API", errAnswerTooLarge, c.max)
+	}
+	return n, err
+}
+
+// answerErr names the call whose answer could not be read.
+func answerErr(method, path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s %s: %w", method, path, err)
+}
+
+// contentType is the answer's media type, for errors about its body.
+func contentType(resp *http.Response) string {
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		return "Content-Type " + ct
+	}
+	return "no Content-Type"
 }
 
 // idPath makes the API path of a resource from its ID, checked, and a
@@ -394,11 +471,11 @@ func (c *client) postIdempotent(ctx context.Context, path string, body []byte, k
 		return nil, false, err
 	}
 	defer resp.Body.Close()
-	if raw, err = io.ReadAll(resp.Body); err != nil {
+	if raw, err = io.ReadAll(capAnswer(resp.Body)); err != nil {
 		return nil, false, fmt.Errorf("%s: read the answer: %w", what, err)
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
-		return nil, false, fmt.Errorf("%s: decode the answer: %w", what, err)
+		return nil, false, fmt.Errorf("%s: decode the answer (%s): %w", what, contentType(resp), err)
 	}
 	return raw, resp.StatusCode == http.StatusOK, nil
 }

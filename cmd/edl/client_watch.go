@@ -28,6 +28,10 @@ type sseEvent struct {
 	id, event, data string
 }
 
+// maxEventBytes bounds one event's data: the API's largest event is a
+// job's error with its last stderr lines, far below it.
+const maxEventBytes = 4 << 20
+
 // readSSE calls fn for each event of an text/event-stream body until it
 // ends, fn fails, or ctx ends.
 func readSSE(ctx context.Context, body io.Reader, fn func(sseEvent) error) error {
@@ -35,6 +39,7 @@ func readSSE(ctx context.Context, body io.Reader, fn func(sseEvent) error) error
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	var ev sseEvent
 	var data []string
+	size := 0
 	for sc.Scan() {
 		line := sc.Text()
 		if line == "" {
@@ -44,7 +49,7 @@ func readSSE(ctx context.Context, body io.Reader, fn func(sseEvent) error) error
 					return err
 				}
 			}
-			ev, data = sseEvent{}, nil
+			ev, data, size = sseEvent{}, nil, 0
 			continue
 		}
 		if strings.HasPrefix(line, ":") {
@@ -58,6 +63,9 @@ func readSSE(ctx context.Context, body io.Reader, fn func(sseEvent) error) error
 		case "event":
 			ev.event = value
 		case "data":
+			if size += len(value); size > maxEventBytes {
+				return fmt.Errorf("an event of the stream is over %d bytes: not an event of this API", maxEventBytes)
+			}
 			data = append(data, value)
 		}
 	}
@@ -84,8 +92,8 @@ func followEvents(ctx context.Context, c *client, id, after string, fn func(jobs
 		}
 		resp, err := c.request(ctx, http.MethodGet, p, url.Values{"follow": {"true"}}, nil, hdr)
 		var ae *apiError
-		if errors.As(err, &ae) && ae.Status != http.StatusServiceUnavailable && ae.Status != http.StatusTooManyRequests {
-			return err
+		if errors.As(err, &ae) && ae.Status != http.StatusServiceUnavailable && ae.Status != http.StatusTooManyRequests || errors.Is(err, errRedirect) {
+			return err // refused, or sent elsewhere: retrying changes nothing
 		}
 		done := false
 		if err == nil {
