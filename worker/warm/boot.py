@@ -140,9 +140,20 @@ try:
 except (SystemExit, KeyboardInterrupt):
     raise
 except BaseException as _edl_e:
-    # The traceback a cold run prints: without boot.py's frames.
+    # The traceback a cold run prints: without boot.py's frames, the runner's
+    # at its head and the import hook's wherever an import failed through it
+    # (the exception's own __traceback__: Python 3.12's excepthook prints
+    # that one, whatever it is given).
+    import types
+
+    _edl_tbs = []
     _edl_tb = _edl_e.__traceback__
-    while _edl_tb is not None and _edl_tb.tb_frame.f_code.co_filename == __file__:
+    while _edl_tb is not None:
+        if _edl_tb.tb_frame.f_code.co_filename != __file__:
+            _edl_tbs.append(_edl_tb)
         _edl_tb = _edl_tb.tb_next
-    sys.excepthook(type(_edl_e), _edl_e, _edl_tb)
+    _edl_tb = None
+    for _edl_t in reversed(_edl_tbs):
+        _edl_tb = types.TracebackType(_edl_tb, _edl_t.tb_frame, _edl_t.tb_lasti, _edl_t.tb_lineno)
+    sys.excepthook(type(_edl_e), _edl_e.with_traceback(_edl_tb), _edl_tb)
     sys.exit(1)

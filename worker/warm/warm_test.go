@@ -340,3 +340,38 @@ func TestWarmThreadsLikeCold(t *testing.T) {
 		}
 	}
 }
+
+// tracebackProgram fails in an import made in a function, through an
+// import of torch's (when the import hook is in place) or not.
+const tracebackProgram = `import os, sys
+
+def load():
+    if os.environ.get("TORCH_FIRST"):
+        import torch.nn
+    import nonexistent_module_xyz
+
+def main():
+    load()
+
+main()
+`
+
+// TestWarmTracebackLikeCold: a program that fails prints the traceback a
+// cold run prints, line for line: none of boot.py's frames (its runner
+// and its import hook) in it.
+func TestWarmTracebackLikeCold(t *testing.T) {
+	needPython(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "tb.py"), []byte(tracebackProgram), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"PATH=/usr/bin:/bin", "OMP_NUM_THREADS=1"}
+	for _, torchFirst := range []string{"", "1"} {
+		env := append(append([]string{}, base...), "TORCH_FIRST="+torchFirst)
+		c := cold(t, dir, []string{python, "tb.py"}, env)
+		w := warmRun(t, dir, []string{python, "tb.py"}, base, env)
+		if c.code != 1 || w.code != 1 || c.stderr != w.stderr {
+			t.Errorf("TORCH_FIRST=%q: cold (exit %d):\n%s\nwarm (exit %d):\n%s", torchFirst, c.code, c.stderr, w.code, w.stderr)
+		}
+	}
+}
