@@ -17,9 +17,21 @@ type Node struct {
 	Class    GPUClass `json:"class"`
 	GPUs     int      `json:"gpus"`      // healthy GPU instances
 	FreeGPUs int      `json:"free_gpus"` // not held by a live worker
+	// ForeignGPUs are the GPUs that live allocations of jobs other than
+	// edl's hold (another team's Nomad jobs on a shared cluster): they are
+	// neither free nor edl's to plan on. GPUs - ForeignGPUs is what edl can
+	// use on the node (UsableGPUs). Always 0 on the local cluster.
+	ForeignGPUs int `json:"foreign_gpus"`
 	// CPUSlots is how many CPU-only workers (gpus_per_worker = 0) fit.
 	CPUSlots     int `json:"cpu_slots"`
 	FreeCPUSlots int `json:"free_cpu_slots"`
+}
+
+// UsableGPUs is how many of the node's GPUs edl may plan on: the healthy
+// ones less those held by other jobs than edl's (never below FreeGPUs,
+// never negative).
+func (n Node) UsableGPUs() int {
+	return max(n.GPUs-n.ForeignGPUs, n.FreeGPUs, 0)
 }
 
 // Capacity is the whole cluster's capacity at one moment.

@@ -3,6 +3,7 @@ package nomadx
 import (
 	"context"
 	"sort"
+	"strings"
 
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/hashicorp/nomad/api"
@@ -19,23 +20,42 @@ import (
 // when none is left). Each nvidia/gpu device group of a node is one
 // jobs.Node (same ID); CPU slots for gpus_per_worker = 0 sit on the node's
 // first entry. Workers StopWorker asked to leave and that exited get their
-// slot released here (the count lowered by one).
+// slot released here (the count lowered by one). GPUs held by allocations
+// of other Nomad jobs than edl's (not JobPrefix in Namespace: another
+// team's jobs on a shared cluster) are counted in ForeignGPUs as well, so
+// that the planner and deadline admission leave them out.
 func (c *Cluster) Capacity(ctx context.Context) (jobs.Capacity, error) {
 	v, err := c.refresh(ctx)
 	if err != nil {
 		return jobs.Capacity{}, err
 	}
 	c.finishLeaving(ctx, v)
-	return capacityOf(v.nodes, v.allocs, c.cfg.CPUMHz, c.cfg.MemoryMiB), nil
+	return capacityOf(v.nodes, v.allocs, c.cfg.CPUMHz, c.cfg.MemoryMiB, ownJobs{ns: c.ns(), prefix: c.cfg.JobPrefix}), nil
+}
+
+// ownJobs recognises edl's Nomad jobs: ID JobPrefix + edl job ID, in the
+// configured namespace. Everything else is foreign.
+type ownJobs struct {
+	ns, prefix string
+}
+
+func (o ownJobs) has(a *api.AllocationListStub) bool {
+	ns := a.Namespace
+	if ns == "" {
+		ns = "default"
+	}
+	return ns == o.ns && strings.HasPrefix(a.JobID, o.prefix)
 }
 
 type nodeUse struct {
 	cpu, mem int64
 	gpus     map[string]bool
+	// foreign are the GPUs held by allocations of other jobs than edl's.
+	foreign map[string]bool
 }
 
 // capacityOf is the pure part of Capacity.
-func capacityOf(nodes []*api.NodeListStub, allocs []*api.AllocationListStub, cpuMHz, memMiB int) jobs.Capacity {
+func capacityOf(nodes []*api.NodeListStub, allocs []*api.AllocationListStub, cpuMHz, memMiB int, own ownJobs) jobs.Capacity {
 	use := map[string]*nodeUse{}
 	for _, a := range allocs {
 		if a.DesiredStatus != "run" || terminal(a.ClientStatus) || a.AllocatedResources == nil {
@@ -43,15 +63,19 @@ func capacityOf(nodes []*api.NodeListStub, allocs []*api.AllocationListStub, cpu
 		}
 		u := use[a.NodeID]
 		if u == nil {
-			u = &nodeUse{gpus: map[string]bool{}}
+			u = &nodeUse{gpus: map[string]bool{}, foreign: map[string]bool{}}
 			use[a.NodeID] = u
 		}
 		for _, t := range a.AllocatedResources.Tasks {
 			u.cpu += t.Cpu.CpuShares
 			u.mem += t.Memory.MemoryMB
 		}
+		mine := own.has(a)
 		for _, id := range gpuIDs(a.AllocatedResources) {
 			u.gpus[id] = true
+			if !mine {
+				u.foreign[id] = true
+			}
 		}
 	}
 	out := jobs.Capacity{Nodes: []jobs.Node{}}
@@ -81,6 +105,9 @@ func capacityOf(nodes []*api.NodeListStub, allocs []*api.AllocationListStub, cpu
 					e.GPUs++
 					if !u.gpus[inst.ID] {
 						e.FreeGPUs++
+					}
+					if u.foreign[inst.ID] {
+						e.ForeignGPUs++
 					}
 				}
 			}

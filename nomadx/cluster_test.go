@@ -280,6 +280,39 @@ func TestCapacitySubtractsLiveDevices(t *testing.T) {
 	}
 }
 
+// TestCapacityCountsForeignAllocations: another team's Nomad job on the
+// shared cluster holds GPUs that are neither free nor edl's (ForeignGPUs);
+// once it is gone they are free at the next read.
+func TestCapacityCountsForeignAllocations(t *testing.T) {
+	e := newEnv(t, nomadtest.Config{Sync: true, Nodes: []nomadtest.NodeSpec{
+		{Name: "a", GPUs: 4, Model: "H200", MemoryMiB: 143771, UniqueGPUIDs: true, CPUShares: 8000, MemoryMB: 16384},
+	}}, nil)
+	ctx := context.Background()
+	other := nomadx.JobTemplate(e.cfg, gpuJob("x", 3, nil), 1)
+	other.ID, other.Name, other.Meta = ptr("train-fx"), ptr("train-fx"), nil
+	if _, _, err := e.srv.Client().Jobs().Register(other, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.Scale(ctx, gpuJob("j7", 1, nil), 1, "start"); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := e.c.Capacity(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := cp.Nodes[0]; n.GPUs != 4 || n.FreeGPUs != 0 || n.ForeignGPUs != 3 || n.UsableGPUs() != 1 {
+		t.Errorf("with train-fx on 3 GPUs and edl-j7 on 1: %+v, want 4 GPUs, 0 free, 3 foreign (1 usable)", n)
+	}
+	if _, _, err := e.srv.Client().Jobs().Deregister("train-fx", true, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.srv.Settle(5 * time.Second)
+	cp, _ = e.c.Capacity(ctx)
+	if n := cp.Nodes[0]; n.FreeGPUs != 3 || n.ForeignGPUs != 0 || n.UsableGPUs() != 4 {
+		t.Errorf("after train-fx stopped: %+v, want 3 free, 0 foreign (4 usable)", n)
+	}
+}
+
 func TestRetriesServerErrorsThenSucceeds(t *testing.T) {
 	e := newEnv(t, nomadtest.Config{Sync: true}, nil)
 	e.srv.AddFault(nomadtest.Fault{Method: "PUT", PathPrefix: "/v1/jobs", Status: 503, Body: "No cluster leader", Times: 2})

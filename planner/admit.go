@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/edl-nomad/edl/jobs"
 )
 
 // DeadlineTarget is the plan for one deadline job.
@@ -67,7 +69,8 @@ type Admission struct {
 // (and Config.DecisionLatency for one after now).
 // A job no size finishes in time is planned at its largest size, and marked
 // not feasible. GPU jobs and CPU-only jobs plan on their own capacity (all
-// nodes' GPUs, all CPU slots; GPU constraints are not looked at).
+// nodes' GPUs but those other Nomad jobs hold, jobs.Node.UsableGPUs; all CPU
+// slots; GPU constraints are not looked at).
 func PlanDeadlines(s Snapshot, now time.Time) DeadlinePlan {
 	cfg := s.Config
 	if cfg.isZero() {
@@ -75,7 +78,7 @@ func PlanDeadlines(s Snapshot, now time.Time) DeadlinePlan {
 	}
 	var capacity [2]int
 	for _, n := range s.Capacity.Nodes {
-		capacity[resGPU] += max(n.GPUs, n.FreeGPUs, 0)
+		capacity[resGPU] += n.UsableGPUs()
 		capacity[resCPU] += max(n.CPUSlots, n.FreeCPUSlots, 0)
 	}
 	var ds []*dlJob
@@ -98,8 +101,26 @@ func PlanDeadlines(s Snapshot, now time.Time) DeadlinePlan {
 	p := DeadlinePlan{Targets: make([]DeadlineTarget, len(ds))}
 	for i, d := range ds {
 		p.Targets[i] = d.target(now)
+		if !p.Targets[i].Feasible && d.res == resGPU {
+			p.Targets[i].Reason += foreignText(s.Capacity)
+		}
 	}
 	return p
+}
+
+// foreignText is what a deadline reason adds when other Nomad jobs hold
+// GPUs that edl could otherwise plan on ("" when they hold none).
+func foreignText(c jobs.Capacity) string {
+	foreign, all, usable := 0, 0, 0
+	for _, n := range c.Nodes {
+		foreign += max(n.ForeignGPUs, 0)
+		all += max(n.GPUs, n.FreeGPUs, 0)
+		usable += n.UsableGPUs()
+	}
+	if foreign == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (other Nomad jobs hold %d of the cluster's %d GPUs: only %d are counted)", foreign, all, usable)
 }
 
 // Admit answers whether the deadline job cand may join the snapshot's jobs:
@@ -128,7 +149,11 @@ func Admit(s Snapshot, cand JobState, now time.Time) Admission {
 		}
 		for i, b := range before.Targets {
 			if b.Feasible && !p.Targets[i].Feasible && !t.Jobs[jobIndex(t.Jobs, b.JobID)].Deadline.BestEffort {
-				return mine, fmt.Sprintf("it would make job %s miss its deadline", b.JobID)
+				why := fmt.Sprintf("it would make job %s miss its deadline", b.JobID)
+				if c.GPUsPerWorker > 0 {
+					why += foreignText(s.Capacity)
+				}
+				return mine, why
 			}
 		}
 		return mine, ""

@@ -30,7 +30,9 @@ func checkPlan(s Snapshot, p Plan) error {
 		}
 	}
 	for _, a := range byID {
-		a.units[resGPU] = min(a.units[resGPU], max(a.n.GPUs, a.n.FreeGPUs))
+		// GPUs other Nomad jobs hold are not edl's, but what edl's own
+		// workers hold there now stays theirs.
+		a.units[resGPU] = min(a.units[resGPU], max(a.n.GPUs, a.n.FreeGPUs), max(a.n.UsableGPUs(), a.units[resGPU]-a.n.FreeGPUs))
 		a.units[resCPU] = min(a.units[resCPU], max(a.n.CPUSlots, a.n.FreeCPUSlots))
 	}
 	used := map[string]int{}

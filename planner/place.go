@@ -44,12 +44,17 @@ type eligKey struct {
 }
 
 // newCluster builds the capacity from the snapshot: each node's free units
-// plus what the snapshot's own jobs hold there.
+// plus what the snapshot's own jobs hold there, at most the node's units
+// less the GPUs foreign allocations hold (jobs.Node.UsableGPUs).
 func newCluster(c jobs.Capacity, js []JobState) *cluster {
 	cl := &cluster{byID: make(map[string]int, len(c.Nodes)), elig: map[eligKey][]int{}, noFit: map[eligKey]int{}}
+	usable := map[string]int{}
 	for _, n := range c.Nodes {
 		if _, dup := cl.byID[n.ID]; dup {
 			continue
+		}
+		if n.ForeignGPUs > 0 {
+			usable[n.ID] = n.UsableGPUs()
 		}
 		cl.byID[n.ID] = len(cl.nodes)
 		cl.nodes = append(cl.nodes, node{
@@ -69,11 +74,20 @@ func newCluster(c jobs.Capacity, js []JobState) *cluster {
 			cl.nodes[k].claim[r] += w * units
 		}
 	}
-	// A node never offers more than it has, whatever the placements say.
+	// A node never offers more than it has, whatever the placements say,
+	// nor GPUs that other Nomad jobs hold (ForeignGPUs): a worker planned
+	// there would wait in a blocked evaluation while the plan counted it.
+	// What the snapshot's own jobs hold there now is never cut by that
+	// (the cluster's capacity and its workers may come from reads a moment
+	// apart).
 	for k := range cl.nodes {
 		n := &cl.nodes[k]
+		limit := n.cap
+		if u, ok := usable[n.id]; ok {
+			limit[resGPU] = min(limit[resGPU], max(u, n.claim[resGPU]))
+		}
 		for r := range n.free {
-			n.free[r] = min(n.free[r], n.cap[r])
+			n.free[r] = min(n.free[r], limit[r])
 			n.claim[r] = min(n.claim[r], n.free[r])
 		}
 	}

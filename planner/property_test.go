@@ -24,6 +24,7 @@ func randomSnapshot(r *rand.Rand, nJobs int) Snapshot {
 		g := []int{1, 2, 4, 8}[r.IntN(4)]
 		n := jobs.Node{ID: fmt.Sprintf("n%02d", i), Class: classes[r.IntN(len(classes))], GPUs: g, CPUSlots: r.IntN(5)}
 		n.FreeGPUs = g - r.IntN(2)*r.IntN(g+1) // foreign work holds some
+		n.ForeignGPUs = g - n.FreeGPUs
 		n.FreeCPUSlots = n.CPUSlots
 		s.Capacity.Nodes = append(s.Capacity.Nodes, n)
 	}

@@ -12,7 +12,9 @@ type Snapshot struct {
 	// Capacity lists the nodes. Decide may hand out, on each node, its
 	// FreeGPUs (FreeCPUSlots) plus what the snapshot's own jobs hold there
 	// according to JobState.Placement; whatever else is in use belongs to
-	// somebody else and is left alone.
+	// somebody else and is left alone. The GPUs other Nomad jobs hold
+	// (jobs.Node.ForeignGPUs) are never handed out: a node offers at most
+	// its UsableGPUs, or what the snapshot's jobs hold there if more.
 	Capacity jobs.Capacity
 	Tenants  []TenantShare
 	Jobs     []JobState

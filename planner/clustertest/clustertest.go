@@ -146,6 +146,11 @@ func testCapacity(t *testing.T, b Backend) {
 		if n.FreeGPUs < 0 || n.FreeGPUs > n.GPUs || n.FreeCPUSlots < 0 || n.FreeCPUSlots > n.CPUSlots {
 			t.Fatalf("node %s: free %d/%d GPUs, %d/%d CPU slots", n.ID, n.FreeGPUs, n.GPUs, n.FreeCPUSlots, n.CPUSlots)
 		}
+		// Foreign GPUs are held, so never free, and the suite's cluster
+		// runs no foreign jobs.
+		if n.ForeignGPUs != 0 {
+			t.Fatalf("node %s: %d GPUs held by foreign jobs on a cluster that runs none", n.ID, n.ForeignGPUs)
+		}
 	}
 	if free, _ := units(capa); free < 3 {
 		t.Fatalf("an empty cluster has %d free units; the suite needs 3", free)

@@ -324,7 +324,7 @@
         const holders = c.jobs.filter((j) => j.placement && (j.placement[n.id] || j.placement[n.name]))
           .map((j) => { const w = j.placement[n.id] || j.placement[n.name]; return `${j.job} (${j.tenant}): ${w} worker${w === 1 ? "" : "s"}${j.gpus ? ", " + (w * j.gpus / Math.max(1, j.workers.current)) + " GPU" : ""}`; });
         nodes.append(h("tr", {}, h("td", {}, n.name || n.id), h("td", {}, n.class && n.class.model ? `${n.class.model} ${n.class.memory_mib} MiB` : "CPU"),
-          h("td", {}, `${n.free_gpus}/${n.gpus}`), h("td", {}, `${n.free_cpu_slots}/${n.cpu_slots}`), h("td", { class: "msg" }, holders.join("; ") || "-")));
+          h("td", {}, `${n.free_gpus}/${n.gpus}`), h("td", {}, `${n.free_cpu_slots}/${n.cpu_slots}`), h("td", { class: "msg" }, holders.concat(n.foreign_gpus > 0 ? [`other Nomad jobs: ${n.foreign_gpus} GPU`] : []).join("; ") || "-")));
       }
       if (!c.capacity) nodes.append(h("tr", {}, h("td", { colspan: 5, class: "muted" }, c.capacity_error || "no cluster attached")));
       queue.textContent = "";
