@@ -58,8 +58,13 @@ func testTenants(t *testing.T) *jobs.Tenants {
 // newEnvWith starts the API over r with a fake cluster of one node.
 func newEnvWith(t *testing.T, r *testenv.Redis, cfg api.Config) *env {
 	t.Helper()
+	return newEnvCluster(t, r, cfg, fakeCluster{capa: jobs.Capacity{Nodes: []jobs.Node{{ID: "n1", Name: "node-1", GPUs: 4, FreeGPUs: 4, CPUSlots: 2, FreeCPUSlots: 2}}}})
+}
+
+// newEnvCluster starts the API over r with the cluster cl.
+func newEnvCluster(t *testing.T, r *testenv.Redis, cfg api.Config, cl fakeCluster) *env {
+	t.Helper()
 	store := jobstore.New(r.Client, jobstore.Config{Prefix: r.Prefix})
-	cl := fakeCluster{capa: jobs.Capacity{Nodes: []jobs.Node{{ID: "n1", Name: "node-1", GPUs: 4, FreeGPUs: 4, CPUSlots: 2, FreeCPUSlots: 2}}}}
 	srv := api.New(cfg, store, testTenants(t), cl, nil)
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)

@@ -20,7 +20,7 @@ import (
 //	edl_job_loss{job,tenant}
 //	edl_job_step{job,tenant}
 //	edl_job_checkpoint_age_seconds{job,tenant}  since the last commit
-//	edl_gpus{state}                             free | held (the cluster's count)
+//	edl_gpus{state}                             free | held (by edl's workers) | foreign (by other Nomad jobs)
 //	edl_gpus_held{tenant}                       by the tenants' live workers
 //	edl_cpu_slots{state}                        free | held
 //	edl_resizes_total{kind}                     grow | shrink | failure | straggler
@@ -69,7 +69,7 @@ func newJobMetrics(s *Server) *jobMetrics {
 		loss:     d("edl_job_loss", "Training loss the job's workers last reported.", "job", "tenant"),
 		step:     d("edl_job_step", "Steps the job has applied.", "job", "tenant"),
 		ckAge:    d("edl_job_checkpoint_age_seconds", "Seconds since the job's last committed checkpoint.", "job", "tenant"),
-		gpus:     d("edl_gpus", "GPUs of the attached cluster: state=free or held.", "state"),
+		gpus:     d("edl_gpus", "GPUs of the attached cluster: state=free, held (by edl's workers) or foreign (by other Nomad jobs).", "state"),
 		gpusHeld: d("edl_gpus_held", "GPUs held by a tenant's live workers.", "tenant"),
 		cpuSlots: d("edl_cpu_slots", "CPU worker slots of the attached cluster: state=free or held.", "state"),
 		rounds:   d("edl_planner_rounds_total", "Planner rounds run by this process."),
@@ -170,12 +170,14 @@ func (m *jobMetrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	if m.s.cluster != nil {
 		if capa, err := m.s.cluster.Capacity(ctx); err == nil {
-			var gpus, freeGPUs, slots, freeSlots int
+			var gpus, freeGPUs, foreign, slots, freeSlots int
 			for _, n := range capa.Nodes {
 				gpus, freeGPUs, slots, freeSlots = gpus+n.GPUs, freeGPUs+n.FreeGPUs, slots+n.CPUSlots, freeSlots+n.FreeCPUSlots
+				foreign += min(n.ForeignGPUs, n.GPUs-n.FreeGPUs)
 			}
 			ch <- prometheus.MustNewConstMetric(m.gpus, prometheus.GaugeValue, float64(freeGPUs), "free")
-			ch <- prometheus.MustNewConstMetric(m.gpus, prometheus.GaugeValue, float64(gpus-freeGPUs), "held")
+			ch <- prometheus.MustNewConstMetric(m.gpus, prometheus.GaugeValue, float64(gpus-freeGPUs-foreign), "held")
+			ch <- prometheus.MustNewConstMetric(m.gpus, prometheus.GaugeValue, float64(foreign), "foreign")
 			ch <- prometheus.MustNewConstMetric(m.cpuSlots, prometheus.GaugeValue, float64(freeSlots), "free")
 			ch <- prometheus.MustNewConstMetric(m.cpuSlots, prometheus.GaugeValue, float64(slots-freeSlots), "held")
 		}

@@ -41,6 +41,21 @@ func scrape(t *testing.T, e *env) map[string]float64 {
 	return out
 }
 
+// TestGPUMetricsSplitForeign: GPUs that other Nomad jobs hold are their
+// own state, not edl's held ones; the states add up to the cluster's GPUs.
+func TestGPUMetricsSplitForeign(t *testing.T) {
+	e := newEnvCluster(t, testenv.NewRedis(t), api.Config{}, fakeCluster{capa: jobs.Capacity{Nodes: []jobs.Node{
+		{ID: "n1", Name: "node-1", GPUs: 8, FreeGPUs: 2, ForeignGPUs: 4},
+		{ID: "n2", Name: "node-2", GPUs: 4, FreeGPUs: 1},
+	}}})
+	m := scrape(t, e)
+	for k, v := range map[string]float64{`edl_gpus{state="free"}`: 3, `edl_gpus{state="held"}`: 5, `edl_gpus{state="foreign"}`: 4} {
+		if got, ok := m[k]; !ok || got != v {
+			t.Errorf("%s = %v (present %v), want %v", k, got, ok, v)
+		}
+	}
+}
+
 func TestJobMetrics(t *testing.T) {
 	r := testenv.NewRedis(t)
 	rounds := int64(0)
