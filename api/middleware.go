@@ -35,6 +35,17 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// securityHeaders marks every answer X-Content-Type-Options: nosniff, so
+// that a browser never sniffs a JSON or text answer holding a tenant's
+// strings (a job name, a program's log) into HTML or a script. It runs
+// first, so error answers (echo's 404 and 405, problems) carry it too.
+func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		c.Response().Header().Set("X-Content-Type-Options", "nosniff")
+		return next(c)
+	}
+}
+
 // headAsGet serves HEAD as GET wherever GET is (RFC 9110 9.3.2; echo
 // routes HEAD nowhere, so it was 405). It wraps the echo handler: echo
 // routes a copy of the request that says GET, while net/http, which still

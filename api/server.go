@@ -163,7 +163,7 @@ func New(cfg Config, store *jobstore.Store, tenants *jobs.Tenants, cluster Clust
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
-	e.Use(s.observe, s.allowHead, s.recover, s.limitBody)
+	e.Use(securityHeaders, s.observe, s.allowHead, s.recover, s.limitBody)
 	s.echo = e
 	s.routes()
 	return s
