@@ -1,9 +1,20 @@
 package api_test
 
 import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/edl-nomad/edl/api"
+	"github.com/edl-nomad/edl/internal/testenv"
+	"github.com/edl-nomad/edl/jobs/sweep"
+	"github.com/edl-nomad/edl/jobs/sweepstore"
+	"github.com/redis/go-redis/v9"
 )
 
 // Every answer of the API, JSON, problems, pages, streams' refusals, the
@@ -46,6 +57,109 @@ func TestSecurityHeaders(t *testing.T) {
 		}
 		if strings.Contains(csp, "unsafe-inline") || strings.Contains(csp, "unsafe-eval") {
 			t.Errorf("%s: CSP %q allows inline code", p, csp)
+		}
+	}
+}
+
+// openSSE starts GET path (an event stream) as tokA and returns its events
+// as they arrive; the channel closes when the server ends the stream.
+func openSSE(t *testing.T, e *env, path string) <-chan sseEvent {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	hr, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.url+path, nil)
+	hr.Header.Set("Authorization", "Bearer "+tokA)
+	resp, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("%s: %d %s", path, resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	out := make(chan sseEvent, 100)
+	go func() {
+		defer close(out)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		var cur sseEvent
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "id: "):
+				cur.id = strings.TrimPrefix(line, "id: ")
+			case strings.HasPrefix(line, "event: "):
+				cur.event = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &cur.data)
+			case line == "" && cur.id != "":
+				out <- cur
+				cur = sseEvent{}
+			}
+		}
+	}()
+	return out
+}
+
+// Sweep event streams each blocked in an XREAD of their own, a pooled Redis
+// connection per open stream (100 streams on a pool of 64: every connection
+// held, the API starved). They share one reader now, as job streams do:
+// 100 idle sweep streams hold a handful of connections, a GET and /readyz
+// answer, a new event reaches every stream and the sweep's end ends them.
+func TestManySweepStreamsHoldNoConnections(t *testing.T) {
+	r := testenv.NewRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr, PoolSize: 64})
+	t.Cleanup(func() { rdb.Close() })
+	sweeps := sweepstore.New(rdb, sweepstore.Config{Prefix: r.Prefix})
+	e, _ := newEnvOn(t, r, rdb, api.Config{MaxStreamsPerTenant: 1000, SSEKeepAlive: time.Minute, Sweeps: sweeps})
+	var ids []string
+	for i := 0; i < 4; i++ {
+		sr := e.submitSweep(tokA, strings.Replace(exampleSweep(t), `"seed": 1`, fmt.Sprintf(`"seed": %d`, i+1), 1), nil)
+		var sw sweep.Sweep
+		sr.json(t, &sw)
+		ids = append(ids, sw.ID)
+	}
+	var streams []<-chan sseEvent
+	for i := 0; i < 100; i++ {
+		s := openSSE(t, e, "/v1/sweeps/"+ids[i%len(ids)]+"/events?follow=true")
+		next(t, s) // the first event: the stream is live
+		streams = append(streams, s)
+	}
+	time.Sleep(300 * time.Millisecond) // a poll of the shared reader
+	stats := rdb.PoolStats()
+	if inUse := stats.TotalConns - stats.IdleConns; inUse > 4 {
+		t.Errorf("100 idle sweep streams hold %d Redis connections (of %d); want the shared reader's one", inUse, stats.TotalConns)
+	}
+	if g := e.get("/v1/sweeps/"+ids[0], tokA); g.code != 200 {
+		t.Errorf("GET with 100 sweep streams open: %d", g.code)
+	}
+	if g := e.get("/readyz", ""); g.code != 200 {
+		t.Errorf("/readyz with 100 sweep streams open: %d", g.code)
+	}
+	if d := e.do(req{method: http.MethodDelete, path: "/v1/sweeps/" + ids[1], token: tokA}); d.code != http.StatusAccepted {
+		t.Fatalf("cancel: %d %s", d.code, d.body)
+	}
+	for i := 1; i < len(streams); i += len(ids) {
+		if ev := next(t, streams[i]); ev.event != "state" || ev.data.Data["to"] != "cancelling" {
+			t.Fatalf("stream %d got %+v", i, ev)
+		}
+	}
+	if _, err := sweeps.Update(t.Context(), ids[1], func(sw *sweep.Sweep) ([]sweep.Event, error) {
+		sw.State = sweep.Cancelled
+		return []sweep.Event{{Type: sweep.EventState, Message: "cancelling -> cancelled", Data: map[string]any{"from": "cancelling", "to": "cancelled"}}}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < len(streams); i += len(ids) {
+		if ev := next(t, streams[i]); ev.data.Data["to"] != "cancelled" {
+			t.Fatalf("stream %d got %+v", i, ev)
+		}
+		select {
+		case ev, ok := <-streams[i]:
+			if ok {
+				t.Fatalf("stream %d went on after the sweep ended: %+v", i, ev)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("stream %d did not end with the sweep", i)
 		}
 	}
 }

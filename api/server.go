@@ -144,7 +144,9 @@ type Server struct {
 	limits  *limiter
 	metrics *metrics
 	follow  *jobstore.Follower
-	streams *streamCounts
+	// sweepFollow wakes the sweep event streams (nil without Sweeps).
+	sweepFollow *sweepstore.Follower
+	streams     *streamCounts
 	// draining is closed when Run begins to shut down: streams end.
 	draining  chan struct{}
 	drainOnce sync.Once
@@ -159,6 +161,9 @@ func New(cfg Config, store *jobstore.Store, tenants *jobs.Tenants, cluster Clust
 	s := &Server{cfg: cfg, store: store, tenants: tenants, cluster: cluster,
 		log: logger.With("component", "api"), limits: newLimiter(cfg.Now),
 		follow: store.NewFollower(0), streams: newStreamCounts(), draining: make(chan struct{})}
+	if cfg.Sweeps != nil {
+		s.sweepFollow = cfg.Sweeps.NewFollower(0)
+	}
 	s.metrics = newMetrics(s)
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
