@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/edl-nomad/edl/jobs/internal/records"
+	"github.com/redis/go-redis/v9"
 )
 
 // Follower wakes the followers of sweep event logs (the API's sweep event
@@ -20,7 +21,11 @@ type Follower struct {
 // blocking read (default 250 ms), which is also how soon a newly followed
 // sweep joins the shared read. Its reader runs while a sweep is followed.
 func (s *Store) NewFollower(poll time.Duration) *Follower {
-	return &Follower{store: s, f: records.NewFollower(s.rdb, poll)}
+	var rdb redis.UniversalClient
+	if s != nil { // a server built without a store (route listings) follows nothing
+		rdb = s.rdb
+	}
+	return &Follower{store: s, f: records.NewFollower(rdb, poll)}
 }
 
 // Follow registers interest in sweep id's log. The channel receives a value
