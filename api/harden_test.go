@@ -5,13 +5,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/edl-nomad/edl/api"
 	"github.com/edl-nomad/edl/internal/testenv"
+	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/jobs/jobstore"
 	"github.com/edl-nomad/edl/jobs/sweep"
 	"github.com/edl-nomad/edl/jobs/sweepstore"
 	"github.com/redis/go-redis/v9"
@@ -162,4 +167,131 @@ func TestManySweepStreamsHoldNoConnections(t *testing.T) {
 			t.Fatalf("stream %d did not end with the sweep", i)
 		}
 	}
+}
+
+// smallBufListener shrinks each accepted connection's send buffer, so that a
+// client that stops reading blocks the server's writes after a few KiB
+// rather than after the megabytes the kernel would otherwise buffer.
+type smallBufListener struct{ net.Listener }
+
+func (l smallBufListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(4096)
+	}
+	return c, err
+}
+
+// endlessLogs is a log source whose every log goes on without end.
+type endlessLogs struct{}
+
+func (endlessLogs) Logs(ctx context.Context, jobID, workerID, stream string, tail int, follow bool) (io.ReadCloser, error) {
+	line := strings.Repeat("x", 1023) + "\n"
+	return io.NopCloser(readerFunc(func(p []byte) (int, error) {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		return copy(p, line), nil
+	})), nil
+}
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
+
+// stalledGET sends GET path with token on a fresh TCP connection whose
+// receive buffer is small, and reads nothing of the answer.
+func stalledGET(t *testing.T, addr, path, token string) net.Conn {
+	t.Helper()
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n", path, addr, token)
+	return c
+}
+
+// readRest reads what the server still sends: the whole answer (nil) or a
+// cut one (the error that says so).
+func readRest(t *testing.T, c net.Conn) (int, error) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return len(b), err
+}
+
+// A client that stopped reading a large answer (a page of jobs, a followed
+// log) held its handler, goroutine and buffers for as long as it kept the
+// connection open: the server had no write timeout. A page must now be
+// written within WriteTimeout, and each write of a stream taken within
+// StreamWriteTimeout, else the connection is cut (and a stream's slot of
+// the tenant freed); a client that reads keeps a stream however long it
+// stays open.
+func TestSlowReadersAreCutOff(t *testing.T) {
+	r := testenv.NewRedis(t)
+	store := jobstore.New(r.Client, jobstore.Config{Prefix: r.Prefix})
+	cfg := api.Config{WriteTimeout: 2 * time.Second, StreamWriteTimeout: time.Second, MaxStreamsPerTenant: 1,
+		SSEKeepAlive: 300 * time.Millisecond, Logs: endlessLogs{}}
+	srv := api.New(cfg, store, testTenants(t), nil, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx, smallBufListener{ln}) }()
+	t.Cleanup(func() { cancel(); <-done })
+	addr := ln.Addr().String()
+	e := &env{t: t, url: "http://" + addr, store: store, redis: r}
+	labels := map[string]string{}
+	for i := range 16 {
+		labels[fmt.Sprintf("k%02d", i)] = strings.Repeat("v", 60)
+	}
+	var id string
+	for range 120 {
+		id = e.submit(tokA, specWith(t, map[string]any{"labels": labels})).job(t).ID
+	}
+
+	t.Run("page", func(t *testing.T) {
+		// A reader gets the whole page.
+		if g := e.get("/v1/jobs?limit=500", tokA); g.code != 200 || len(g.body) < 200<<10 {
+			t.Fatalf("page: %d, %d bytes", g.code, len(g.body))
+		}
+		c := stalledGET(t, addr, "/v1/jobs?limit=500", tokA)
+		time.Sleep(4 * time.Second) // past WriteTimeout
+		if n, err := readRest(t, c); err == nil {
+			t.Fatalf("a client that stopped reading for 4s still got the whole page (%d bytes): the server waited on it", n)
+		}
+	})
+
+	t.Run("stream", func(t *testing.T) {
+		c := stalledGET(t, addr, "/v1/jobs/"+id+"/logs?worker=w1&follow=true", tokA)
+		time.Sleep(3 * time.Second) // past StreamWriteTimeout
+		// The stalled stream was dropped, so the tenant's one stream is free
+		// (openSSE fails on a 429).
+		s := openSSE(t, e, "/v1/jobs/"+id+"/events?follow=true")
+		if ev := next(t, s); ev.data.Message != "submitted" {
+			t.Fatalf("first event %+v", ev)
+		}
+		if _, err := readRest(t, c); err == nil {
+			t.Fatal("the stalled log stream ended cleanly; want it cut")
+		}
+		// A stream that is read outlives both timeouts.
+		time.Sleep(3 * time.Second)
+		if _, err := e.store.AppendEvent(t.Context(), id, jobs.Event{Type: jobs.EventWorker, Message: "w joined"}); err != nil {
+			t.Fatal(err)
+		}
+		if ev := next(t, s); ev.data.Message != "w joined" {
+			t.Fatalf("after 3s: %+v", ev)
+		}
+	})
 }
