@@ -115,6 +115,7 @@ func (s *Server) checkpointModel(c echo.Context) error {
 		return fmt.Errorf("open model of %s at step %d: %w", j.ID, step, err)
 	}
 	defer rc.Close()
+	s.streamWrites(c) // a model is up to hundreds of MiB: each write gets a deadline
 	h := c.Response().Header()
 	h.Set(echo.HeaderContentType, "application/octet-stream")
 	h.Set(echo.HeaderContentLength, strconv.FormatInt(shard.Size, 10))

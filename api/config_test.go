@@ -19,6 +19,8 @@ func TestConfigValidate(t *testing.T) {
 		{Config{MaxBodyBytes: -1}, "MaxBodyBytes"},
 		{Config{BodyReadTimeout: -time.Second}, "BodyReadTimeout"},
 		{Config{MaxStreamsPerTenant: -1}, "MaxStreamsPerTenant"},
+		{Config{WriteTimeout: -time.Second}, "WriteTimeout"},
+		{Config{StreamWriteTimeout: -time.Second}, "StreamWriteTimeout"},
 		{Config{SSEKeepAlive: -time.Second}, "SSEKeepAlive"},
 		{Config{StoreTimeout: -time.Second}, "StoreTimeout"},
 		{Config{ShutdownGrace: -time.Second}, "ShutdownGrace"},

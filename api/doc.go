@@ -4,7 +4,7 @@
 // swag annotations from which openapi/ is generated (make openapi).
 //
 // It owns no state of its own beyond rate-limit buckets, the per-tenant
-// count of open event streams and the one jobstore.Follower their wake-ups come
-// from: jobs live in jobstore.Store. It must not schedule, place or talk to Nomad; the planner
+// count of open event streams and the one jobstore.Follower (and, for sweeps,
+// sweepstore.Follower) their wake-ups come from: jobs live in jobstore.Store. It must not schedule, place or talk to Nomad; the planner
 // reacts to what the store records (and to Store.Subscribe wake-ups).
 package api

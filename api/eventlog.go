@@ -77,6 +77,7 @@ func (s *Server) openStream(c echo.Context, hint string) (release func(), err er
 	if err != nil {
 		return nil, err
 	}
+	s.streamWrites(c)
 	w := c.Response()
 	h := w.Header()
 	h.Set(echo.HeaderContentType, "text/event-stream")

@@ -148,6 +148,7 @@ func (s *Server) jobLogs(c echo.Context) error {
 		return fmt.Errorf("logs of %s/%s: %w", j.ID, q.worker, err)
 	}
 	defer rc.Close()
+	s.streamWrites(c) // a log has no bound on its length: each write gets a deadline
 	h := c.Response().Header()
 	h.Set("X-Edl-Worker", q.worker)
 	h.Set("Cache-Control", "no-cache")

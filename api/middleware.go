@@ -35,6 +35,78 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// securityHeaders marks every answer X-Content-Type-Options: nosniff, so
+// that a browser never sniffs a JSON or text answer holding a tenant's
+// strings (a job name, a program's log) into HTML or a script. It runs
+// first, so error answers (echo's 404 and 405, problems) carry it too.
+func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		c.Response().Header().Set("X-Content-Type-Options", "nosniff")
+		return next(c)
+	}
+}
+
+// limitWrite gives every answer a write deadline, so that a client that
+// stops reading cannot hold a handler, its goroutine and its buffers for
+// ever (the server has no blanket write timeout: streams last): the whole
+// answer must be written within WriteTimeout of the request's start, unless
+// the handler made it a stream (streamWrites), whose every write then gets
+// StreamWriteTimeout. When the deadline passes, the write fails and the
+// connection is closed. It runs before observe, so the error answers observe
+// writes are bounded too; after a stream it gives the end of the answer
+// (net/http's last chunk) a fresh deadline.
+func (s *Server) limitWrite(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		rc := http.NewResponseController(c.Response().Writer)
+		// An error means the writer cannot set deadlines (a test
+		// recorder); the answer is then written without one.
+		if err := rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout)); err != nil {
+			return next(c)
+		}
+		c.Set(string(writeDeadlineKey), rc)
+		err := next(c)
+		if _, ok := c.Response().Writer.(*deadlineWriter); ok {
+			_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.StreamWriteTimeout))
+		}
+		return err
+	}
+}
+
+const writeDeadlineKey ctxKey = "write-deadline"
+
+// streamWrites makes the answer a stream for limitWrite: from here on each
+// write and flush must be taken by the client within StreamWriteTimeout,
+// instead of the whole answer within WriteTimeout. Event streams, logs and
+// model downloads call it before they write.
+func (s *Server) streamWrites(c echo.Context) {
+	rc, ok := c.Get(string(writeDeadlineKey)).(*http.ResponseController)
+	res := c.Response()
+	if _, done := res.Writer.(*deadlineWriter); !ok || done {
+		return
+	}
+	res.Writer = &deadlineWriter{ResponseWriter: res.Writer, rc: rc, d: s.cfg.StreamWriteTimeout}
+}
+
+// deadlineWriter sets a fresh write deadline before every write and flush.
+type deadlineWriter struct {
+	http.ResponseWriter
+	rc *http.ResponseController
+	d  time.Duration
+}
+
+func (w *deadlineWriter) Write(p []byte) (int, error) {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.d))
+	return w.ResponseWriter.Write(p)
+}
+
+// FlushError is what http.ResponseController (and so echo's Flush) calls.
+func (w *deadlineWriter) FlushError() error {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.d))
+	return w.rc.Flush()
+}
+
+func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 // headAsGet serves HEAD as GET wherever GET is (RFC 9110 9.3.2; echo
 // routes HEAD nowhere, so it was 405). It wraps the echo handler: echo
 // routes a copy of the request that says GET, while net/http, which still

@@ -40,6 +40,17 @@ type Config struct {
 	// followed logs one tenant holds open in this process (default 100);
 	// more get 429.
 	MaxStreamsPerTenant int
+	// WriteTimeout bounds the writing of a whole answer that is not a
+	// stream (default 60s, counted from the request's start): a client that
+	// stops reading a large page is cut off then, and its handler and
+	// buffers freed. Streams (StreamWriteTimeout) are not bound by it.
+	WriteTimeout time.Duration
+	// StreamWriteTimeout bounds each write of a stream (default 30s):
+	// event streams, logs (followed or not) and model downloads, whose
+	// length has no bound, get a fresh deadline on every write and flush,
+	// so a client that does not take a write within it is dropped, however
+	// long the stream lasts.
+	StreamWriteTimeout time.Duration
 	// SSEKeepAlive is how often an idle event stream gets a comment (default 15s).
 	SSEKeepAlive time.Duration
 	// StoreTimeout bounds each store call of a request (default 5s).
@@ -74,7 +85,7 @@ type Config struct {
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{MaxBodyBytes: 1 << 20, BodyReadTimeout: 10 * time.Second, MaxStreamsPerTenant: 100,
-		SSEKeepAlive: 15 * time.Second, StoreTimeout: 5 * time.Second, ShutdownGrace: 5 * time.Second, Now: time.Now}
+		WriteTimeout: 60 * time.Second, StreamWriteTimeout: 30 * time.Second, SSEKeepAlive: 15 * time.Second, StoreTimeout: 5 * time.Second, ShutdownGrace: 5 * time.Second, Now: time.Now}
 }
 
 // Validate names the field at fault; zero values take the defaults.
@@ -87,6 +98,8 @@ func (c Config) Validate() error {
 		{"MaxBodyBytes", c.MaxBodyBytes, c.MaxBodyBytes < 0},
 		{"BodyReadTimeout", c.BodyReadTimeout, c.BodyReadTimeout < 0},
 		{"MaxStreamsPerTenant", c.MaxStreamsPerTenant, c.MaxStreamsPerTenant < 0},
+		{"WriteTimeout", c.WriteTimeout, c.WriteTimeout < 0},
+		{"StreamWriteTimeout", c.StreamWriteTimeout, c.StreamWriteTimeout < 0},
 		{"SSEKeepAlive", c.SSEKeepAlive, c.SSEKeepAlive < 0},
 		{"StoreTimeout", c.StoreTimeout, c.StoreTimeout < 0},
 		{"ShutdownGrace", c.ShutdownGrace, c.ShutdownGrace < 0},
@@ -111,6 +124,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxStreamsPerTenant <= 0 {
 		c.MaxStreamsPerTenant = d.MaxStreamsPerTenant
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = d.WriteTimeout
+	}
+	if c.StreamWriteTimeout <= 0 {
+		c.StreamWriteTimeout = d.StreamWriteTimeout
 	}
 	if c.SSEKeepAlive <= 0 {
 		c.SSEKeepAlive = d.SSEKeepAlive
@@ -144,7 +163,9 @@ type Server struct {
 	limits  *limiter
 	metrics *metrics
 	follow  *jobstore.Follower
-	streams *streamCounts
+	// sweepFollow wakes the sweep event streams (nil without Sweeps).
+	sweepFollow *sweepstore.Follower
+	streams     *streamCounts
 	// draining is closed when Run begins to shut down: streams end.
 	draining  chan struct{}
 	drainOnce sync.Once
@@ -159,11 +180,14 @@ func New(cfg Config, store *jobstore.Store, tenants *jobs.Tenants, cluster Clust
 	s := &Server{cfg: cfg, store: store, tenants: tenants, cluster: cluster,
 		log: logger.With("component", "api"), limits: newLimiter(cfg.Now),
 		follow: store.NewFollower(0), streams: newStreamCounts(), draining: make(chan struct{})}
+	if cfg.Sweeps != nil {
+		s.sweepFollow = cfg.Sweeps.NewFollower(0)
+	}
 	s.metrics = newMetrics(s)
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
-	e.Use(s.observe, s.allowHead, s.recover, s.limitBody)
+	e.Use(securityHeaders, s.limitWrite, s.observe, s.allowHead, s.recover, s.limitBody)
 	s.echo = e
 	s.routes()
 	return s
@@ -226,9 +250,13 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		BaseContext:       func(net.Listener) context.Context { return reqCtx },
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		// What net/http answers itself (a malformed request) is bounded
+		// by WriteTimeout; every request sets its own deadline (limitWrite),
+		// and streams one per write.
+		WriteTimeout: s.cfg.WriteTimeout,
+		IdleTimeout:  2 * time.Minute,
+		BaseContext:  func(net.Listener) context.Context { return reqCtx },
+		ErrorLog:     slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -271,49 +271,80 @@ func (s *Server) sweepEvents(c echo.Context) error {
 }
 
 // streamSweepEvents sends the log as Server-Sent Events until the client
-// leaves, the server stops, or the sweep ended and everything was sent.
-// Unlike a job's stream it blocks on the stream (XREAD, one connection per
-// open stream, a second at a time): sweeps are few.
+// leaves, the server stops, or the sweep ended and everything was sent. As
+// a job's stream (streamEvents) it holds no Redis connection while idle:
+// the server's one sweep Follower wakes it when the sweep's log may have
+// grown, and it then reads the new events with a short XRANGE. (It blocked
+// in an XREAD of its own, a pooled connection per open stream.)
 func (s *Server) streamSweepEvents(c echo.Context, sw sweep.Sweep, after string) error {
-	release, err := s.openStream(c, "")
+	release, err := s.openStream(c, "; close one or read pages without follow")
 	if err != nil {
 		return err
 	}
 	defer release()
+	woken, unfollow := s.sweepFollow.Follow(sw.ID)
+	defer unfollow()
+
 	ctx, cancel := s.streamCtx(c)
 	defer cancel()
 	w := c.Response()
-	last, quiet := after, time.Now()
-	for ctx.Err() == nil {
-		evs, err := s.cfg.Sweeps.WaitEvents(ctx, sw.ID, last, 100, time.Second)
-		if err != nil {
-			return nil
-		}
-		ending := false
-		for _, ev := range evs {
-			if err := writeSSE(w, ev.ID, string(ev.Type), ev); err != nil {
+	last := after
+	quiet := time.NewTicker(s.cfg.SSEKeepAlive)
+	defer quiet.Stop()
+	ending := false // the sweep was seen terminal: send what is left, then end
+	for {
+		wrote := false
+		for {
+			evs, err := s.cfg.Sweeps.Events(ctx, sw.ID, last, 100)
+			if ctx.Err() != nil {
 				return nil
 			}
-			last = ev.ID
-			if to, _ := ev.Data["to"].(string); ev.Type == sweep.EventState && sweep.State(to).Terminal() {
+			if err != nil {
+				s.log.Warn("sweep event stream ended", "sweep", sw.ID, "err", err)
+				return nil
+			}
+			for _, ev := range evs {
+				if err := writeSSE(w, ev.ID, string(ev.Type), ev); err != nil {
+					return nil
+				}
+				last = ev.ID
+				if to, _ := ev.Data["to"].(string); ev.Type == sweep.EventState && sweep.State(to).Terminal() {
+					ending = true
+				}
+			}
+			if len(evs) > 0 {
+				w.Flush()
+				wrote = true
+			}
+			if len(evs) < 100 {
+				break
+			}
+		}
+		if ending {
+			return nil
+		}
+		if wrote {
+			quiet.Reset(s.cfg.SSEKeepAlive)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-woken:
+		case <-quiet.C:
+			// Quiet: a keep-alive, or the end if the sweep finished
+			// without a terminal state event in reach (trimmed, say).
+			cur, err := s.cfg.Sweeps.Get(ctx, sw.ID)
+			if err != nil {
+				return nil
+			}
+			if cur.State.Terminal() {
 				ending = true
+				continue
 			}
-		}
-		if len(evs) > 0 {
-			w.Flush()
-			quiet = time.Now()
-		}
-		if ending && len(evs) < 100 {
-			return nil
-		}
-		if time.Since(quiet) >= s.cfg.SSEKeepAlive {
-			if cur, err := s.cfg.Sweeps.Get(ctx, sw.ID); err != nil || cur.State.Terminal() {
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
 				return nil
 			}
-			fmt.Fprint(w, ": keep-alive\n\n")
 			w.Flush()
-			quiet = time.Now()
 		}
 	}
-	return nil
 }

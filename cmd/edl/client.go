@@ -151,6 +151,27 @@ type client struct {
 	base  *url.URL
 	token string
 	http  *http.Client // no timeout: streams last; calls bound theirs by ctx
+	// display: what the client decodes is printed as text, so its control
+	// characters are made visible (shown; client_term.go). Unset for -o
+	// json, whose output stays exact.
+	display bool
+}
+
+// shown cleans v (a pointer to a decoded answer) for the terminal when the
+// client decodes for display (client_term.go).
+func (c *client) shown(v any) {
+	if c.display {
+		sanitize(v)
+	}
+}
+
+// decode unmarshals an answer the client read whole into v, then shown.
+func (c *client) decode(b []byte, v any) error {
+	if err := json.Unmarshal(b, v); err != nil {
+		return err
+	}
+	c.shown(v)
+	return nil
 }
 
 // callTimeout bounds every non-streaming call.
@@ -323,6 +344,7 @@ func (c *client) call(ctx context.Context, method, path string, q url.Values, bo
 	if err := json.NewDecoder(answer).Decode(out); err != nil {
 		return answerErr(method, path, fmt.Errorf("decode the answer (%s): %w", contentType(resp), err))
 	}
+	c.shown(out)
 	return nil
 }
 
@@ -428,11 +450,22 @@ func (v *verb) parse(args []string, want int) ([]string, error) {
 
 // open parses args and opens the client.
 func (v *verb) open(args []string, want int) (*client, []string, error) {
-	return openVerb(v.FlagSet, args, v.usage, want, &v.cf)
+	c, pos, err := openVerb(v.FlagSet, args, v.usage, want, &v.cf)
+	if err == nil {
+		c.display = !v.json()
+	}
+	return c, pos, err
 }
 
-// client opens the client from the flags already parsed.
-func (v *verb) client() (*client, error) { return newClient(v.cf) }
+// client opens the client from the flags already parsed; it decodes for
+// display unless the verb prints JSON.
+func (v *verb) client() (*client, error) {
+	c, err := newClient(v.cf)
+	if err == nil {
+		c.display = !v.json()
+	}
+	return c, err
+}
 
 // openJob parses a verb whose one argument is a job ID, opens the client,
 // and returns the job's API path (with suffix appended).
@@ -474,7 +507,7 @@ func (c *client) postIdempotent(ctx context.Context, path string, body []byte, k
 	if raw, err = io.ReadAll(capAnswer(resp.Body)); err != nil {
 		return nil, false, fmt.Errorf("%s: read the answer: %w", what, err)
 	}
-	if err := json.Unmarshal(raw, v); err != nil {
+	if err := c.decode(raw, v); err != nil {
 		return nil, false, fmt.Errorf("%s: decode the answer (%s): %w", what, contentType(resp), err)
 	}
 	return raw, resp.StatusCode == http.StatusOK, nil

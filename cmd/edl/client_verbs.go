@@ -198,7 +198,7 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	var j jobs.Job
-	if err := json.Unmarshal(raw, &j); err != nil {
+	if err := c.decode(raw, &j); err != nil {
 		return fmt.Errorf("get: decode the job: %w", err)
 	}
 	printJob(stdout, terminalOf(stdout), j, time.Now())

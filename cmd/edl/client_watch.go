@@ -99,7 +99,7 @@ func followEvents(ctx context.Context, c *client, id, after string, fn func(jobs
 		if err == nil {
 			serr := readSSE(ctx, resp.Body, func(se sseEvent) error {
 				var ev jobs.Event
-				if err := json.Unmarshal([]byte(se.data), &ev); err != nil {
+				if err := c.decode([]byte(se.data), &ev); err != nil {
 					return fmt.Errorf("event %s: %w", se.id, err)
 				}
 				last = ev.ID
@@ -215,7 +215,7 @@ func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 func runLogs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "edl logs ID [-f] [--worker W] [--stream stdout|stderr] [--tail N]"
-	fs := newVerb("logs", usage, "Prints the output of the job's program (exec mode) from one worker (default: the server's\nchoice, the first). -f follows it.", stderr, false)
+	fs := newVerb("logs", usage, "Prints the output of the job's program (exec mode) from one worker (default: the server's\nchoice, the first). -f follows it. The bytes are printed as the program wrote them, escape\nsequences included (as kubectl logs does); pipe through cat -v to see them.", stderr, false)
 	follow := fs.Bool("f", false, "follow the output as it is written")
 	worker := fs.String("worker", "", "the worker's ID (see the job's events)")
 	stream := fs.String("stream", "stdout", "stdout or stderr")

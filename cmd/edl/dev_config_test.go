@@ -28,6 +28,9 @@ func TestDevConfigValidate(t *testing.T) {
 		{with(func(c *devConfig) { c.callbackAllow = "not-a-cidr" }), "--callback-allow"},
 		{with(func(c *devConfig) { c.api.MaxStreamsPerTenant = 0 }), "--max-streams-per-tenant"},
 		{with(func(c *devConfig) { c.api.MetricsToken = "short" }), "--metrics-token"},
+		{with(func(c *devConfig) { c.api.WriteTimeout = 0 }), "--write-timeout"},
+		{with(func(c *devConfig) { c.api.StreamWriteTimeout = -time.Second }), "--stream-write-timeout"},
+		{with(func(c *devConfig) { c.api.StreamWriteTimeout = 2 * time.Hour }), "--stream-write-timeout"},
 	}
 	for _, tc := range cases {
 		err := tc.cfg.Validate()

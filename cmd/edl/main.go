@@ -63,17 +63,18 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 func exitCode(err error, stderr io.Writer) int {
 	var uerr usageError
 	var coded interface{ ExitCode() int }
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
+	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0
+	}
+	// An error can quote the server (a problem's title and detail, a body
+	// that was not JSON): its control characters are made visible.
+	fmt.Fprintf(stderr, "edl: %s\n", termSafe(err.Error()))
+	switch {
 	case errors.As(err, &coded):
-		fmt.Fprintf(stderr, "edl: %v\n", err)
 		return coded.ExitCode()
 	case errors.As(err, &uerr):
-		fmt.Fprintf(stderr, "edl: %v\n", err)
 		return 2
 	default:
-		fmt.Fprintf(stderr, "edl: %v\n", err)
 		return 1
 	}
 }

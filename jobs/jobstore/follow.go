@@ -1,12 +1,9 @@
 package jobstore
 
 import (
-	"context"
-	"errors"
-	"strings"
-	"sync"
 	"time"
 
+	"github.com/edl-nomad/edl/jobs/internal/records"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -19,31 +16,22 @@ import (
 // exhaust the pool (300 idle streams slowed every request to 750 ms).
 //
 // The reader runs while at least one job is followed and stops with the
-// last Unfollow; it needs no Run or Close.
+// last Unfollow; it needs no Run or Close. (The reader is records.Follower,
+// which the sweep store's follower shares.)
 type Follower struct {
 	store *Store
-	poll  time.Duration
-
-	mu      sync.Mutex
-	jobs    map[string]*followed
-	running bool
-}
-
-// followed is one job's entry. last is the newest event ID the reader knows
-// of ("" until it has read it): reading from there misses nothing.
-type followed struct {
-	last string
-	subs map[chan struct{}]struct{}
+	f     *records.Follower
 }
 
 // NewFollower returns a Follower on the store's Redis. poll bounds each
 // blocking read (default 250 ms), which is also how soon a newly followed
 // job joins the shared read.
 func (s *Store) NewFollower(poll time.Duration) *Follower {
-	if poll <= 0 {
-		poll = 250 * time.Millisecond
+	var rdb redis.UniversalClient
+	if s != nil { // a server built without a store (route listings) follows nothing
+		rdb = s.rdb
 	}
-	return &Follower{store: s, poll: poll, jobs: map[string]*followed{}}
+	return &Follower{store: s, f: records.NewFollower(rdb, poll)}
 }
 
 // Follow registers interest in job id's log. The returned channel receives
@@ -52,148 +40,8 @@ func (s *Store) NewFollower(poll time.Duration) *Follower {
 // caller which reads the log after Follow and again on every wake misses no
 // event. Call the returned function to stop.
 func (f *Follower) Follow(id string) (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
-	f.mu.Lock()
-	j := f.jobs[id]
-	if j == nil {
-		j = &followed{subs: map[chan struct{}]struct{}{}}
-		f.jobs[id] = j
-	} else if j.last != "" {
-		wake(ch) // the reader knows this job already: no initial wake comes
-	}
-	j.subs[ch] = struct{}{}
-	if !f.running {
-		f.running = true
-		go f.run()
-	}
-	f.mu.Unlock()
-	var once sync.Once
-	return ch, func() {
-		once.Do(func() {
-			f.mu.Lock()
-			defer f.mu.Unlock()
-			delete(j.subs, ch)
-			if len(j.subs) == 0 && f.jobs[id] == j {
-				delete(f.jobs, id)
-			}
-		})
-	}
+	return f.f.Follow(f.store.eventsKey(id))
 }
 
 // Followed is the number of jobs followed now (for metrics and tests).
-func (f *Follower) Followed() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.jobs)
-}
-
-func wake(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
-}
-
-// run is the shared reader. Each round it learns the newest event ID of
-// jobs just followed (one pipelined XREVRANGE), wakes their followers, then
-// blocks in one XREAD over every followed job for at most poll.
-func (f *Follower) run() {
-	ctx := context.Background()
-	for {
-		f.mu.Lock()
-		if len(f.jobs) == 0 {
-			f.running = false
-			f.mu.Unlock()
-			return
-		}
-		var fresh, keys, ids []string
-		for id, j := range f.jobs {
-			if j.last == "" {
-				fresh = append(fresh, id)
-				continue
-			}
-			keys = append(keys, f.store.eventsKey(id))
-			ids = append(ids, j.last)
-		}
-		f.mu.Unlock()
-
-		if len(fresh) > 0 {
-			if err := f.learn(ctx, fresh); err != nil {
-				f.failed()
-				continue
-			}
-		}
-		if len(keys) == 0 {
-			continue
-		}
-		res, err := f.store.rdb.XRead(ctx, &redis.XReadArgs{
-			Streams: append(keys, ids...), Count: 100, Block: f.poll}).Result()
-		if errors.Is(err, redis.Nil) {
-			continue
-		}
-		if err != nil {
-			f.failed()
-			continue
-		}
-		f.mu.Lock()
-		for _, st := range res {
-			id := f.store.jobOfEventsKey(st.Stream)
-			j := f.jobs[id]
-			if j == nil || len(st.Messages) == 0 {
-				continue
-			}
-			j.last = st.Messages[len(st.Messages)-1].ID
-			for ch := range j.subs {
-				wake(ch)
-			}
-		}
-		f.mu.Unlock()
-	}
-}
-
-// learn reads the newest event ID of each of ids and wakes their followers.
-func (f *Follower) learn(ctx context.Context, ids []string) error {
-	pipe := f.store.rdb.Pipeline()
-	cmds := make([]*redis.XMessageSliceCmd, len(ids))
-	for i, id := range ids {
-		cmds[i] = pipe.XRevRangeN(ctx, f.store.eventsKey(id), "+", "-", 1)
-	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for i, id := range ids {
-		j := f.jobs[id]
-		if j == nil {
-			continue
-		}
-		j.last = "0-0" // no events yet: from the start
-		if msgs, err := cmds[i].Result(); err == nil && len(msgs) > 0 {
-			j.last = msgs[0].ID
-		}
-		for ch := range j.subs {
-			wake(ch)
-		}
-	}
-	return nil
-}
-
-// failed wakes every follower after a Redis error (each finds out for
-// itself, with its own read) and waits a poll before the next try.
-func (f *Follower) failed() {
-	f.mu.Lock()
-	for _, j := range f.jobs {
-		for ch := range j.subs {
-			wake(ch)
-		}
-	}
-	f.mu.Unlock()
-	time.Sleep(f.poll)
-}
-
-// jobOfEventsKey is the job ID in an events key (the inverse of eventsKey).
-func (s *Store) jobOfEventsKey(key string) string {
-	key = strings.TrimPrefix(key, s.cfg.Prefix+"{")
-	return strings.TrimSuffix(key, "}:events")
-}
+func (f *Follower) Followed() int { return f.f.Followed() }
