@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 import random
 import sys
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import torch
 
@@ -23,48 +23,100 @@ _SCHED_PATCHED = ("step", "_edl_inner_step")
 
 
 class State:
-    """What a newcomer receives at a hand-over: model, optimizer, scheduler,
-    the RNG states (torch, Python's random, numpy's when imported) and any
-    extra objects with state_dict/load_state_dict."""
+    """What a newcomer receives at a hand-over: model, optimizer(s),
+    scheduler(s), the RNG states (torch, Python's random, numpy's when
+    imported) and any extra objects with state_dict/load_state_dict.
 
-    def __init__(self, model: Optional[torch.nn.Module] = None, optimizer: Optional[torch.optim.Optimizer] = None,
-                 scheduler: Any = None, **extra: Any) -> None:
+    Several optimizers (a GAN's generator and discriminator, an encoder
+    and a decoder): State(model=nn.ModuleDict({"g": g, "d": d}),
+    optimizer=[opt_d, opt_g]) (or optimizers=[...]). Each one's step()
+    averages its own parameters' gradients over the ranks first; every
+    batch steps each of them once, in this order (docs/live.md, "Several
+    optimizers"). scheduler= may be a list too: every scheduler is stepped
+    once per applied step, after the batch's last optimizer step."""
+
+    def __init__(self, model: Optional[torch.nn.Module] = None, optimizer: Any = None,
+                 scheduler: Any = None, optimizers: Optional[Sequence[torch.optim.Optimizer]] = None,
+                 **extra: Any) -> None:
         if model is None or not isinstance(model, torch.nn.Module):
             raise EdlError("State(model=...): want a torch.nn.Module, got %r" % (type(model).__name__,))
+        if optimizers is not None:
+            if optimizer is not None:
+                raise EdlError("State(optimizer=..., optimizers=...): give one of them (optimizers= is the list of "
+                               "every optimizer)")
+            optimizer = list(optimizers) if isinstance(optimizers, (list, tuple)) else optimizers
         if optimizer is None:
             raise EdlError("State(optimizer=...): the optimizer is required: it holds state (momentum) a newcomer "
                            "must receive, and its step() is where edl averages the gradients")
-        if not isinstance(optimizer, torch.optim.Optimizer):
-            raise EdlError("State(optimizer=...): want a torch.optim.Optimizer, got %r" % (type(optimizer).__name__,))
+        opts = list(optimizer) if isinstance(optimizer, (list, tuple)) else [optimizer]
+        if not opts:
+            raise EdlError("State(optimizer=[]): the optimizer is required: give at least one")
+        for o in opts:
+            if not isinstance(o, torch.optim.Optimizer):
+                raise EdlError("State(optimizer=...): want a torch.optim.Optimizer, got %r" % (type(o).__name__,))
+        if len({id(o) for o in opts}) != len(opts):
+            raise EdlError("State(optimizer=[...]): an optimizer is listed twice")
         owned = {id(p) for p in model.parameters()}
-        for g in optimizer.param_groups:
-            for p in g["params"]:
-                if id(p) not in owned:
-                    raise EdlError("State: the optimizer holds a parameter that is not the model's")
-        if scheduler is not None and not hasattr(scheduler, "state_dict"):
-            raise EdlError("State(scheduler=...): want an LR scheduler with state_dict(), got %r" % (type(scheduler).__name__,))
-        if scheduler is not None and _needs_argument(scheduler.step):
-            raise EdlError(PLATEAU % (type(scheduler).__name__,))
+        held: Dict[int, int] = {}
+        for i, o in enumerate(opts):
+            for g in o.param_groups:
+                for p in g["params"]:
+                    if id(p) not in owned:
+                        if len(opts) > 1:
+                            raise EdlError("State: optimizer %d holds a parameter that is not the model's: with several "
+                                           "models (a GAN's generator and discriminator) pass them as one, "
+                                           "model=torch.nn.ModuleDict({\"g\": g, \"d\": d})" % i)
+                        raise EdlError("State: the optimizer holds a parameter that is not the model's")
+                    if held.get(id(p), i) != i:
+                        raise EdlError("State: optimizers %d and %d both hold one parameter: edl averages each "
+                                       "optimizer's gradients at its step, so a parameter belongs to one optimizer"
+                                       % (held[id(p)], i))
+                    held[id(p)] = i
+        scheds = [s for s in (scheduler if isinstance(scheduler, (list, tuple)) else [scheduler]) if s is not None]
+        for s in scheds:
+            if not hasattr(s, "state_dict"):
+                raise EdlError("State(scheduler=...): want an LR scheduler with state_dict(), got %r" % (type(s).__name__,))
+            if _needs_argument(s.step):
+                raise EdlError(PLATEAU % (type(s).__name__,))
         for k, v in extra.items():
             if not (hasattr(v, "state_dict") and hasattr(v, "load_state_dict")):
                 raise EdlError("State(%s=...): extra state needs state_dict() and load_state_dict()" % k)
-        self.model, self.optimizer, self.scheduler, self.extra = model, optimizer, scheduler, extra
+            if isinstance(v, torch.optim.Optimizer) and any(id(p) in owned for g in v.param_groups for p in g["params"]):
+                raise EdlError(EXTRA_OPTIMIZER % (k, k))
+        self.model, self.optimizer, self.extra = model, opts[0], extra
+        self.scheduler = scheds[0] if scheds else None
+        # Every optimizer (the first is .optimizer) and every scheduler (the
+        # first is .scheduler), in the order given.
+        self.optimizers: List[torch.optim.Optimizer] = opts
+        self.schedulers: List[Any] = scheds
 
     def state_dict(self) -> Dict[str, Any]:
         d = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
              "rng": {"torch": torch.get_rng_state(), "random": random.getstate()}}
+        if len(self.optimizers) > 1:
+            d["more_optimizers"] = [o.state_dict() for o in self.optimizers[1:]]
         if self.scheduler is not None:
-            d["scheduler"] = {k: v for k, v in self.scheduler.state_dict().items() if k not in _SCHED_PATCHED}
+            d["scheduler"] = _sched_state(self.scheduler)
+        if len(self.schedulers) > 1:
+            d["more_schedulers"] = [_sched_state(s) for s in self.schedulers[1:]]
         if "numpy" in sys.modules:
             d["rng"]["numpy"] = sys.modules["numpy"].random.get_state()
         d["extra"] = {k: v.state_dict() for k, v in self.extra.items()}
         return d
 
     def load_state_dict(self, d: Dict[str, Any]) -> None:
+        more = d.get("more_optimizers", [])
+        if len(more) != len(self.optimizers) - 1:
+            raise EdlError("State.load_state_dict: the state holds %d optimizers, this State has %d"
+                           % (1 + len(more), len(self.optimizers)))
         self.model.load_state_dict(d["model"])
         self.optimizer.load_state_dict(d["optimizer"])
+        for o, od in zip(self.optimizers[1:], more):
+            o.load_state_dict(od)
         if self.scheduler is not None and "scheduler" in d:
             self.scheduler.load_state_dict({k: v for k, v in d["scheduler"].items() if k not in _SCHED_PATCHED})
+        for s, sd in zip(self.schedulers[1:], d.get("more_schedulers", [])):
+            s.load_state_dict({k: v for k, v in sd.items() if k not in _SCHED_PATCHED})
         torch.set_rng_state(d["rng"]["torch"])
         random.setstate(d["rng"]["random"])
         if "numpy" in d["rng"] and "numpy" in sys.modules:
@@ -72,6 +124,17 @@ class State:
         for k, v in self.extra.items():
             if k in d.get("extra", {}):
                 v.load_state_dict(d["extra"][k])
+
+
+def _sched_state(s: Any) -> Dict[str, Any]:
+    return {k: v for k, v in s.state_dict().items() if k not in _SCHED_PATCHED}
+
+
+EXTRA_OPTIMIZER = (
+    "State(%s=<optimizer>): an optimizer passed as an extra would step on each rank's own gradients (edl averages "
+    "only the State's optimizers' gradients), so the model's copies would drift apart; list it with the others: "
+    "State(optimizer=[opt, %s]) (each one's step() then averages its own parameters' gradients)"
+)
 
 
 PLATEAU = (

@@ -38,12 +38,15 @@ What the package does (docs/live.md has the whole story):
 
 from __future__ import annotations
 
+import copy
 import functools
+import gc
 import math
 import numbers
 import os
 import sys
 import time
+import types
 import warnings
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
@@ -115,6 +118,18 @@ class _Outcome:
         # at the step the lowest rank with samples broadcasts its edited
         # gradients; this is that rank, else None.
         self.sync_src: Optional[int] = None
+        # Several optimizers (State(optimizer=[...])): the phases (one per
+        # optimizer, in the State's order) averaged so far and done
+        # (stepped, or skipped by GradScaler) so far; the phases GradScaler
+        # skipped; per phase that needs the edited gradients' broadcast
+        # (some rank averaged early and some rank has no samples) its
+        # source rank and the gradients it stepped on; and how to undo the
+        # phases updated before a later collective of the step failed.
+        self.n_avg, self.n_done = 0, 0
+        self.skips: set = set()
+        self.sync_srcs: Dict[int, int] = {}
+        self.snaps: Dict[int, torch.Tensor] = {}
+        self.undo: List[Any] = []
 
 
 class Context(GroupMixin):
@@ -144,7 +159,9 @@ class Context(GroupMixin):
         self._zombies: List[Tuple[Any, List[Any], Any]] = []
         self._loss = 0.0
         self._pending = None
-        self._grad_buf = None  # (params, flat, views): the gradients as views of one flat buffer
+        # Per optimizer of the State (its index): (params, flat, views), the
+        # gradients as views of one flat buffer (_grad_buf is the first's).
+        self._grad_bufs: Dict[int, Any] = {}
         # ended says why steps() returned: "done" (the job's last epoch
         # ended), "leave" (this worker left) or "stop" (cancelled).
         self.ended: Optional[str] = None
@@ -156,6 +173,17 @@ class Context(GroupMixin):
             # Every program hosts a store server; rank 0's serves its group
             # (a fresh prefix per generation).
             self._store = _host_store(timeout)
+
+    @property
+    def _grad_buf(self):
+        return self._grad_bufs.get(0)
+
+    @_grad_buf.setter
+    def _grad_buf(self, v):
+        if v is None:
+            self._grad_bufs.pop(0, None)
+        else:
+            self._grad_bufs[0] = v
 
     # --- the step loop -------------------------------------------------
 
@@ -211,7 +239,7 @@ class Context(GroupMixin):
         return bool(self.client.call("report", step=step, epoch=epoch, values=finite,
                                      non_finite=non_finite or None).get("kept"))
 
-    def average_gradients(self) -> bool:
+    def average_gradients(self, optimizer: Any = None) -> bool:
         """Averages this batch's gradients over the ranks now, as
         DistributedDataParallel has by the end of backward: the collective
         optimizer.step() would do, done once; step() then does not average
@@ -222,7 +250,11 @@ class Context(GroupMixin):
         gradients are averaged, False when the collective failed (a peer
         died, left or froze): the program goes on as usual, its edits act on
         this rank's own gradients, and its optimizer.step() is discarded
-        with the step, as when the collective fails in step()."""
+        with the step, as when the collective fails in step().
+
+        With several optimizers (State(optimizer=[...])): the gradients of
+        the optimizer whose step comes next, or of every one up to
+        optimizer (given: one of the State's) in the State's order."""
         if self._pending is None or self._state is None:
             raise EdlError("average_gradients(): only inside the ctx.steps() loop, after the batch's backward and "
                            "before optimizer.step()")
@@ -230,7 +262,15 @@ class Context(GroupMixin):
         if out.called:
             raise EdlError("average_gradients(): called after optimizer.step() for this batch; call it between the "
                            "last backward and optimizer.step()")
-        return self._average(self._state, out, early=True)
+        upto = None
+        if optimizer is not None:
+            idx = [j for j, o in enumerate(self._state.optimizers) if o is optimizer]
+            if not idx:
+                raise EdlError("average_gradients(optimizer=...): not one of the State's optimizers")
+            if idx[0] < out.n_done:
+                raise EdlError("average_gradients(optimizer=...): that optimizer stepped already in this batch")
+            upto = idx[0] + 1
+        return self._average(self._state, out, early=True, upto=upto)
 
     @property
     def finished(self) -> bool:
@@ -265,6 +305,7 @@ class Context(GroupMixin):
         if self.backend is None:
             self.backend = "nccl" if next(state.model.parameters()).is_cuda else "gloo"
         _running.append(self)  # the clip functions and GradScaler.unscale_ look for a pending step here
+        guarded = _guard_other_optimizers(state)
         try:
             if self.standalone:
                 yield from self._standalone_steps(loader, state, epochs)
@@ -273,6 +314,7 @@ class Context(GroupMixin):
             yield from self._serve(loader, state, epochs)
         finally:
             _running.remove(self)
+            _unguard(guarded)
 
     def _serve(self, loader: DataLoader, state: State, epochs: int) -> Iterator[Any]:
         """steps() under a worker: the generations until the job ends or
@@ -406,15 +448,25 @@ class Context(GroupMixin):
         if self._state is state:
             return
         self._state = state
-        opt, ctx = state.optimizer, self
-        inner = opt.step
+        for index, opt in enumerate(state.optimizers):
+            self._wrap_optimizer(state, opt, index)
+        for sched in state.schedulers:
+            sched._edl_inner_step = sched.step
+
+            def no_user_step(*a, **k):
+                raise EdlError("scheduler.step(): edl steps the scheduler once per applied step; remove this call")
+
+            sched.step = no_user_step
+
+    def _wrap_optimizer(self, state, opt, index):
+        ctx, inner = self, opt.step
 
         def step(closure=None):
             if ctx._pending is None:
                 raise EdlError("optimizer.step() outside ctx.steps(): edl steps only the batches it hands out")
             if closure is not None:
                 raise EdlError("optimizer.step(closure): closures are not supported under edl")
-            return ctx._collective(state, zero=False)
+            return ctx._collective(state, zero=False, index=index)
 
         # The marks an LR scheduler looks for on optimizer.step (torch 1.13:
         # _with_counter; 2.x: _wrapped_by_lr_sched): without them it warns
@@ -425,14 +477,6 @@ class Context(GroupMixin):
         step._wrapped_by_lr_sched = True
         opt.step = step
         opt._edl_inner_step = inner
-        sched = state.scheduler
-        if sched is not None:
-            sched._edl_inner_step = sched.step
-
-            def no_user_step(*a, **k):
-                raise EdlError("scheduler.step(): edl steps the scheduler once per applied step; remove this call")
-
-            sched.step = no_user_step
 
     def _start_meta(self, meta, out, state):
         """Starts the step's metadata all-reduce (float64, exact) before the
@@ -447,7 +491,7 @@ class Context(GroupMixin):
         except RuntimeError as e:  # the group is broken already: the step fails in _collective
             out.meta_err = e
 
-    def _grads_flat(self, params, zero):
+    def _grads_flat(self, params, zero, slot=0):
         """The gradients as views of one flat buffer with two more elements
         (the early-average mark and the loss) at its end, so the all-reduce needs no copy in or out;
         None when the parameters differ in dtype or device, or a gradient
@@ -455,7 +499,7 @@ class Context(GroupMixin):
         its view (the first step, zero_grad(set_to_none=True)) is copied
         in once and replaced by the view; backward then accumulates into
         the view in place."""
-        buf = self._grad_buf
+        buf = self._grad_bufs.get(slot)
         if buf is None or len(buf[0]) != len(params) or any(a is not b for a, b in zip(buf[0], params)):
             p0 = params[0]
             if any(p.dtype != p0.dtype or p.device != p0.device or (p.grad is not None and p.grad.is_sparse) for p in params):
@@ -465,7 +509,7 @@ class Context(GroupMixin):
             for p in params:
                 views.append(flat[off:off + p.numel()].view_as(p))
                 off += p.numel()
-            buf = self._grad_buf = (list(params), flat, views)
+            buf = self._grad_bufs[slot] = (list(params), flat, views)
         _, flat, views = buf
         if zero:
             flat.zero_()
@@ -474,7 +518,7 @@ class Context(GroupMixin):
                 if p.grad is None or zero:
                     v.zero_()
                 elif p.grad.is_sparse:
-                    self._grad_buf = None
+                    self._grad_bufs.pop(slot, None)
                     return None
                 else:
                     v.copy_(p.grad)
@@ -486,22 +530,24 @@ class Context(GroupMixin):
         in the old group's thread and may write into the flat buffer, so
         the gradients get buffers of their own (the next step makes a new
         flat one)."""
-        buf, self._grad_buf = self._grad_buf, None
-        if buf is None:
-            return
-        views = {id(v) for v in buf[2]}
-        for p in params:
-            if p.grad is not None and id(p.grad) in views:
-                p.grad = p.grad.detach().clone()
+        bufs, self._grad_bufs = self._grad_bufs, {}
+        for buf in bufs.values():  # every optimizer's (several: State(optimizer=[...]))
+            views = {id(v) for v in buf[2]}
+            for p in buf[0]:
+                if p.grad is not None and id(p.grad) in views:
+                    p.grad = p.grad.detach().clone()
 
-    def _collective(self, state, zero):
+    def _collective(self, state, zero, index=0):
         """The step's all-reduces (unless the gradients were averaged
         before step(): _average), then the update if both completed. Only
         a failed collective discards the step (a peer died, froze or left):
         an error of the program's own tensors (this process's bug, the
         same at every retry) is raised to the program, not reported as a
         failed generation, which would only form the next one to fail the
-        same way."""
+        same way. index: which of the State's optimizers stepped (several:
+        _multi_step; zero, a rank without samples: every one, _multi_empty)."""
+        if len(state.optimizers) > 1:
+            return self._multi_empty(state) if zero else self._multi_step(state, index)
         meta, n, out = self._pending
         if out.called:
             raise EdlError("optimizer.step() called twice for one batch")
@@ -515,15 +561,15 @@ class Context(GroupMixin):
                 return None
             if skip:  # the ranks with samples skipped the update (GradScaler): so does this one
                 out.skip = out.stepped = True
-                if state.scheduler is not None:
-                    state.scheduler._edl_inner_step()
+                for sched in state.schedulers:
+                    sched._edl_inner_step()
                 return None
         out.stepped = True
         if out.total > 0:
             self._update(state)
         return None
 
-    def _average(self, state, out, zero=False, early=False) -> bool:
+    def _average(self, state, out, zero=False, early=False, upto=None) -> bool:
         """The step's metadata and gradient all-reduces, once per step:
         in optimizer.step(), or earlier (early) when the program edits the
         gradients first (a clip, GradScaler.unscale_,
@@ -531,20 +577,33 @@ class Context(GroupMixin):
         gradients as under DDP. Every rank runs the same two collectives
         whichever of the two places it runs them in. Returns whether the
         gradients are averaged; False when a collective failed (now or
-        earlier in the step: the step is discarded)."""
+        earlier in the step: the step is discarded).
+
+        With several optimizers, one gradient all-reduce per optimizer, in
+        the State's order: those of the optimizers before upto (default:
+        up to the one whose step comes next) that are not averaged yet."""
         if out.failed is not None:
             return False
-        if out.averaged:
+        opts = state.optimizers
+        if upto is None:
+            upto = out.n_done + 1
+        upto = min(upto, len(opts))
+        if out.n_avg >= upto:
             return True
         meta, n, _ = self._pending
-        params = _trained_params(state.optimizer)
-        try:
-            total = self._await_meta(meta, out)
-        except RuntimeError as e:
-            self._step_failed(out, e, params)
-            return False
-        if total > 0:
-            flat, grads, sparse = self._grad_vector(params, zero, n, total, early)
+        if out.meta is None:
+            try:
+                self._await_meta(meta, out)
+            except RuntimeError as e:
+                self._step_failed(out, e, _trained_params(opts[out.n_avg]))
+                return False
+        total = out.total
+        if total == 0:  # no samples on any rank (an epoch's end): nothing to average
+            out.n_avg = len(opts)
+        while out.n_avg < upto:
+            j = out.n_avg
+            params = _trained_params(opts[j])
+            flat, grads, sparse = self._grad_vector(params, zero, n, total, early, slot=j)
             try:
                 if not self.standalone:
                     self._await(dist.all_reduce(flat, async_op=True), "the gradient all-reduce")
@@ -553,17 +612,23 @@ class Context(GroupMixin):
                 return False
             edited, out.loss = flat[-2:].tolist()
             if edited > 0.5:
-                out.sync_src = _edit_source(out.meta)
+                if len(opts) == 1:
+                    out.sync_src = _edit_source(out.meta)
+                else:
+                    src = _edit_source(out.meta)
+                    if src is not None:
+                        out.sync_srcs[j] = src
             out.loss_reduced = out.loss != 0.0  # some rank recorded before the average
             if grads is not None:
                 _scatter_grads(params, grads, flat, sparse)
-        out.averaged = True
-        if early and total > 0:
-            # A backward after the average would add this rank's own
-            # gradients, which no rank averages (and a second average on
-            # some ranks only would not match the others' collectives).
-            hook = functools.partial(_backward_after_average, self, out)
-            out.hooks = [p.register_hook(hook) for p in params]
+            out.n_avg = j + 1
+            if early:
+                # A backward after the average would add this rank's own
+                # gradients, which no rank averages (and a second average on
+                # some ranks only would not match the others' collectives).
+                hook = functools.partial(_backward_after_average, self, out, j)
+                out.hooks.extend((j, p.register_hook(hook)) for p in params)
+        out.averaged = out.n_avg > out.n_done or out.n_avg == len(opts)
         return True
 
     def _batch_done(self, out) -> None:
@@ -572,6 +637,8 @@ class Context(GroupMixin):
         the step on every rank (inf in the averaged gradients: the batch
         counts without an update, the scheduler steps as in a plain
         loop)."""
+        if len(self._state.optimizers) > 1:
+            return self._multi_batch_done(self._state, out)
         _remove_hooks(out)
         if out.called or out.failed is not None:
             return
@@ -579,10 +646,144 @@ class Context(GroupMixin):
             out.called = out.stepped = True
             if out.sync_src is not None and self._sync_edits(self._state, out, skip=True) is None:
                 return  # the broadcast failed: the step is discarded
-            if self._state.scheduler is not None:
-                self._state.scheduler._edl_inner_step()
+            for sched in self._state.schedulers:
+                sched._edl_inner_step()
             return
         raise EdlError("steps(): call optimizer.step() once for every batch (it averages the gradients)")
+
+    # --- several optimizers (State(optimizer=[...])) ---------------------
+
+    def _multi_step(self, state, i) -> None:
+        """Optimizer i's step() on a rank with samples: the optimizers step
+        in the State's order, once each per batch; each averages its own
+        parameters' gradients (unless an edit before its step averaged
+        them), then updates. An update that a collective of the same step
+        follows can be undone (_step_failed), so a failed step leaves this
+        rank with the state before it, as with one optimizer."""
+        meta, n, out = self._pending
+        opts = state.optimizers
+        if out.called:
+            raise EdlError("optimizer.step() called twice for one batch (optimizer %d of the State's %d)" % (i, len(opts)))
+        while out.n_done < i and out.n_done in out.skips:  # GradScaler skipped that one's step
+            self._phase_done(state, out, out.n_done, skipped=True)
+        if i < out.n_done:
+            raise EdlError("optimizer.step() called twice for one batch (optimizer %d of the State's %d)" % (i, len(opts)))
+        if i > out.n_done:
+            raise EdlError(MULTI_ORDER % (i, len(opts), out.n_done))
+        _remove_hooks(out, phase=i)
+        if self._average(state, out, upto=i + 1) and out.total > 0:
+            if i in out.sync_srcs:
+                out.snaps[i] = _dense_grads(_trained_params(opts[i]))
+            if out.n_avg < len(opts) or out.sync_srcs:  # a collective of this step follows the update
+                out.undo.append(_undo_record(opts[i]))
+            self._update(state, i, schedulers=False)
+            out.stepped = True
+        self._phase_done(state, out, i, skipped=False)
+        return None
+
+    def _phase_done(self, state, out, j, skipped) -> None:
+        """Optimizer j is done for this batch (stepped, or skipped by
+        GradScaler)."""
+        if skipped and j in out.sync_srcs and out.failed is None:
+            out.snaps[j] = _dense_grads(_trained_params(state.optimizers[j]))
+        _remove_hooks(out, phase=j)
+        out.n_done = j + 1
+        if out.n_done == len(state.optimizers):
+            out.called = True
+        out.averaged = out.n_avg > out.n_done or out.n_avg == len(state.optimizers)
+
+    def _multi_batch_done(self, state, out) -> None:
+        """After the program's work on a batch: every optimizer stepped (or
+        was skipped by GradScaler); the edited gradients' broadcast when
+        some rank has no samples; then the schedulers."""
+        if out.failed is None:
+            while out.n_done < len(state.optimizers) and out.n_done in out.skips:
+                self._phase_done(state, out, out.n_done, skipped=True)
+        _remove_hooks(out)
+        if out.failed is not None:
+            return
+        if out.n_done < len(state.optimizers):
+            raise EdlError("steps(): call every optimizer's step() once for every batch (each averages its "
+                           "gradients), in the State's order: optimizer %d of %d was not stepped in this batch"
+                           % (out.n_done, len(state.optimizers)))
+        if out.sync_srcs and self._broadcast_edits(state, out) is None:
+            return  # the broadcast failed: the step is discarded (the updates undone)
+        out.undo = []
+        if out.total > 0:
+            for sched in state.schedulers:
+                sched._edl_inner_step()
+
+    def _multi_empty(self, state) -> None:
+        """A rank without samples in a step with several optimizers: every
+        optimizer's gradient all-reduce (zeros), in the State's order, as
+        the ranks with samples run them, and the same updates; when some
+        rank edited its gradients early, the edited ones come from the
+        lowest rank with samples at the batch's end."""
+        meta, n, out = self._pending
+        opts = state.optimizers
+        if out.called:
+            raise EdlError("optimizer.step() called twice for one batch")
+        for j in range(len(opts)):
+            if not self._average(state, out, zero=True, upto=j + 1):
+                return None
+            if out.total > 0 and j not in out.sync_srcs:
+                if out.n_avg < len(opts) or out.sync_srcs:
+                    out.undo.append(_undo_record(opts[j]))
+                self._update(state, j, schedulers=False)
+            out.n_done = j + 1
+        out.called = out.stepped = True
+        if out.total == 0:
+            return None
+        if out.sync_srcs:
+            skipped = self._broadcast_edits(state, out)
+            if skipped is None:
+                return None
+            for j in sorted(out.sync_srcs):
+                if j not in skipped:
+                    self._update(state, j, schedulers=False)
+        out.undo = []
+        for sched in state.schedulers:
+            sched._edl_inner_step()
+        return None
+
+    def _broadcast_edits(self, state, out) -> Optional[set]:
+        """Several optimizers, a step with an early average and a rank
+        without samples: one broadcast at the batch's end, from the lowest
+        rank with samples, of the gradients every such optimizer stepped
+        on and whether GradScaler skipped it; a rank without samples takes
+        them (the others stepped on the same ones). Returns the skipped
+        optimizers, None when the broadcast failed (the step is discarded,
+        the updates undone)."""
+        phases = sorted(out.sync_srcs)
+        src = out.sync_srcs[phases[0]]
+        params = {j: _trained_params(state.optimizers[j]) for j in phases}
+        dev = params[phases[0]][0].device
+        parts = []
+        for j in phases:
+            snap = out.snaps.get(j)
+            if snap is None:  # this rank has no samples: it receives them
+                snap = torch.zeros(sum(p.numel() for p in params[j]), dtype=torch.float64, device=dev)
+            parts.append(snap.to(device=dev, dtype=torch.float64))
+        flags = torch.tensor([1.0 if j in out.skips else 0.0 for j in phases], dtype=torch.float64, device=dev)
+        flat = torch.cat(parts + [flags])
+        try:
+            self._await(dist.broadcast(flat, src, async_op=True), "the edited gradients' broadcast")
+        except RuntimeError as e:
+            self._step_failed(out, e, [p for j in phases for p in params[j]])
+            return None
+        skipped, off = set(), 0
+        for k, j in enumerate(phases):
+            if flat[-len(phases) + k].item() > 0.5:
+                skipped.add(j)
+            if j not in out.snaps:
+                for p in params[j]:
+                    sparse = p.grad.sparse_dim() if p.grad is not None and p.grad.is_sparse else 0
+                    g = flat[off:off + p.numel()].view_as(p).to(p.dtype)
+                    p.grad = g.to_sparse(sparse) if sparse else g.clone()
+                    off += p.numel()
+            else:
+                off += sum(p.numel() for p in params[j])
+        return skipped
 
     def _sync_edits(self, state, out, skip) -> Optional[bool]:
         """A step with an early average and a rank without samples: the
@@ -624,7 +825,7 @@ class Context(GroupMixin):
         out.meta, out.loss, out.total = mt.tolist(), 0.0, total
         return total
 
-    def _grad_vector(self, params, zero, n, total, early=False):
+    def _grad_vector(self, params, zero, n, total, early=False, slot=0):
         """The vector the gradient all-reduce sums: each rank's gradients
         weighted by its share n/total, then 1 if this rank averages before
         step() (the sum says whether any did), then the loss times n in the
@@ -634,7 +835,7 @@ class Context(GroupMixin):
         gradients concatenated into flat, and sparse the indexes of those
         that were sparse (an nn.Embedding(sparse=True)) with their sparse
         dimensions, made sparse again after the all-reduce."""
-        flat = self._grads_flat(params, zero)
+        flat = self._grads_flat(params, zero, slot)
         grads, sparse = None, {}
         if flat is None:
             grads = []
@@ -660,22 +861,29 @@ class Context(GroupMixin):
         e.__traceback__ = None
         out.failed = e
         self._detach_grads(params)
+        # Several optimizers: the ones updated before this collective are
+        # put back, so that this rank holds the state before the step.
+        undo, out.undo = out.undo, []
+        for u in reversed(undo):
+            u()
 
-    def _update(self, state) -> None:
+    def _update(self, state, index=0, schedulers=True) -> None:
         """The optimizer's own step (with fixed_local's scaled rate), then
-        the scheduler's."""
+        the scheduler's (schedulers: every one of the State's)."""
+        opt = state.optimizers[index]
         scale = self.world / self.initial_world if self._policy == FIXED_LOCAL else 1.0
-        saved = [g["lr"] for g in state.optimizer.param_groups]
+        saved = [g["lr"] for g in opt.param_groups]
         if scale != 1.0:
-            for g in state.optimizer.param_groups:
+            for g in opt.param_groups:
                 g["lr"] = g["lr"] * scale
         try:
-            state.optimizer._edl_inner_step()
+            opt._edl_inner_step()
         finally:
-            for g, lr in zip(state.optimizer.param_groups, saved):
+            for g, lr in zip(opt.param_groups, saved):
                 g["lr"] = lr
-        if state.scheduler is not None:
-            state.scheduler._edl_inner_step()
+        if schedulers:
+            for sched in state.schedulers:
+                sched._edl_inner_step()
 
     def _epoch_end(self, done: int) -> None:
         """Calls on_epoch_end(done) and reports what it returns."""
@@ -740,6 +948,45 @@ def _trained_params(optimizer) -> List[torch.Tensor]:
     return [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
 
 
+def _dense_grads(params) -> torch.Tensor:
+    """A copy of the parameters' gradients, dense, in one float64 vector."""
+    return torch.cat([(p.grad.to_dense() if p.grad.is_sparse else p.grad).reshape(-1).to(torch.float64)
+                      if p.grad is not None else torch.zeros(p.numel(), dtype=torch.float64, device=p.device)
+                      for p in params])
+
+
+def _undo_record(opt) -> Callable[[], None]:
+    """What puts opt's parameters and state back as they are now: several
+    optimizers update one after the other within a step, and a collective
+    that fails after an update must leave the rank as before the step."""
+    params = [p for g in opt.param_groups for p in g["params"] if p.requires_grad]
+    saved_p = [p.detach().clone() for p in params]
+    saved_s = {}
+    for p in params:
+        if p in opt.state:
+            saved_s[p] = {k: (v.clone() if torch.is_tensor(v) else copy.deepcopy(v)) for k, v in opt.state[p].items()}
+
+    def undo() -> None:
+        with torch.no_grad():
+            for p, v in zip(params, saved_p):
+                p.copy_(v)
+        for p in params:
+            if p in saved_s:
+                opt.state[p] = saved_s[p]
+            else:
+                opt.state.pop(p, None)
+    return undo
+
+
+MULTI_ORDER = (
+    "optimizer.step() of the State's optimizer %d (of %d) out of order: optimizer %d has not stepped in this "
+    "batch yet. With several "
+    "optimizers edl averages each one's gradients at its step, and every rank must run those all-reduces in "
+    "the same order (a rank without samples in a step runs none of the program's code and follows the State's "
+    "order): step each optimizer once per batch, in the order given to State(optimizer=[...])"
+)
+
+
 def _edit_source(meta) -> Optional[int]:
     """The lowest rank with samples in a step's summed metadata, when some
     rank has none (it ran none of the program's edits); else None."""
@@ -753,14 +1000,17 @@ def _edit_source(meta) -> Optional[int]:
     return have.index(True)
 
 
-def _remove_hooks(out) -> None:
-    hooks, out.hooks = out.hooks, []
+def _remove_hooks(out, phase=None) -> None:
+    """Removes the step's backward-after-average hooks (phase: only those
+    of that optimizer's parameters)."""
+    keep = [(j, h) for j, h in out.hooks if phase is not None and j != phase]
+    hooks, out.hooks = [h for j, h in out.hooks if phase is None or j == phase], keep
     for h in hooks:
         h.remove()
 
 
-def _backward_after_average(ctx, out, grad):
-    if ctx._pending is not None and ctx._pending[2] is out and not out.called:
+def _backward_after_average(ctx, out, phase, grad):
+    if ctx._pending is not None and ctx._pending[2] is out and not out.called and out.n_done <= phase:
         raise EdlError(BACKWARD_AFTER_AVERAGE)
     return None
 
@@ -780,18 +1030,30 @@ def _pending_step(tensors=None, optimizer=None):
     """The running context and outcome of a batch that is yielded and not
     yet stepped, whose optimizer is optimizer or trains one of tensors;
     (None, None) if none."""
+    ctx, out, _ = _pending_upto(tensors, optimizer)
+    return ctx, out
+
+
+def _pending_upto(tensors=None, optimizer=None):
+    """_pending_step, and how many of the State's optimizers (in its order)
+    must be averaged for it: up to the last of those not yet stepped in
+    this batch that is optimizer or trains one of tensors."""
     for ctx in _running:
         pend, st = ctx._pending, ctx._state
         if pend is None or st is None or pend[2].called:
             continue
+        out = pend[2]
         if optimizer is not None:
-            if optimizer is st.optimizer:
-                return ctx, pend[2]
+            for j, o in enumerate(st.optimizers):
+                if o is optimizer and j >= out.n_done:
+                    return ctx, out, j + 1
             continue
         ids = {id(t) for t in tensors}
-        if any(id(p) in ids for p in _trained_params(st.optimizer)):
-            return ctx, pend[2]
-    return None, None
+        hit = [j for j, o in enumerate(st.optimizers)
+               if j >= out.n_done and any(id(p) in ids for p in _trained_params(o))]
+        if hit:
+            return ctx, out, max(hit) + 1
+    return None, None, None
 
 
 def _average_first(fn):
@@ -808,9 +1070,9 @@ def _average_first(fn):
                 args[0] = params
             else:
                 kwargs["parameters"] = params
-            ctx, out = _pending_step(tensors=params)
+            ctx, out, upto = _pending_upto(tensors=params)
             if ctx is not None:
-                ctx._average(ctx._state, out, early=True)
+                ctx._average(ctx._state, out, early=True, upto=upto)
         return fn(*args, **kwargs)
 
     clip._edl_torch = fn
@@ -823,16 +1085,19 @@ def _unscale_average_first(fn):
     the same gradients on every rank, so every rank skips the same steps."""
     @functools.wraps(fn)
     def unscale_(self, optimizer):
-        ctx, out = (None, None)
+        ctx, out, upto = (None, None, None)
         if _running and self.is_enabled():
-            ctx, out = _pending_step(optimizer=optimizer)
+            ctx, out, upto = _pending_upto(optimizer=optimizer)
             if ctx is not None:
-                ctx._average(ctx._state, out, early=True)
+                ctx._average(ctx._state, out, early=True, upto=upto)
         r = fn(self, optimizer)
-        if ctx is not None and out.averaged and out.failed is None:
+        if ctx is not None and out.n_avg >= upto and out.failed is None:
             st = self._per_optimizer_states.get(id(optimizer))
             if st and sum(v.item() for v in st["found_inf_per_device"].values()):
-                out.skip = True
+                if len(ctx._state.optimizers) == 1:
+                    out.skip = True
+                else:
+                    out.skips.add(upto - 1)
         return r
 
     unscale_._edl_torch = fn
@@ -867,6 +1132,59 @@ def _patch_torch() -> None:
 
 
 _patch_torch()
+
+
+OTHER_OPTIMIZER = (
+    "%s.step() inside ctx.steps() on parameters of the State's model, but this optimizer is not the State's: its "
+    "step would use this rank's own gradients (edl averages those of the State's optimizers only), and the model's "
+    "copies on the ranks would drift apart silently (a newcomer would not get its state either). Give the State "
+    "every optimizer, in the order the program steps them: State(model=..., optimizer=[opt_a, opt_b])"
+)
+
+
+def _guard_other_optimizers(state) -> List[Tuple[Any, Any]]:
+    """For the loop's duration, the step() of every other optimizer that
+    holds a parameter of the State's model raises OTHER_OPTIMIZER when one
+    of those parameters requires a gradient. The optimizers are found once,
+    when the loop starts (gc), and their own step is wrapped (instance
+    attribute, so also the one an LR scheduler wrapped); optimizers of other
+    models and all of them outside the loop are left alone. Returns what
+    _unguard restores."""
+    mine = {id(o) for o in state.optimizers}
+    model = {id(p) for p in state.model.parameters()}
+    guarded = []
+    for o in gc.get_objects():
+        try:
+            if not isinstance(o, torch.optim.Optimizer) or id(o) in mine:
+                continue
+            held = [p for g in o.param_groups for p in g["params"] if id(p) in model]
+        except Exception:  # noqa: BLE001 (an object that fails isinstance or has no usable param_groups)
+            continue
+        if not held:
+            continue
+        own = o.__dict__.get("step")
+        inner = o.step
+
+        def step(self, *a, _inner=inner, _held=held, **k):
+            if any(p.requires_grad for p in _held):
+                raise EdlError(OTHER_OPTIMIZER % (type(self).__name__,))
+            return _inner(*a, **k)
+
+        for mark in ("_with_counter", "_wrapped_by_lr_sched"):  # the marks an LR scheduler looks for
+            if getattr(inner, mark, False):
+                setattr(step, mark, True)
+        o.step = types.MethodType(step, o)
+        guarded.append((o, own, o.__dict__["step"]))
+    return guarded
+
+
+def _unguard(guarded) -> None:
+    for o, own, ours in guarded:
+        if o.__dict__.get("step") is ours:
+            if own is None:
+                del o.__dict__["step"]
+            else:
+                o.step = own
 
 
 def _warn_clips_bound_early(names: Dict[str, Any]) -> None:
