@@ -1,12 +1,8 @@
 package builtin
 
 import (
-	"cmp"
 	"context"
-	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -51,31 +47,17 @@ func TestLeaveWhileOthersSawEmptyQueue(t *testing.T) {
 	}
 }
 
-// partitionShares reads the debug records of c's job: per epoch and
-// partition, the [start, end) ranges its applied steps took, in order.
+// partitionShares: per epoch and partition of c's job, the [start, end)
+// ranges its applied steps took, in order.
 func partitionShares(t *testing.T, c *workertest.Cluster) map[[2]int][][2]int64 {
 	t.Helper()
 	recs, err := datapipe.New(c.R.Client, c.Coord().Keys(), "test").DebugRecords(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[[2]int][][2]int64{}
-	for _, payload := range recs {
-		ep, rest, _ := strings.Cut(payload, "|")
-		epoch, err := strconv.Atoi(ep)
-		if err != nil {
-			t.Fatalf("debug record %q", payload)
-		}
-		for _, seg := range strings.Split(rest, ",") {
-			var p int
-			var s, e int64
-			if _, err := fmt.Sscanf(seg, "%d:%d:%d", &p, &s, &e); err == nil {
-				out[[2]int{epoch, p}] = append(out[[2]int{epoch, p}], [2]int64{s, e})
-			}
-		}
-	}
-	for _, rs := range out {
-		slices.SortFunc(rs, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
+	out, err := workertest.PartitionRanges(recs)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
