@@ -61,15 +61,19 @@ def parse_args():
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                    help="the model's and the batches' float type (tests: with float64 the same steps in another summation order end at the same model)")
     p.add_argument("--backend", type=str, default=None, help="gloo or nccl (default: nccl for a model on the GPU, else gloo)")
+    p.add_argument("--batchnorm", action="store_true",
+                   help="a BatchNorm1d after every hidden layer (it refuses a one-sample batch in training mode)")
     return p.parse_args()
 
 
-def make_model(hidden):
+def make_model(hidden, batchnorm=False):
     dims = [FEATURES] + hidden + [CLASSES]
     layers = []
     for i in range(len(dims) - 1):
         layers.append(nn.Linear(dims[i], dims[i + 1]))
         if i < len(dims) - 2:
+            if batchnorm:
+                layers.append(nn.BatchNorm1d(dims[i + 1]))
             layers.append(nn.ReLU())
     return nn.Sequential(*layers)
 
@@ -105,7 +109,7 @@ def main():
     torch.manual_seed(args.seed)
     dev = torch.device(args.device)
     dtype = getattr(torch, args.dtype)
-    model = make_model([int(h) for h in args.hidden.split(",") if h]).to(device=dev, dtype=dtype)
+    model = make_model([int(h) for h in args.hidden.split(",") if h], args.batchnorm).to(device=dev, dtype=dtype)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     state = et.State(model=model, optimizer=opt)
     train = Synthetic(args.samples, args.seed)

@@ -56,6 +56,20 @@ def local_batch(batch_size, world, rank):
     return max(1, n)
 
 
+def share_size(left, batch):
+    """How many of the left samples of a partition a rank whose batch is
+    batch takes in a step (the worker's rule, core.ShareSize in
+    worker/core/datacursor.go): batch; all that is left when that is less;
+    all that is left, batch + 1, when batch would leave a single sample
+    behind (the partition's tail merges into its last batch instead of
+    ending in a one-sample batch, which BatchNorm refuses in training)."""
+    if left <= 0 or batch < 1:
+        return 0
+    if left <= batch + 1:  # all of it: at most the batch, or the batch and the one it would leave
+        return left
+    return batch
+
+
 def sample_ids(share):
     """The global sample indices of a "next" reply."""
     if share["part"] < 0:

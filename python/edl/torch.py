@@ -924,8 +924,9 @@ class Context(GroupMixin):
         for epoch in range(epochs):
             for p in range(self.partitions):
                 first, last = n * p // self.partitions, n * (p + 1) // self.partitions
-                for s in range(first, last, loader.batch_size):
-                    e = min(s + loader.batch_size, last)
+                s = first
+                while s < last:  # the worker's shares: the tail merges into the last batch
+                    e = s + protocol.share_size(last - s, loader.batch_size)
                     share = {"part": p, "start": s - first, "end": e - first, "first": first, "fin": e == last}
                     meta = [0.0] * protocol.meta_len(1)
                     k = protocol.fill_meta(meta, 0, share)
@@ -935,6 +936,7 @@ class Context(GroupMixin):
                     self.applied += 1
                     self._batch_done(out)
                     self._pending = None
+                    s = e
             self.epoch = epoch + 1
             self._epoch_end(self.epoch)
 

@@ -92,7 +92,7 @@ class FakeWorker:
             if self.cur is None:
                 return {"part": -1, "start": 0, "end": 0, "first": 0}
             p, off, size = self.cur
-            end = min(off + req["batch"], size)
+            end = off + protocol.share_size(size - off, req["batch"])  # liveNext's rule
             return {"part": p, "start": off, "end": end, "first": self.part(p)[0], "fin": end >= size}
         if op == "step":
             meta = req["meta"]
@@ -160,6 +160,47 @@ def test_standalone_warns_and_trains_every_sample_once(monkeypatch):
         opt.zero_grad()
     assert sorted(seen) == sorted(list(range(10)) * 2)
     assert ctx.finished and ctx.ended == "done"
+
+
+def test_standalone_tail_merges_into_last_batch(monkeypatch):
+    # A partition of 25 at batch 12 goes 12, 13 (not 12, 12, 1: BatchNorm
+    # refuses a one-sample batch in training mode), as the worker hands it out.
+    monkeypatch.delenv("EDL_SOCKET", raising=False)
+    monkeypatch.setenv("EDL_PARTITIONS", "2")
+    with pytest.warns(RuntimeWarning, match="one process"):
+        ctx = et.init(standalone=True)
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 2))
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    sizes, seen = [], []
+    for x, y in ctx.steps(et.DataLoader(Data(50), batch_size=12), et.State(model=m, optimizer=opt)):
+        sizes.append(len(x))
+        seen += [int(v) for v in x[:, 0]]
+        torch.nn.functional.cross_entropy(m(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+    assert sizes == [12, 13, 12, 13]
+    assert sorted(seen) == list(range(50))
+
+
+def test_live_tail_merges_into_last_batch(worker):
+    worker(samples=25, partitions=1)
+    ctx = et.init()
+    m, opt = model_opt()
+    sizes = []
+    for x, y in ctx.steps(et.DataLoader(Data(25), batch_size=12), et.State(model=m, optimizer=opt)):
+        sizes.append(len(x))
+        torch.nn.functional.cross_entropy(m(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+    assert sizes == [12, 13]
+
+
+@pytest.mark.parametrize("left,batch,want", [
+    (24, 12, 12), (13, 12, 13), (14, 12, 12), (7, 12, 7), (1, 12, 1), (2, 1, 2), (3, 1, 1), (0, 12, 0), (250, 249, 250),
+])
+def test_share_size_is_the_workers(left, batch, want):
+    assert protocol.share_size(left, batch) == want
 
 
 def test_standalone_report_and_epoch_end(monkeypatch):

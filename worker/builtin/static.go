@@ -29,9 +29,10 @@ type StaticConfig struct {
 }
 
 // RunStatic trains with ranks fixed for the whole run: rank r takes
-// partitions r, r+World, ... in order, every step all-reduces the same
-// gradient-plus-metadata buffer as the elastic loop, and nothing touches
-// Redis.
+// partitions r, r+World, ... in order, shares of them as the elastic loop
+// takes them (core.ShareSize: a partition's tail merges into its last
+// batch), every step all-reduces the same gradient-plus-metadata buffer as
+// the elastic loop, and nothing touches Redis.
 func RunStatic(ctx context.Context, cfg StaticConfig, tr *collective.Transport) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -64,7 +65,7 @@ func RunStatic(ctx context.Context, cfg StaticConfig, tr *collective.Transport) 
 	np, feat := model.NumParams(), data.Features()
 	buf := make([]float32, np+1+core.BlockLen(cfg.World)) // gradient, loss, step block
 	grad, meta := buf[:np], buf[np:]
-	x, labels := make([]float32, plan.local*feat), make([]int32, plan.local)
+	x, labels := make([]float32, (plan.local+1)*feat), make([]int32, plan.local+1) // a tail merged: local+1
 	var ids []int64
 	var step int64
 	for epoch := 0; epoch < bt.Epochs; epoch++ {
@@ -80,7 +81,8 @@ func RunStatic(ctx context.Context, cfg StaticConfig, tr *collective.Transport) 
 				part, off = part+cfg.World, 0
 			}
 			if part < data.NumPartitions() {
-				ids = data.PartitionSamples(epoch, part, off, plan.local, ids)
+				_, size := data.Partition(part)
+				ids = data.PartitionSamples(epoch, part, off, core.ShareSize(size-off, plan.local), ids)
 				n = len(ids)
 				data.Batch(ids, x[:n*feat], labels[:n])
 				loss = model.Gradient(x[:n*feat], labels[:n], n, grad)

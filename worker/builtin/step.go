@@ -13,7 +13,7 @@ import (
 
 // batchPlan is this rank's share of a step under the job's batch policy.
 type batchPlan struct {
-	local int     // samples this rank takes per step
+	local int     // samples this rank takes per step (local+1 at a partition's tail: core.ShareSize)
 	lr    float32 // the SGD learning rate for steps of this world size
 }
 
@@ -47,9 +47,11 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 		w.buf = w.buf[:need]
 	}
 	feat := w.data.Features()
-	if cap(w.x) < plan.local*feat {
-		w.x = make([]float32, plan.local*feat)
-		w.labels = make([]int32, plan.local)
+	if most := plan.local + 1; cap(w.x) < most*feat {
+		// A partition's tail merges into its last batch (core.ShareSize):
+		// a step takes up to plan.local+1 samples.
+		w.x = make([]float32, most*feat)
+		w.labels = make([]int32, most)
 	}
 	// The buffer: the gradient, the step's loss, the step block (block.go).
 	grad, meta := w.buf[:np], w.buf[np:]
@@ -69,7 +71,7 @@ func (w *Worker) train(ctx context.Context, g *coord.Generation) (outcome, *coor
 		n := 0
 		computeStart := time.Now()
 		if w.dc.Cur.Part >= 0 && !pending {
-			w.ids = w.data.PartitionSamples(w.ts.st.Epoch, w.dc.Cur.Part, w.dc.Cur.Off, plan.local, w.ids)
+			w.ids = w.data.PartitionSamples(w.ts.st.Epoch, w.dc.Cur.Part, w.dc.Cur.Off, core.ShareSize(w.dc.Left(), plan.local), w.ids)
 			n = len(w.ids)
 			w.data.Batch(w.ids, w.x[:n*feat], w.labels[:n])
 			loss = w.ts.model.Gradient(w.x[:n*feat], w.labels[:n], n, grad)

@@ -108,11 +108,45 @@ func (d *DataCursor) Claim(ctx context.Context, wait time.Duration, gen int64, e
 }
 
 // Take is this rank's slot for a step that uses the next n samples of
-// its partition (n from the data set, at most what is left); the cursor
-// does not move until the step is applied.
+// its partition (n from the data set, at most what is left: ShareSize);
+// the cursor does not move until the step is applied.
 func (d *DataCursor) Take(n int, leaving bool) Slot {
 	end := d.Cur.Off + int64(n)
 	return Slot{Part: d.Cur.Part, Start: d.Cur.Off, End: end, Leaving: leaving, Fin: end >= d.Cur.Size}
+}
+
+// Left is how many samples of the partition held are not used yet (0
+// when none is held).
+func (d *DataCursor) Left() int64 {
+	if d.Cur.Part < 0 {
+		return 0
+	}
+	return max(d.Cur.Size-d.Cur.Off, 0)
+}
+
+// ShareSize is how many of the left samples of its partition a rank
+// whose batch (its share of the step under the job's batch policy) is
+// batch takes in a step: batch; all that is left when that is less; and
+// all that is left, batch+1, when taking batch would leave a single
+// sample behind. So a partition's tail merges into the batch before it
+// instead of ending in a one-sample batch (BatchNorm in training mode
+// refuses one, and it is a noisy step): no share leaves a single sample
+// behind, and no rank gets a one-sample batch unless its batch is 1 or
+// the partition, or what a resize or restore left of it, holds a single
+// sample. Pure: the decision depends on left
+// and batch alone, so a world change mid-partition (a new batch at the
+// same offset) needs nothing more, and every offset a share ends at is
+// one a later share (or a claim at a committed offset) starts from.
+func ShareSize(left int64, batch int) int {
+	switch {
+	case left <= 0 || batch < 1:
+		return 0
+	case left <= int64(batch):
+		return int(left)
+	case left == int64(batch)+1:
+		return batch + 1
+	}
+	return batch
 }
 
 // Applied records this rank's slot my of step `step` (applied in

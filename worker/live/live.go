@@ -466,7 +466,10 @@ func (w *Worker) liveJoin(ctx context.Context, g *coord.Generation, rank int) (l
 }
 
 // liveNext is this rank's share of the next step: a range of its
-// partition (claiming one first if it holds none), and its votes.
+// partition (claiming one first if it holds none), and its votes. The
+// range is batch samples, fewer at the partition's end, or batch+1 when
+// batch would leave a single sample behind (core.ShareSize: the tail
+// merges into the last batch instead of ending in a one-sample batch).
 func (w *Worker) liveNext(ctx context.Context, batch int) liveReply {
 	rep := liveReply{Part: -1, Leaving: w.LeaveReq.Load(), Stop: w.StopReq.Load()}
 	if batch < 1 {
@@ -475,8 +478,8 @@ func (w *Worker) liveNext(ctx context.Context, batch int) liveReply {
 	blocked, stale := w.liveClaim(ctx)
 	rep.Blocked = blocked
 	rep.Switch = stale || max(w.dc.SeenGen(), w.Watch.Latest()) > w.g.Number
-	if cur := w.dc.Cur; cur.Part >= 0 {
-		my := w.dc.Take(int(min(int64(batch), cur.Size-cur.Off)), rep.Leaving)
+	if w.dc.Cur.Part >= 0 {
+		my := w.dc.Take(core.ShareSize(w.dc.Left(), batch), rep.Leaving)
 		first, _ := core.ExecPartition(w.ds.Samples, w.ds.Partitions, my.Part)
 		rep.Part, rep.Start, rep.End, rep.First, rep.Fin = my.Part, my.Start, my.End, first, my.Fin
 	}

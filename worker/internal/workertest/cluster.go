@@ -469,3 +469,28 @@ func (c *Cluster) NewestCheckpoint() int64 {
 	}
 	return ms[len(ms)-1].Step
 }
+
+// PartitionRanges reads debug records (step -> "epoch|p:start:end,..."):
+// per epoch and partition, the [start, end) ranges of its applied steps,
+// sorted by start.
+func PartitionRanges(recs map[int64]string) (map[[2]int][][2]int64, error) {
+	out := map[[2]int][][2]int64{}
+	for step, payload := range recs {
+		ep, rest, _ := strings.Cut(payload, "|")
+		epoch, err := strconv.Atoi(ep)
+		if err != nil {
+			return nil, fmt.Errorf("step %d: bad record %q", step, payload)
+		}
+		for _, seg := range strings.Split(rest, ",") {
+			var p int
+			var s, e int64
+			if _, err := fmt.Sscanf(seg, "%d:%d:%d", &p, &s, &e); err == nil {
+				out[[2]int{epoch, p}] = append(out[[2]int{epoch, p}], [2]int64{s, e})
+			}
+		}
+	}
+	for _, rs := range out {
+		sort.Slice(rs, func(i, j int) bool { return rs[i][0] < rs[j][0] })
+	}
+	return out, nil
+}
