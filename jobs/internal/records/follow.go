@@ -20,8 +20,9 @@ import (
 // The reader runs while at least one log is followed and stops with the
 // last Unfollow; it needs no Run or Close.
 type Follower struct {
-	rdb  redis.UniversalClient
-	poll time.Duration
+	rdb   redis.UniversalClient
+	poll  time.Duration
+	keyOf func(id string) string // a followed log's stream key
 
 	mu      sync.Mutex
 	logs    map[string]*followed // by stream key
@@ -35,22 +36,24 @@ type followed struct {
 	subs map[chan struct{}]struct{}
 }
 
-// NewFollower returns a Follower on rdb. poll bounds each blocking read
+// NewFollower returns a Follower on rdb whose Follow takes the ID of a job
+// or sweep, keyOf its log's stream key. poll bounds each blocking read
 // (default 250 ms), which is also how soon a newly followed log joins the
 // shared read.
-func NewFollower(rdb redis.UniversalClient, poll time.Duration) *Follower {
+func NewFollower(rdb redis.UniversalClient, poll time.Duration, keyOf func(id string) string) *Follower {
 	if poll <= 0 {
 		poll = 250 * time.Millisecond
 	}
-	return &Follower{rdb: rdb, poll: poll, logs: map[string]*followed{}}
+	return &Follower{rdb: rdb, poll: poll, keyOf: keyOf, logs: map[string]*followed{}}
 }
 
-// Follow registers interest in the stream at key. The returned channel receives
+// Follow registers interest in id's log. The returned channel receives
 // a value (coalesced: it holds at most one) whenever the log may have new
 // events, and once when the shared reader has taken the log in, so that a
 // caller which reads the log after Follow and again on every wake misses no
 // event. Call the returned function to stop.
-func (f *Follower) Follow(key string) (<-chan struct{}, func()) {
+func (f *Follower) Follow(id string) (<-chan struct{}, func()) {
+	key := f.keyOf(id)
 	ch := make(chan struct{}, 1)
 	f.mu.Lock()
 	j := f.logs[key]
