@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"sync"
@@ -58,59 +59,65 @@ func (s *Server) jobEvents(c echo.Context) error {
 	return writeJSON(c, http.StatusOK, EventPage{Events: evs, Next: pageNext(q.after, len(evs), func() string { return evs[len(evs)-1].ID })})
 }
 
-// streamEvents sends the log as Server-Sent Events until the client leaves,
-// the server stops, or the job has reached a terminal state and every event
-// up to it has been sent. It holds no Redis connection while idle: the
-// server's one Follower wakes it when the job's log may have grown, and it
-// then reads the new events with a short XRANGE.
+// streamEvents sends the job's log as Server-Sent Events until the client
+// leaves, the server stops, or the job has reached a terminal state and
+// every event up to it has been sent (streamLog).
 func (s *Server) streamEvents(c echo.Context, j jobs.Job, after string) error {
+	woken, unfollow := s.follow.Follow(j.ID)
+	defer unfollow()
+	return streamLog(s, c, after, eventFeed[jobs.Event]{
+		what: "job " + j.ID, woken: woken,
+		page: func(ctx context.Context, after string, n int) ([]jobs.Event, error) {
+			return s.store.Events(ctx, j.ID, after, n)
+		},
+		head: func(ev jobs.Event) (string, string) { return ev.ID, string(ev.Type) },
+		ends: func(ev jobs.Event) bool {
+			to, _ := ev.Data["to"].(string)
+			return ev.Type == jobs.EventState && jobs.State(to).Terminal()
+		},
+		ended: func(ctx context.Context) (bool, error) {
+			cur, err := s.store.Get(ctx, j.ID)
+			return err == nil && cur.State.Terminal(), err
+		},
+	})
+}
+
+// eventFeed is an event log as streamLog sends it: its pages, each event's
+// ID and type, whether an event ends the log (its owner's terminal state),
+// whether the owner has ended (asked when the log is quiet: its terminal
+// event may have been trimmed), and the channel that says the log may
+// have grown (a Follower's).
+type eventFeed[E any] struct {
+	what  string // "job j-1", for the log line when the stream fails
+	woken <-chan struct{}
+	page  func(ctx context.Context, after string, n int) ([]E, error)
+	head  func(E) (id, typ string)
+	ends  func(E) bool
+	ended func(ctx context.Context) (bool, error)
+}
+
+// streamLog sends f's log after after as Server-Sent Events until the
+// client leaves, the server stops, or the owner ended and every event up
+// to its end has been sent. It holds no Redis connection while idle: the
+// server's one Follower wakes it when the log may have grown, and it then
+// reads the new events with a short XRANGE; a quiet stream gets a
+// keep-alive comment every SSEKeepAlive.
+func streamLog[E any](s *Server, c echo.Context, after string, f eventFeed[E]) error {
 	release, err := s.openStream(c, "; close one or read pages without follow")
 	if err != nil {
 		return err
 	}
 	defer release()
-	woken, unfollow := s.follow.Follow(j.ID)
-	defer unfollow()
-
 	ctx, cancel := s.streamCtx(c)
 	defer cancel()
 	w := c.Response()
 	last := after
 	quiet := time.NewTicker(s.cfg.SSEKeepAlive)
 	defer quiet.Stop()
-	ending := false // the job was seen terminal: send what is left, then end
+	ending := false // the owner was seen ended: send what is left, then end
 	for {
-		// Everything after last, in pages.
-		wrote := false
-		for {
-			evs, err := s.store.Events(ctx, j.ID, last, 100)
-			if ctx.Err() != nil {
-				return nil
-			}
-			if err != nil {
-				s.log.Warn("event stream ended", "job", j.ID, "err", err)
-				return nil
-			}
-			for _, ev := range evs {
-				if err := writeSSE(w, ev.ID, string(ev.Type), ev); err != nil {
-					return nil
-				}
-				last = ev.ID
-				if ev.Type == jobs.EventState {
-					if to, _ := ev.Data["to"].(string); jobs.State(to).Terminal() {
-						ending = true
-					}
-				}
-			}
-			if len(evs) > 0 {
-				w.Flush()
-				wrote = true
-			}
-			if len(evs) < 100 {
-				break
-			}
-		}
-		if ending {
+		wrote, end, ok := sendPages(ctx, s, w, f, &last)
+		if !ok || ending || end {
 			return nil
 		}
 		if wrote {
@@ -119,15 +126,11 @@ func (s *Server) streamEvents(c echo.Context, j jobs.Job, after string) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-woken:
+		case <-f.woken:
 		case <-quiet.C:
-			// Quiet: a keep-alive, or the end if the job finished without
-			// a terminal state event in reach (trimmed, say).
-			cur, err := s.store.Get(ctx, j.ID)
-			if err != nil {
+			if done, err := f.ended(ctx); err != nil {
 				return nil
-			}
-			if cur.State.Terminal() {
+			} else if done {
 				ending = true
 				continue
 			}
@@ -135,6 +138,37 @@ func (s *Server) streamEvents(c echo.Context, j jobs.Job, after string) error {
 				return nil
 			}
 			w.Flush()
+		}
+	}
+}
+
+// sendPages writes every event of f after *last, in pages, moving *last
+// on: wrote, some; end, one of them ends the log; ok false, the stream is
+// over (the client left, the server stops, the log could not be read).
+func sendPages[E any](ctx context.Context, s *Server, w *echo.Response, f eventFeed[E], last *string) (wrote, end, ok bool) {
+	for {
+		evs, err := f.page(ctx, *last, 100)
+		if ctx.Err() != nil {
+			return wrote, end, false
+		}
+		if err != nil {
+			s.log.Warn("event stream ended", "of", f.what, "err", err)
+			return wrote, end, false
+		}
+		for _, ev := range evs {
+			id, typ := f.head(ev)
+			if err := writeSSE(w, id, typ, ev); err != nil {
+				return wrote, end, false
+			}
+			*last = id
+			end = end || f.ends(ev)
+		}
+		if len(evs) > 0 {
+			w.Flush()
+			wrote = true
+		}
+		if len(evs) < 100 {
+			return wrote, end, true
 		}
 	}
 }

@@ -1,11 +1,11 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/jobs/sweep"
@@ -270,81 +270,26 @@ func (s *Server) sweepEvents(c echo.Context) error {
 	return writeJSON(c, http.StatusOK, SweepEventPage{Events: evs, Next: pageNext(q.after, len(evs), func() string { return evs[len(evs)-1].ID })})
 }
 
-// streamSweepEvents sends the log as Server-Sent Events until the client
-// leaves, the server stops, or the sweep ended and everything was sent. As
-// a job's stream (streamEvents) it holds no Redis connection while idle:
-// the server's one sweep Follower wakes it when the sweep's log may have
-// grown, and it then reads the new events with a short XRANGE. (It blocked
-// in an XREAD of its own, a pooled connection per open stream.)
+// streamSweepEvents sends the sweep's log as Server-Sent Events until the
+// client leaves, the server stops, or the sweep ended and everything was
+// sent: as a job's stream (streamLog), woken by the server's one sweep
+// Follower, so an idle stream holds no Redis connection.
 func (s *Server) streamSweepEvents(c echo.Context, sw sweep.Sweep, after string) error {
-	release, err := s.openStream(c, "; close one or read pages without follow")
-	if err != nil {
-		return err
-	}
-	defer release()
 	woken, unfollow := s.sweepFollow.Follow(sw.ID)
 	defer unfollow()
-
-	ctx, cancel := s.streamCtx(c)
-	defer cancel()
-	w := c.Response()
-	last := after
-	quiet := time.NewTicker(s.cfg.SSEKeepAlive)
-	defer quiet.Stop()
-	ending := false // the sweep was seen terminal: send what is left, then end
-	for {
-		wrote := false
-		for {
-			evs, err := s.cfg.Sweeps.Events(ctx, sw.ID, last, 100)
-			if ctx.Err() != nil {
-				return nil
-			}
-			if err != nil {
-				s.log.Warn("sweep event stream ended", "sweep", sw.ID, "err", err)
-				return nil
-			}
-			for _, ev := range evs {
-				if err := writeSSE(w, ev.ID, string(ev.Type), ev); err != nil {
-					return nil
-				}
-				last = ev.ID
-				if to, _ := ev.Data["to"].(string); ev.Type == sweep.EventState && sweep.State(to).Terminal() {
-					ending = true
-				}
-			}
-			if len(evs) > 0 {
-				w.Flush()
-				wrote = true
-			}
-			if len(evs) < 100 {
-				break
-			}
-		}
-		if ending {
-			return nil
-		}
-		if wrote {
-			quiet.Reset(s.cfg.SSEKeepAlive)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-woken:
-		case <-quiet.C:
-			// Quiet: a keep-alive, or the end if the sweep finished
-			// without a terminal state event in reach (trimmed, say).
+	return streamLog(s, c, after, eventFeed[sweep.Event]{
+		what: "sweep " + sw.ID, woken: woken,
+		page: func(ctx context.Context, after string, n int) ([]sweep.Event, error) {
+			return s.cfg.Sweeps.Events(ctx, sw.ID, after, n)
+		},
+		head: func(ev sweep.Event) (string, string) { return ev.ID, string(ev.Type) },
+		ends: func(ev sweep.Event) bool {
+			to, _ := ev.Data["to"].(string)
+			return ev.Type == sweep.EventState && sweep.State(to).Terminal()
+		},
+		ended: func(ctx context.Context) (bool, error) {
 			cur, err := s.cfg.Sweeps.Get(ctx, sw.ID)
-			if err != nil {
-				return nil
-			}
-			if cur.State.Terminal() {
-				ending = true
-				continue
-			}
-			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
-				return nil
-			}
-			w.Flush()
-		}
-	}
+			return err == nil && cur.State.Terminal(), err
+		},
+	})
 }
