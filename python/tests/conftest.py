@@ -4,6 +4,7 @@ checked against worker/live/protocol.json."""
 import pytest
 
 import protocol_schema
+from fakeworker import FakeWorker
 from edl import protocol
 
 _SCHEMA = protocol_schema.load()
@@ -20,3 +21,13 @@ def checked_protocol(monkeypatch):
         return rep
 
     monkeypatch.setattr(protocol.Client, "raw_call", checked)
+
+
+@pytest.fixture
+def worker(tmp_path, monkeypatch):
+    def make(samples=20, partitions=3, fail_hello=None, initial_world=1):
+        path = str(tmp_path / "edl.sock")
+        w = FakeWorker(path, samples, partitions, fail_hello, initial_world)
+        monkeypatch.setenv("EDL_SOCKET", path)
+        return w
+    return make

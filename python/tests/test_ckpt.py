@@ -8,7 +8,7 @@ import torch
 
 import edl.torch as et
 from edl import ckpt
-from test_torch import Data, FakeWorker, model_opt
+from fakeworker import Data, FakeWorker, model_opt
 
 
 class CkptWorker(FakeWorker):

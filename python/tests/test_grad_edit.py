@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import edl.torch as et
-from test_torch import Data, FakeWorker
+from fakeworker import Data, FakeWorker
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -12,7 +12,7 @@ import torch
 
 import edl.torch as et
 from test_grad_edit import _free_port
-from test_torch import Data, FakeWorker, worker  # noqa: F401
+from fakeworker import Data, FakeWorker  # noqa: F401
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
