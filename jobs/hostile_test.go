@@ -85,3 +85,19 @@ func TestExecImageMustBeAReference(t *testing.T) {
 		})
 	}
 }
+
+// gpu.model is the value of a device constraint, which Nomad interpolates:
+// "${device.model}" was accepted and matched every GPU on Nomad while the
+// planner, comparing the text, matched none. Refused by name now.
+func TestGPUModelNotInterpolated(t *testing.T) {
+	s := validSpec()
+	s.GPUsPerWorker = 1
+	for _, model := range []string{"${device.model}", "H100 ${node.unique.name}"} {
+		s.GPU = &GPUConstraint{Model: model}
+		wantField(t, s.Validate(), "gpu.model", "interpolation")
+	}
+	s.GPU = &GPUConstraint{Model: "NVIDIA H100 80GB HBM3 ($5/h)"}
+	if err := s.Validate(); err != nil {
+		t.Fatalf("a plain model refused: %v", err)
+	}
+}

@@ -107,8 +107,14 @@ func (s Spec) Validate() error {
 		if s.GPUsPerWorker == 0 {
 			v.add("gpu", "set only when gpus_per_worker > 0")
 		}
-		if len(s.GPU.Model) > 128 || strings.ContainsFunc(s.GPU.Model, isControl) {
+		switch {
+		case len(s.GPU.Model) > 128 || strings.ContainsFunc(s.GPU.Model, isControl):
 			v.add("gpu.model", "must be at most 128 printable characters")
+		case strings.Contains(s.GPU.Model, "${"):
+			// The model is the value of a device constraint, which Nomad
+			// interpolates: "${device.model}" would match every GPU on
+			// Nomad while the planner, comparing it literally, matches none.
+			v.add("gpu.model", "must be a GPU model as the device plugin reports it; ${...} is Nomad interpolation, not allowed")
 		}
 		if s.GPU.MinMemoryMiB < 0 || s.GPU.MinMemoryMiB > 1<<22 {
 			v.add("gpu.min_memory_mib", "must be between 0 and %d", 1<<22)
