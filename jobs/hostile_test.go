@@ -101,3 +101,20 @@ func TestGPUModelNotInterpolated(t *testing.T) {
 		t.Fatalf("a plain model refused: %v", err)
 	}
 }
+
+// NVIDIA_VISIBLE_DEVICES and NOMAD_* in a spec's env were accepted:
+// NVIDIA_VISIBLE_DEVICES=all replaced the device plugin's list of the
+// allocation's GPUs, from which the worker derives the program's
+// CUDA_VISIBLE_DEVICES, so on raw_exec/exec the program saw every GPU of
+// the host, other jobs' included; NOMAD_ALLOC_DIR and the like replaced
+// Nomad's own. Refused by name now.
+func TestNomadAndGPUEnvReserved(t *testing.T) {
+	cmd := []string{"/usr/bin/python3", "train.py"}
+	for _, name := range []string{"NVIDIA_VISIBLE_DEVICES", "NOMAD_ALLOC_DIR", "NOMAD_PORT_master", "NOMAD_TOKEN"} {
+		err := execSpec(ExecTrainer{Command: cmd, Env: map[string]string{name: "all", "OMP_NUM_THREADS": "1"}}).Validate()
+		wantField(t, err, "trainer.exec.env."+name, "reserved")
+	}
+	if err := execSpec(ExecTrainer{Command: cmd, Env: map[string]string{"NOMADX": "1", "MY_NOMAD_X": "1", "NVIDIA_DRIVER_CAPABILITIES": "compute"}}).Validate(); err != nil {
+		t.Fatalf("names that only contain NOMAD or NVIDIA: %v", err)
+	}
+}

@@ -296,6 +296,13 @@ func validateExec(v *ValidationError, e ExecTrainer) {
 			v.add(p+"env."+k, "reserved: set by the worker")
 		case strings.HasPrefix(k, "EDL_"):
 			v.add(p+"env."+k, "reserved: names starting with EDL_ are edl's own (the worker sets them)")
+		case k == "NVIDIA_VISIBLE_DEVICES":
+			// The device plugin's list of the allocation's GPUs, from which
+			// the worker derives CUDA_VISIBLE_DEVICES: "all" would give the
+			// program every GPU of the host.
+			v.add(p+"env."+k, "reserved: the GPUs Nomad gave the worker (the program's CUDA_VISIBLE_DEVICES comes from it)")
+		case strings.HasPrefix(k, "NOMAD_"):
+			v.add(p+"env."+k, "reserved: names starting with NOMAD_ are Nomad's (the task's allocation, ports and directories)")
 		case len(e.Env[k]) > MaxExecArgLen || strings.ContainsRune(e.Env[k], 0):
 			v.add(p+"env."+k, "value must be at most %d bytes without NUL", MaxExecArgLen)
 		}
