@@ -52,3 +52,69 @@ func TestEDLEnvReserved(t *testing.T) {
 		t.Fatalf("names that only contain EDL: %v", err)
 	}
 }
+
+// trainer.exec.image goes into the docker driver's config, which Nomad
+// interpolates with the task's environment: an image like
+// "registry.internal/ml/x:${EDL_REDIS_PASSWORD}" was accepted (only spaces
+// and control characters were refused) and put the workers' Redis login
+// (or the operator's worker env, e.g. store keys) into a pull the
+// registry logs. Strings Docker cannot pull ("--privileged", uppercase
+// repositories, short digests) were accepted too and failed only when
+// every worker's pull failed. The image must be a reference now.
+func TestExecImageMustBeAReference(t *testing.T) {
+	cmd := []string{"/usr/bin/python3", "train.py"}
+	hex64 := strings.Repeat("0123456789abcdef", 4)
+	for _, ok := range []string{
+		"registry.internal/ml/t:1", "python:3.12-slim", "ubuntu", "localhost:5000/a/b_c/d--e:v1.2-rc_3",
+		"ghcr.io/org/x@sha256:" + hex64, "registry.internal/ml/train:1.2@sha256:" + hex64,
+		"[::1]:5000/x:1", "Registry.Internal:443/ml/x", "a.b/c__d/e.f",
+	} {
+		if err := execSpec(ExecTrainer{Command: cmd, Image: ok}).Validate(); err != nil {
+			t.Errorf("image %q refused: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{
+		"registry.internal/ml/x:${EDL_REDIS_PASSWORD}", "registry.internal/ml/${attr.unique.hostname}",
+		"registry.internal/ml/x:$EDL_REDIS_PASSWORD", "--privileged", "-v/:/host", "registry.internal/ML/x",
+		"x@sha256:0123", "a//b", "x:", ":tag", "x:-tag", "x y", "x\tz", "registry.internal/ml/x:1;rm",
+		strings.Repeat("a", 256), "x:" + strings.Repeat("t", 129), "reg.io/" + strings.Repeat("a/", 300) + "b",
+	} {
+		t.Run("", func(t *testing.T) {
+			err := execSpec(ExecTrainer{Command: cmd, Image: bad}).Validate()
+			wantField(t, err, "trainer.exec.image", "")
+		})
+	}
+}
+
+// gpu.model is the value of a device constraint, which Nomad interpolates:
+// "${device.model}" was accepted and matched every GPU on Nomad while the
+// planner, comparing the text, matched none. Refused by name now.
+func TestGPUModelNotInterpolated(t *testing.T) {
+	s := validSpec()
+	s.GPUsPerWorker = 1
+	for _, model := range []string{"${device.model}", "H100 ${node.unique.name}"} {
+		s.GPU = &GPUConstraint{Model: model}
+		wantField(t, s.Validate(), "gpu.model", "interpolation")
+	}
+	s.GPU = &GPUConstraint{Model: "NVIDIA H100 80GB HBM3 ($5/h)"}
+	if err := s.Validate(); err != nil {
+		t.Fatalf("a plain model refused: %v", err)
+	}
+}
+
+// NVIDIA_VISIBLE_DEVICES and NOMAD_* in a spec's env were accepted:
+// NVIDIA_VISIBLE_DEVICES=all replaced the device plugin's list of the
+// allocation's GPUs, from which the worker derives the program's
+// CUDA_VISIBLE_DEVICES, so on raw_exec/exec the program saw every GPU of
+// the host, other jobs' included; NOMAD_ALLOC_DIR and the like replaced
+// Nomad's own. Refused by name now.
+func TestNomadAndGPUEnvReserved(t *testing.T) {
+	cmd := []string{"/usr/bin/python3", "train.py"}
+	for _, name := range []string{"NVIDIA_VISIBLE_DEVICES", "NOMAD_ALLOC_DIR", "NOMAD_PORT_master", "NOMAD_TOKEN"} {
+		err := execSpec(ExecTrainer{Command: cmd, Env: map[string]string{name: "all", "OMP_NUM_THREADS": "1"}}).Validate()
+		wantField(t, err, "trainer.exec.env."+name, "reserved")
+	}
+	if err := execSpec(ExecTrainer{Command: cmd, Env: map[string]string{"NOMADX": "1", "MY_NOMAD_X": "1", "NVIDIA_DRIVER_CAPABILITIES": "compute"}}).Validate(); err != nil {
+		t.Fatalf("names that only contain NOMAD or NVIDIA: %v", err)
+	}
+}

@@ -107,8 +107,14 @@ func (s Spec) Validate() error {
 		if s.GPUsPerWorker == 0 {
 			v.add("gpu", "set only when gpus_per_worker > 0")
 		}
-		if len(s.GPU.Model) > 128 || strings.ContainsFunc(s.GPU.Model, isControl) {
+		switch {
+		case len(s.GPU.Model) > 128 || strings.ContainsFunc(s.GPU.Model, isControl):
 			v.add("gpu.model", "must be at most 128 printable characters")
+		case strings.Contains(s.GPU.Model, "${"):
+			// The model is the value of a device constraint, which Nomad
+			// interpolates: "${device.model}" would match every GPU on
+			// Nomad while the planner, comparing it literally, matches none.
+			v.add("gpu.model", "must be a GPU model as the device plugin reports it; ${...} is Nomad interpolation, not allowed")
 		}
 		if s.GPU.MinMemoryMiB < 0 || s.GPU.MinMemoryMiB > 1<<22 {
 			v.add("gpu.min_memory_mib", "must be between 0 and %d", 1<<22)
@@ -274,8 +280,10 @@ func validateExec(v *ValidationError, e ExecTrainer) {
 			v.add(fmt.Sprintf(p+"command[%d]", i), "must be at most %d bytes without NUL", MaxExecArgLen)
 		}
 	}
-	if len(e.Image) > 512 || strings.ContainsFunc(e.Image, isSpaceOrControl) {
-		v.add(p+"image", "must be at most 512 characters without spaces")
+	if e.Image != "" {
+		if reason := checkImage(e.Image); reason != "" {
+			v.add(p+"image", "%s", reason)
+		}
 	}
 	if len(e.Env) > MaxExecEnv {
 		v.add(p+"env", "at most %d variables", MaxExecEnv)
@@ -288,6 +296,13 @@ func validateExec(v *ValidationError, e ExecTrainer) {
 			v.add(p+"env."+k, "reserved: set by the worker")
 		case strings.HasPrefix(k, "EDL_"):
 			v.add(p+"env."+k, "reserved: names starting with EDL_ are edl's own (the worker sets them)")
+		case k == "NVIDIA_VISIBLE_DEVICES":
+			// The device plugin's list of the allocation's GPUs, from which
+			// the worker derives CUDA_VISIBLE_DEVICES: "all" would give the
+			// program every GPU of the host.
+			v.add(p+"env."+k, "reserved: the GPUs Nomad gave the worker (the program's CUDA_VISIBLE_DEVICES comes from it)")
+		case strings.HasPrefix(k, "NOMAD_"):
+			v.add(p+"env."+k, "reserved: names starting with NOMAD_ are Nomad's (the task's allocation, ports and directories)")
 		case len(e.Env[k]) > MaxExecArgLen || strings.ContainsRune(e.Env[k], 0):
 			v.add(p+"env."+k, "value must be at most %d bytes without NUL", MaxExecArgLen)
 		}
@@ -333,6 +348,54 @@ func validateExec(v *ValidationError, e ExecTrainer) {
 	}
 }
 
+// MaxImageLen bounds trainer.exec.image; MaxImageNameLen its name (the
+// part before ":tag" and "@digest"), as Docker bounds it.
+const (
+	MaxImageLen     = 512
+	MaxImageNameLen = 255
+)
+
+// imageRE is Docker's image reference grammar (github.com/distribution/reference,
+// ReferenceRegexp): [host[:port]/]path-component[/path-component...][:tag][@digest],
+// path components lowercase letters and digits joined by '.', '_', '__' or
+// dashes. Nomad puts the image into the docker driver's config, where it
+// interpolates ${...} with the task's environment (the workers' Redis login,
+// the operator's worker env) and node attributes: a reference has no '$',
+// '{', space or leading '-', so none of that gets through.
+var imageRE = func() *regexp.Regexp {
+	const (
+		alnum     = `[a-z0-9]+`
+		separator = `(?:[._]|__|[-]+)`
+		domainCmp = `(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])`
+		domain    = `(?:` + domainCmp + `(?:\.` + domainCmp + `)*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?`
+		pathCmp   = alnum + `(?:` + separator + alnum + `)*`
+		name      = `(?:` + domain + `/)?` + pathCmp + `(?:/` + pathCmp + `)*`
+		tag       = `[\w][\w.-]{0,127}`
+		digest    = `[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}`
+	)
+	return regexp.MustCompile(`^(` + name + `)(?::` + tag + `)?(?:@` + digest + `)?$`)
+}()
+
+// checkImage returns why image is not a container image reference the
+// docker driver can pull, or "".
+func checkImage(image string) string {
+	const want = "must be a container image reference ([registry[:port]/]repository[:tag][@algorithm:hex], repository in lowercase)"
+	switch {
+	case len(image) > MaxImageLen:
+		return fmt.Sprintf("at most %d characters", MaxImageLen)
+	case strings.Contains(image, "${"):
+		return want + "; ${...} is Nomad interpolation, not allowed"
+	}
+	m := imageRE.FindStringSubmatch(image)
+	switch {
+	case m == nil:
+		return want
+	case len(m[1]) > MaxImageNameLen:
+		return fmt.Sprintf("repository name at most %d characters", MaxImageNameLen)
+	}
+	return ""
+}
+
 // MaxPreload bounds trainer.exec.preload.
 const MaxPreload = 32
 
@@ -374,5 +437,3 @@ func checkCallback(raw string) string {
 }
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
-
-func isSpaceOrControl(r rune) bool { return isControl(r) || r == ' ' }

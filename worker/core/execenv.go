@@ -39,9 +39,10 @@ func (e ProgramEnv) Environ() []string {
 		}
 	}
 	for k, v := range e.Spec {
-		// The worker's own EDL_ variables win (submission refuses them;
-		// a spec stored before that may still have one).
-		if _, own := m[k]; own && strings.HasPrefix(k, "EDL_") {
+		// The worker's own EDL_ and NOMAD_ variables and its
+		// NVIDIA_VISIBLE_DEVICES (the allocation's GPUs) win (submission
+		// refuses them; a spec stored before that may still have one).
+		if _, own := m[k]; own && workerOwnEnv(k) {
 			continue
 		}
 		m[k] = v
@@ -108,6 +109,14 @@ func (e ProgramEnv) BaseEnviron() []string {
 		}
 	}
 	return out
+}
+
+// workerOwnEnv reports whether a variable the worker has is one a spec's
+// env may not replace: edl's (EDL_), Nomad's (NOMAD_) and the GPUs the
+// device plugin gave the allocation, from which CUDA_VISIBLE_DEVICES is
+// derived.
+func workerOwnEnv(k string) bool {
+	return strings.HasPrefix(k, "EDL_") || strings.HasPrefix(k, "NOMAD_") || k == "NVIDIA_VISIBLE_DEVICES"
 }
 
 // workerSecretEnv reports whether a variable of the worker's own

@@ -132,3 +132,21 @@ func TestProgramBaseEnviron(t *testing.T) {
 		t.Errorf("base environment lost the job's variables: %v", base)
 	}
 }
+
+// A spec stored before NVIDIA_VISIBLE_DEVICES and NOMAD_* were refused at
+// submission replaced the worker's: NVIDIA_VISIBLE_DEVICES=all left
+// CUDA_VISIBLE_DEVICES unset, so the program saw every GPU of the host.
+// The worker's own values win now.
+func TestProgramEnvironNomadValuesWin(t *testing.T) {
+	e := ProgramEnv{
+		Base:  []string{"NVIDIA_VISIBLE_DEVICES=GPU-1", "NOMAD_ALLOC_DIR=/alloc", "PATH=/usr/bin"},
+		Spec:  map[string]string{"NVIDIA_VISIBLE_DEVICES": "all", "NOMAD_ALLOC_DIR": "/elsewhere", "NOMAD_EXTRA": "1"},
+		JobID: "j-1", Rank: 0, World: 1,
+	}
+	got := envMap(e.Environ())
+	for k, v := range map[string]string{"NVIDIA_VISIBLE_DEVICES": "GPU-1", "CUDA_VISIBLE_DEVICES": "GPU-1", "NOMAD_ALLOC_DIR": "/alloc", "NOMAD_EXTRA": "1"} {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+}
