@@ -1,0 +1,95 @@
+package checkpoint_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/edl-nomad/edl/checkpoint"
+)
+
+// TestPruneNeverDeletesTheLastUsableCheckpoint: retention counts only
+// checkpoints that can be restored towards Keep. With Keep 1 and the newest
+// checkpoint broken (a manifest that does not parse, or a shard gone), the
+// older one is the only thing a restore can use, and Prune must keep it.
+func TestPruneNeverDeletesTheLastUsableCheckpoint(t *testing.T) {
+	t.Parallel()
+	breaks := []damage{
+		{"newest manifest garbled", func(t *testing.T, s checkpoint.Store, m *checkpoint.Manifest) {
+			key := fmt.Sprintf("%s/manifests/%020d.json", m.Job, m.Step)
+			rewrite(t, s, key, func(b []byte) []byte { return b[:len(b)/2] })
+		}},
+		{"newest manifest of a newer format", func(t *testing.T, s checkpoint.Store, m *checkpoint.Manifest) {
+			key := fmt.Sprintf("%s/manifests/%020d.json", m.Job, m.Step)
+			rewrite(t, s, key, func(b []byte) []byte {
+				return []byte(string(b[:len(`{"format_version": `)]) + "2" + string(b[len(`{"format_version": 1`):]))
+			})
+		}},
+		{"newest params shard deleted", func(t *testing.T, s checkpoint.Store, m *checkpoint.Manifest) {
+			if err := s.Delete(context.Background(), shardKey(t, m, checkpoint.ShardParams)); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"newest optimizer shard truncated", func(t *testing.T, s checkpoint.Store, m *checkpoint.Manifest) {
+			rewrite(t, s, shardKey(t, m, checkpoint.ShardOptimizer), func(b []byte) []byte { return b[:len(b)-1] })
+		}},
+	}
+	for _, be := range backends() {
+		t.Run(be.name, func(t *testing.T) {
+			for _, d := range breaks {
+				t.Run(d.name, func(t *testing.T) {
+					ctx := context.Background()
+					s := be.open(t)
+					clk := &clock{now: time.Now()}
+					c := newCatalog(t, s, checkpoint.Config{Keep: 1, Now: clk.Now})
+					good := stateAt(10, 4096)
+					write(t, c, checkpoint.Meta{Step: 10}, good)
+					newest := write(t, c, checkpoint.Meta{Step: 20}, stateAt(20, 4096))
+					d.do(t, s, newest)
+
+					res, err := c.Prune(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, step := range res.Deleted {
+						if step == 10 {
+							t.Errorf("Prune deleted step 10, the only checkpoint that verifies (deleted %v)", res.Deleted)
+						}
+					}
+					// Long after the grace period, the broken newest one still
+					// does not push the good one out, nor take its shards.
+					clk.Add(2 * time.Hour)
+					if _, err := c.Prune(ctx); err != nil {
+						t.Fatal(err)
+					}
+					if objs, err := s.List(ctx, fmt.Sprintf("job-1/shards/%020d-", 20)); err != nil || len(objs) == 0 {
+						t.Errorf("shards of the kept step 20: %d objects (%v), want them kept with its manifest", len(objs), err)
+					}
+					var got state
+					m, err := c.Restore(ctx, loadAll(&got), nil)
+					if err != nil {
+						t.Fatalf("restore after Prune: %v", err)
+					}
+					if m.Step != 10 || string(got[checkpoint.ShardParams]) != string(good[checkpoint.ShardParams]) {
+						t.Errorf("restored step %d, want step 10 with its params", m.Step)
+					}
+
+					// Once a newer usable checkpoint exists, Keep 1 lets both
+					// older ones go.
+					write(t, c, checkpoint.Meta{Step: 30}, stateAt(30, 4096))
+					if _, err := c.Prune(ctx); err != nil {
+						t.Fatal(err)
+					}
+					if got := listSteps(t, c); got != "[30]" {
+						t.Errorf("after a newer good checkpoint: %s, want [30]", got)
+					}
+					if _, err := s.Stat(ctx, fmt.Sprintf("job-1/manifests/%020d.json", 20)); !errors.Is(err, checkpoint.ErrNotFound) {
+						t.Errorf("broken manifest of step 20 still there (%v), want it pruned once older than the kept ones", err)
+					}
+				})
+			}
+		})
+	}
+}
