@@ -1,9 +1,11 @@
 package checkpoint_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"testing"
 	"time"
 
@@ -89,6 +91,39 @@ func TestPruneNeverDeletesTheLastUsableCheckpoint(t *testing.T) {
 						t.Errorf("broken manifest of step 20 still there (%v), want it pruned once older than the kept ones", err)
 					}
 				})
+			}
+		})
+	}
+}
+
+// TestGetThenDeleteStillReads: a Get that succeeded hands over the object
+// even if it is deleted before the first Read (a Prune between a reader's
+// Get and its copy). Over S3 the lazy minio-go GetObject sent its GET only
+// at the first Read, which then failed with a bare NoSuchKey.
+func TestGetThenDeleteStillReads(t *testing.T) {
+	t.Parallel()
+	for _, be := range backends() {
+		t.Run(be.name, func(t *testing.T) {
+			ctx := context.Background()
+			s := be.open(t)
+			want := randomBytes(3<<20, 7)
+			if err := s.Put(ctx, "j/shards/a/params", bytes.NewReader(want), int64(len(want))); err != nil {
+				t.Fatal(err)
+			}
+			rc, err := s.Get(ctx, "j/shards/a/params")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rc.Close()
+			if err := s.Delete(ctx, "j/shards/a/params"); err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(rc)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Errorf("read after delete: %d of %d bytes, %v; want the whole object", len(got), len(want), err)
+			}
+			if _, err := s.Get(ctx, "j/shards/a/params"); !errors.Is(err, checkpoint.ErrNotFound) {
+				t.Errorf("Get after delete = %v, want ErrNotFound", err)
 			}
 		})
 	}
