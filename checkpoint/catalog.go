@@ -244,6 +244,14 @@ func (c *Catalog) OpenShard(ctx context.Context, step int64, name string) (io.Re
 		return nil, nil, fmt.Errorf("checkpoint %s step %d: shard %q: %w", c.cfg.Job, step, name, ErrNotFound)
 	}
 	rc, err := c.openVerified(ctx, info)
+	if errors.Is(err, ErrCorrupt) {
+		// Prune deletes the manifest before the shards: a shard missing
+		// under a manifest that has gone since is a checkpoint pruned
+		// while we opened it, not a damaged one.
+		if _, serr := c.store.Stat(ctx, manifestKey(c.cfg.Job, step)); errors.Is(serr, ErrNotFound) {
+			return nil, nil, fmt.Errorf("checkpoint %s step %d: deleted by retention meanwhile: %w", c.cfg.Job, step, ErrNotFound)
+		}
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("checkpoint %s step %d: %w", c.cfg.Job, step, err)
 	}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -91,6 +93,65 @@ func TestPruneNeverDeletesTheLastUsableCheckpoint(t *testing.T) {
 						t.Errorf("broken manifest of step 20 still there (%v), want it pruned once older than the kept ones", err)
 					}
 				})
+			}
+		})
+	}
+}
+
+// pruneOnGet runs hook once, right after the first Get of a key with the
+// given suffix returns: a Prune landing between a reader's two requests.
+type pruneOnGet struct {
+	checkpoint.Store
+	suffix string
+	once   sync.Once
+	hook   func()
+}
+
+func (p *pruneOnGet) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	rc, err := p.Store.Get(ctx, key)
+	if strings.HasSuffix(key, p.suffix) {
+		p.once.Do(p.hook)
+	}
+	return rc, err
+}
+
+// TestOpenModelOfCheckpointPrunedMeanwhile: GET .../checkpoints/{step}/model
+// of a checkpoint that retention deletes between the manifest read and the
+// shard's is "no such checkpoint" (ErrNotFound, a 404), not a corrupt
+// checkpoint (a 500 that sends an operator looking for damage).
+func TestOpenModelOfCheckpointPrunedMeanwhile(t *testing.T) {
+	t.Parallel()
+	for _, be := range backends() {
+		t.Run(be.name, func(t *testing.T) {
+			ctx := context.Background()
+			s := be.open(t)
+			w := newCatalog(t, s, checkpoint.Config{Keep: 1})
+			write(t, w, checkpoint.Meta{Step: 10}, stateAt(10, 4096))
+			ps := &pruneOnGet{Store: s, suffix: fmt.Sprintf("/manifests/%020d.json", 10)}
+			ps.hook = func() {
+				write(t, w, checkpoint.Meta{Step: 20}, stateAt(20, 4096))
+				if res, err := w.Prune(ctx); err != nil || len(res.Deleted) != 1 {
+					t.Errorf("Prune = %+v, %v; want step 10 deleted", res, err)
+				}
+			}
+			rc, _, err := checkpoint.OpenModel(ctx, ps, "job-1", 10)
+			if err == nil {
+				rc.Close()
+				t.Fatal("OpenModel of a pruned checkpoint succeeded")
+			}
+			if !errors.Is(err, checkpoint.ErrNotFound) || errors.Is(err, checkpoint.ErrCorrupt) {
+				t.Errorf("OpenModel of a checkpoint pruned meanwhile = %v, want ErrNotFound, not ErrCorrupt", err)
+			}
+			// A shard really lost from a checkpoint that still exists stays corrupt.
+			m, err := w.Manifest(ctx, 20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Delete(ctx, shardKey(t, m, checkpoint.ShardParams)); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := checkpoint.OpenModel(ctx, s, "job-1", 20); !errors.Is(err, checkpoint.ErrCorrupt) {
+				t.Errorf("OpenModel with the params shard lost = %v, want ErrCorrupt", err)
 			}
 		})
 	}
