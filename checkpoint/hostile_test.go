@@ -189,3 +189,69 @@ func TestGetThenDeleteStillReads(t *testing.T) {
 		})
 	}
 }
+
+// TestStaleWriterCannotReplaceNewerGenerationsCommit: an old leader that
+// lost its lease (generation 5) finishing a slow upload of step 100 after
+// the new generation (6) committed its own step 100 must not replace that
+// commit: the manifest is the new generation's, and its shards restore.
+// The same generation (a retry after a lost response) and a newer one (a
+// redo after the step's checkpoint was found corrupt) may still replace it.
+func TestStaleWriterCannotReplaceNewerGenerationsCommit(t *testing.T) {
+	t.Parallel()
+	for _, be := range backends() {
+		t.Run(be.name, func(t *testing.T) {
+			ctx := context.Background()
+			s := be.open(t)
+			c := newCatalog(t, s, checkpoint.Config{Keep: 3})
+			newer := stateAt(100, 4096)
+			write(t, c, checkpoint.Meta{Step: 100, Generation: 6}, newer)
+
+			stale := stateAt(7, 4096)
+			_, err := c.Write(ctx, checkpoint.Meta{Step: 100, Generation: 5}, []checkpoint.ShardSource{
+				{Name: checkpoint.ShardParams, Size: int64(len(stale[checkpoint.ShardParams])), Body: bytes.NewReader(stale[checkpoint.ShardParams])},
+			})
+			if !errors.Is(err, checkpoint.ErrSuperseded) {
+				t.Errorf("stale Write = %v, want ErrSuperseded", err)
+			}
+			var got state
+			m, err := c.Restore(ctx, loadAll(&got), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Generation != 6 || !bytes.Equal(got[checkpoint.ShardParams], newer[checkpoint.ShardParams]) {
+				t.Errorf("restored generation %d's step 100, want generation 6's", m.Generation)
+			}
+			if objs, _ := s.List(ctx, "job-1/shards/"); len(objs) != 3 {
+				t.Errorf("%d shard objects, want the 3 of the commit (the refused write's deleted)", len(objs))
+			}
+			// The same generation again, and a newer one, replace it.
+			write(t, c, checkpoint.Meta{Step: 100, Generation: 6}, newer)
+			write(t, c, checkpoint.Meta{Step: 100, Generation: 7}, stateAt(100, 4096))
+			if m, err := c.Manifest(ctx, 100); err != nil || m.Generation != 7 {
+				t.Errorf("after a newer generation's write: %+v, %v", m, err)
+			}
+		})
+	}
+}
+
+// TestUploaderGivesUpAtOnceWhenSuperseded: the Uploader does not retry a
+// checkpoint a newer generation has already committed.
+func TestUploaderGivesUpAtOnceWhenSuperseded(t *testing.T) {
+	s := backends()[0].open(t)
+	c := newCatalog(t, s, checkpoint.Config{})
+	write(t, c, checkpoint.Meta{Step: 3, Generation: 2}, stateAt(3, 1024))
+	u, ev := startUploader(t, c, checkpoint.UploaderConfig{Backoff: time.Millisecond, NoPrune: true})
+	snap, err := u.Begin(checkpoint.Meta{Step: 3, Generation: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap.Add(checkpoint.ShardParams, []byte("stale"))
+	u.Submit(snap)
+	res := wait(t, u)
+	if !errors.Is(res.Err, checkpoint.ErrSuperseded) {
+		t.Errorf("result %v, want ErrSuperseded", res.Err)
+	}
+	if got := strings.Join(ev.kinds(), " "); got != "failed" {
+		t.Errorf("events %q, want a single failed (no retries)", got)
+	}
+}
