@@ -83,11 +83,17 @@ type ShardSource struct {
 	Body io.Reader
 }
 
+// ErrSuperseded is Write's answer when a newer generation has already
+// committed a checkpoint at the same step: the writer is stale, and its
+// checkpoint is dropped rather than replacing that commit.
+var ErrSuperseded = errors.New("checkpoint superseded by a newer generation's")
+
 // Write stores the shards, then the manifest that commits them, and
 // returns the manifest. Until the manifest is stored nothing of this
 // checkpoint is visible to List or Restore; after a failed shard the
 // shards written so far are deleted when the store allows, else left for
-// Prune.
+// Prune. A manifest of the same step and a newer Generation is never
+// replaced: Write deletes its shards and returns ErrSuperseded.
 func (c *Catalog) Write(ctx context.Context, meta Meta, shards []ShardSource) (*Manifest, error) {
 	if len(shards) == 0 {
 		return nil, fmt.Errorf("checkpoint step %d: no shards", meta.Step)
@@ -115,12 +121,23 @@ func (c *Catalog) Write(ctx context.Context, meta Meta, shards []ShardSource) (*
 		}
 		m.Shards = append(m.Shards, info)
 	}
+	key := manifestKey(c.cfg.Job, meta.Step)
+	// A writer of an older generation (a leader that lost its lease and
+	// finished a slow upload late) must not replace what a newer
+	// generation committed at this step. Checked just before the manifest
+	// goes in: the window left is one request long, not an upload's.
+	if prev, err := c.Manifest(ctx, meta.Step); err == nil && prev.Generation > meta.Generation {
+		c.discard(m.Shards)
+		return nil, fmt.Errorf("checkpoint step %d: generation %d committed it already, this writer is of generation %d: %w",
+			meta.Step, prev.Generation, meta.Generation, ErrSuperseded)
+	} else if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrCorrupt) {
+		return nil, fmt.Errorf("checkpoint step %d: read the manifest it would replace: %w", meta.Step, err)
+	}
 	m.CreatedAt = c.cfg.Now().UTC()
 	body, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return nil, err
 	}
-	key := manifestKey(c.cfg.Job, meta.Step)
 	if err := c.store.Put(ctx, key, bytes.NewReader(body), int64(len(body))); err != nil {
 		// The manifest may have landed even so (a lost response): keep the
 		// shards; if it did not, Prune collects them as orphans.
@@ -244,6 +261,14 @@ func (c *Catalog) OpenShard(ctx context.Context, step int64, name string) (io.Re
 		return nil, nil, fmt.Errorf("checkpoint %s step %d: shard %q: %w", c.cfg.Job, step, name, ErrNotFound)
 	}
 	rc, err := c.openVerified(ctx, info)
+	if errors.Is(err, ErrCorrupt) {
+		// Prune deletes the manifest before the shards: a shard missing
+		// under a manifest that has gone since is a checkpoint pruned
+		// while we opened it, not a damaged one.
+		if _, serr := c.store.Stat(ctx, manifestKey(c.cfg.Job, step)); errors.Is(serr, ErrNotFound) {
+			return nil, nil, fmt.Errorf("checkpoint %s step %d: deleted by retention meanwhile: %w", c.cfg.Job, step, ErrNotFound)
+		}
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("checkpoint %s step %d: %w", c.cfg.Job, step, err)
 	}

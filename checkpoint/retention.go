@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -16,9 +17,15 @@ type PruneResult struct {
 
 // Prune applies retention: it keeps the newest Keep checkpoints and, with
 // KeepPerEpoch, the newest of every epoch, and deletes the rest, manifest
-// first so no manifest ever names a deleted shard. It then deletes shard
-// objects that no remaining manifest names and that are older than
-// OrphanGrace (the leftovers of writes that died before their manifest).
+// first so no manifest ever names a deleted shard. Only usable checkpoints
+// count towards Keep: a manifest that parses and whose shards are all
+// there at their recorded sizes (a Stat each, no download). A broken one
+// newer than the Keep-th usable one is kept but not counted, so a damaged
+// or unreadable newest checkpoint (a manifest of a newer format, a shard
+// lost) never pushes out the last one a restore can use. It then deletes
+// shard objects that no remaining manifest names and that are older than
+// OrphanGrace (the leftovers of writes that died before their manifest);
+// the shards of a kept manifest that does not parse are left alone.
 func (c *Catalog) Prune(ctx context.Context) (PruneResult, error) {
 	var res PruneResult
 	steps, err := c.steps(ctx)
@@ -39,8 +46,12 @@ func (c *Catalog) Prune(ctx context.Context) (PruneResult, error) {
 			manifests[step] = m
 		}
 	}
-	keep := c.keepSet(steps, manifests)
+	keep, err := c.keepSet(ctx, steps, manifests)
+	if err != nil {
+		return res, fmt.Errorf("prune %s: %w", c.cfg.Job, err)
+	}
 	referenced := map[string]bool{} // shard directories of kept manifests
+	unreadable := map[int64]bool{}  // kept steps whose manifest does not parse
 	for _, step := range steps {
 		m, ok := manifests[step]
 		if !ok {
@@ -51,6 +62,8 @@ func (c *Catalog) Prune(ctx context.Context) (PruneResult, error) {
 				for _, s := range m.Shards {
 					referenced[dirOf(s.Key)] = true
 				}
+			} else {
+				unreadable[step] = true
 			}
 			continue
 		}
@@ -68,7 +81,7 @@ func (c *Catalog) Prune(ctx context.Context) (PruneResult, error) {
 			}
 		}
 	}
-	n, err := c.collectOrphans(ctx, referenced)
+	n, err := c.collectOrphans(ctx, referenced, unreadable)
 	res.OrphanObjects = n
 	if err != nil {
 		return res, fmt.Errorf("prune %s: %w", c.cfg.Job, err)
@@ -79,14 +92,33 @@ func (c *Catalog) Prune(ctx context.Context) (PruneResult, error) {
 	return res, nil
 }
 
-// keepSet picks the steps to keep; steps are newest first.
-func (c *Catalog) keepSet(steps []int64, manifests map[int64]*Manifest) map[int64]bool {
+// keepSet picks the steps to keep; steps are newest first. Only usable
+// checkpoints count towards Keep; broken ones met before Keep usable ones
+// are kept uncounted. A store error (not a missing shard) is returned, so
+// that Prune deletes nothing it could not judge.
+func (c *Catalog) keepSet(ctx context.Context, steps []int64, manifests map[int64]*Manifest) (map[int64]bool, error) {
 	keep := map[int64]bool{}
 	kept := 0
 	for _, step := range steps {
-		if _, ok := manifests[step]; ok && kept < c.cfg.Keep {
-			keep[step] = true
+		if kept >= c.cfg.Keep {
+			break
+		}
+		m, ok := manifests[step]
+		if !ok {
+			continue
+		}
+		keep[step] = true
+		if m == nil {
+			continue
+		}
+		usable, err := c.shardsPresent(ctx, m)
+		if err != nil {
+			return nil, err
+		}
+		if usable {
 			kept++
+		} else {
+			c.log.Warn("checkpoint broken: not counted towards keep", "step", step)
 		}
 	}
 	if c.cfg.KeepPerEpoch {
@@ -99,12 +131,33 @@ func (c *Catalog) keepSet(steps []int64, manifests map[int64]*Manifest) map[int6
 			}
 		}
 	}
-	return keep
+	return keep, nil
+}
+
+// shardsPresent is Restore's cheap check: every shard of m exists with the
+// size m records. false for a missing or resized shard; other errors are
+// the store's.
+func (c *Catalog) shardsPresent(ctx context.Context, m *Manifest) (bool, error) {
+	for _, s := range m.Shards {
+		st, err := c.store.Stat(ctx, s.Key)
+		if errors.Is(err, ErrNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if st.Size != s.Size {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // collectOrphans deletes shard directories no kept manifest names whose
-// newest object is older than the grace period.
-func (c *Catalog) collectOrphans(ctx context.Context, referenced map[string]bool) (int, error) {
+// newest object is older than the grace period. Directories of a step in
+// unreadable (a kept manifest that does not parse, so its shard keys are
+// unknown) are left alone.
+func (c *Catalog) collectOrphans(ctx context.Context, referenced map[string]bool, unreadable map[int64]bool) (int, error) {
 	objs, err := c.store.List(ctx, shardPrefix(c.cfg.Job))
 	if err != nil {
 		return 0, err
@@ -114,6 +167,9 @@ func (c *Catalog) collectOrphans(ctx context.Context, referenced map[string]bool
 	for _, o := range objs {
 		d := dirOf(o.Key)
 		if referenced[d] {
+			continue
+		}
+		if step, ok := stepOfShardDir(c.cfg.Job, d); ok && unreadable[step] {
 			continue
 		}
 		members[d] = append(members[d], o.Key)
@@ -142,4 +198,18 @@ func dirOf(key string) string {
 		return key[:i+1]
 	}
 	return ""
+}
+
+// stepOfShardDir parses the step from a shard directory (shardDir's form),
+// false for any other.
+func stepOfShardDir(job, dir string) (int64, bool) {
+	name, ok := strings.CutPrefix(dir, shardPrefix(job))
+	if !ok || len(name) < 21 || name[20] != '-' {
+		return 0, false
+	}
+	step, err := strconv.ParseInt(name[:20], 10, 64)
+	if err != nil || step < 0 {
+		return 0, false
+	}
+	return step, true
 }

@@ -172,19 +172,18 @@ func (s *s3Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	if err := checkKey(key); err != nil {
 		return nil, err
 	}
-	obj, err := s.client.GetObject(ctx, s.bucket, s.prefix+key, minio.GetObjectOptions{})
+	// One GET whose body is the stream. (minio-go's lazy Client.GetObject
+	// checks with a HEAD and sends the GET at the first Read: an object
+	// deleted in between, by a Prune, failed that Read with a bare
+	// NoSuchKey, after the caller had been told the object was there.)
+	body, _, _, err := minio.Core{Client: s.client}.GetObject(ctx, s.bucket, s.prefix+key, minio.GetObjectOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("get %s: %w", key, describeS3Error(err))
-	}
-	// GetObject is lazy; Stat makes the request so a missing key fails here.
-	if _, err := obj.Stat(); err != nil {
-		obj.Close()
 		if isNotFound(err) {
 			return nil, fmt.Errorf("get %s: %w", key, ErrNotFound)
 		}
 		return nil, fmt.Errorf("get %s: %w", key, describeS3Error(err))
 	}
-	return obj, nil
+	return body, nil
 }
 
 func (s *s3Store) Stat(ctx context.Context, key string) (ObjectInfo, error) {

@@ -239,6 +239,9 @@ func (u *Uploader) upload(ctx context.Context, s *Snapshot) Result {
 		}
 		m, err := u.cat.Write(ctx, s.meta, shards)
 		last = err
+		if errors.Is(err, ErrSuperseded) {
+			return nil, backoff.Permanent(err) // no retry makes it newer
+		}
 		return m, err
 	}, backoff.WithBackOff(b), backoff.WithMaxTries(uint(u.cfg.MaxAttempts)), backoff.WithMaxElapsedTime(0),
 		backoff.WithNotify(func(err error, _ time.Duration) {
