@@ -3,34 +3,16 @@
 ctx.average_gradients() act on the averaged gradients, as under
 DistributedDataParallel, which averages during backward."""
 
-import os
-import socket
-import subprocess
-import sys
-
 import pytest
 import torch
 
 import edl.torch as et
 from fakeworker import Data, FakeWorker
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+from worlds import world_of_two
 
 
 def _world_of_two(mode):
-    port = _free_port()
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "grad_edit_world.py"), str(r), str(port), mode],
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for r in range(2)]
-    return procs, [pr.communicate(timeout=90)[0].decode() for pr in procs]
+    return world_of_two("grad_edit_world.py", mode)
 
 
 @pytest.mark.parametrize("mode", ["norm", "value", "accum", "explicit", "zero", "scaler", "overflow", "zero_overflow"])

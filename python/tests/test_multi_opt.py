@@ -3,26 +3,16 @@ decoder): State(optimizer=[...]) averages each one's gradients at its step,
 hands every one's state over and checkpoints it; an optimizer that is not
 the State's and steps the model's parameters inside the loop is an error."""
 
-import os
-import subprocess
-import sys
-
 import pytest
 import torch
 
 import edl.torch as et
-from test_grad_edit import _free_port
 from fakeworker import Data, FakeWorker  # noqa: F401
-
-HERE = os.path.dirname(os.path.abspath(__file__))
+from worlds import world_of_two
 
 
 def _world_of_two(mode):
-    port = _free_port()
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "multi_opt_world.py"), str(r), str(port), mode],
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for r in range(2)]
-    return procs, [pr.communicate(timeout=90)[0].decode() for pr in procs]
+    return world_of_two("multi_opt_world.py", mode)
 
 
 @pytest.mark.parametrize("mode", ["gan", "joint", "gan_zero", "joint_zero"])
