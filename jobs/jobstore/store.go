@@ -237,15 +237,23 @@ func (s *Store) CreateJSON(ctx context.Context, tenant string, spec jobs.Spec, i
 		return job, data, true, nil
 	}
 	prev, _ := res[1].(string)
+	old, err := s.replayed(ctx, prev, specHash)
+	return old, nil, false, err
+}
+
+// replayed is the job an idempotency record (prev) names, for a replay
+// whose spec hashes to specHash (jobs.ErrIdempotencyMismatch if the record
+// was made from another spec).
+func (s *Store) replayed(ctx context.Context, prev, specHash string) (jobs.Job, error) {
 	prevID, err := records.Replayed(prev, specHash)
 	if err != nil {
-		return jobs.Job{}, nil, false, err
+		return jobs.Job{}, err
 	}
 	old, err := s.Get(ctx, prevID)
 	if err != nil {
-		return jobs.Job{}, nil, false, fmt.Errorf("idempotent replay of %s: %w", prevID, err)
+		return jobs.Job{}, fmt.Errorf("idempotent replay of %s: %w", prevID, err)
 	}
-	return old, nil, false, nil
+	return old, nil
 }
 
 // Replay answers what Create with idempotencyKey would replay, without
@@ -269,13 +277,9 @@ func (s *Store) Replay(ctx context.Context, tenant string, spec jobs.Spec, idemp
 	if err != nil {
 		return jobs.Job{}, false, fmt.Errorf("idempotency record: %w", err)
 	}
-	prevID, err := records.Replayed(prev, specHash)
+	old, err := s.replayed(ctx, prev, specHash)
 	if err != nil {
 		return jobs.Job{}, false, err
-	}
-	old, err := s.Get(ctx, prevID)
-	if err != nil {
-		return jobs.Job{}, false, fmt.Errorf("idempotent replay of %s: %w", prevID, err)
 	}
 	return old, true, nil
 }
