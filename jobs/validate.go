@@ -2,9 +2,11 @@ package jobs
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -288,7 +290,7 @@ func validateExec(v *ValidationError, e ExecTrainer) {
 	if len(e.Env) > MaxExecEnv {
 		v.add(p+"env", "at most %d variables", MaxExecEnv)
 	}
-	for _, k := range sortedKeys(e.Env) {
+	for _, k := range slices.Sorted(maps.Keys(e.Env)) {
 		switch {
 		case !envNameRE.MatchString(k):
 			v.add(p+"env."+k, "name must match %s", envNameRE)
@@ -405,7 +407,7 @@ func validateLabels(v *ValidationError, labels map[string]string) {
 	if len(labels) > MaxLabels {
 		v.add("labels", "at most %d labels", MaxLabels)
 	}
-	for _, k := range sortedKeys(labels) {
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
 		if len(k) > MaxLabelKeyLen || !labelKeyRE.MatchString(k) {
 			v.add("labels."+k, "key must be 1-%d letters, digits, '.', '_', '/' or '-'", MaxLabelKeyLen)
 			continue

@@ -3,8 +3,10 @@ package sweep
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -29,7 +31,7 @@ func Apply(template jobs.Spec, params map[string]any) (jobs.Spec, error) {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		return jobs.Spec{}, fmt.Errorf("decode template: %w", err)
 	}
-	for _, k := range sortedKeys(params) {
+	for _, k := range slices.Sorted(maps.Keys(params)) {
 		if !strings.Contains(k, ".") {
 			continue
 		}
@@ -154,7 +156,7 @@ func Format(v any) string {
 func Sample(s Spec, index int) map[string]any {
 	r := rand.New(rand.NewPCG(uint64(s.Seed), uint64(index)))
 	out := make(map[string]any, len(s.Parameters))
-	for _, k := range sortedKeys(s.Parameters) {
+	for _, k := range slices.Sorted(maps.Keys(s.Parameters)) {
 		p := s.Parameters[k]
 		switch p.Type {
 		case Choice:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"regexp"
@@ -203,7 +204,7 @@ func (s Spec) Validate() error {
 	case len(s.Parameters) > MaxParameters:
 		add("parameters", "at most %d parameters", MaxParameters)
 	}
-	for _, k := range sortedKeys(s.Parameters) {
+	for _, k := range slices.Sorted(maps.Keys(s.Parameters)) {
 		fs = append(fs, validateParam(k, s.Parameters[k])...)
 	}
 	if len(fs) == 0 {
@@ -274,7 +275,7 @@ func (s Spec) validateTemplate() []jobs.FieldError {
 		}
 	}
 	base := map[string]any{}
-	for _, k := range sortedKeys(s.Parameters) {
+	for _, k := range slices.Sorted(maps.Keys(s.Parameters)) {
 		p := s.Parameters[k]
 		if !strings.Contains(k, ".") && !used[k] {
 			return []jobs.FieldError{{Field: paramField(k), Reason: "not a spec path, and ${params." + k + "} is not used in template.trainer.exec's command or env"}}
@@ -284,7 +285,7 @@ func (s Spec) validateTemplate() []jobs.FieldError {
 	if _, err := TrialSpec(s, "s-0", s.NumTrials-1, base); err != nil {
 		// Name the parameter whose path alone breaks the template (an
 		// unknown field, an index past the array) rather than the template.
-		for _, k := range sortedKeys(s.Parameters) {
+		for _, k := range slices.Sorted(maps.Keys(s.Parameters)) {
 			if !strings.Contains(k, ".") {
 				continue
 			}
@@ -294,7 +295,7 @@ func (s Spec) validateTemplate() []jobs.FieldError {
 		}
 		return []jobs.FieldError{{Field: "template", Reason: err.Error()}}
 	}
-	for _, k := range sortedKeys(s.Parameters) {
+	for _, k := range slices.Sorted(maps.Keys(s.Parameters)) {
 		p := s.Parameters[k]
 		var vals []any
 		switch p.Type {
@@ -331,15 +332,6 @@ func (p Parameter) value(x float64) any {
 		return int64(x)
 	}
 	return x
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 func clone(m map[string]any) map[string]any {
