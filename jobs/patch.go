@@ -139,18 +139,12 @@ func patchWorkers(w *WorkerRange, raw json.RawMessage) error {
 
 // renameBody names a whole-value decode error after the member it came from.
 func renameBody(err error, field string) error {
-	ve, ok := err.(*ValidationError)
-	if !ok {
-		return err
-	}
-	out := &ValidationError{}
-	for _, f := range ve.Fields {
-		if f.Field == "(body)" {
-			f.Field = field
+	return renameFields(err, func(f string) string {
+		if f == "(body)" {
+			return field
 		}
-		out.Fields = append(out.Fields, f)
-	}
-	return out
+		return f
+	})
 }
 
 func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
@@ -199,13 +193,20 @@ func sameValue(cur, patch json.RawMessage) bool {
 }
 
 func prefixFields(err error, prefix string) error {
+	return renameFields(err, func(f string) string { return prefix + f })
+}
+
+// renameFields is err, when it is a *ValidationError, with every field
+// named again by rename (a new error: err is left as it is); any other
+// error is returned as it is.
+func renameFields(err error, rename func(field string) string) error {
 	ve, ok := err.(*ValidationError)
 	if !ok {
 		return err
 	}
 	out := &ValidationError{}
 	for _, f := range ve.Fields {
-		out.Fields = append(out.Fields, FieldError{Field: prefix + f.Field, Reason: f.Reason})
+		out.Fields = append(out.Fields, FieldError{Field: rename(f.Field), Reason: f.Reason})
 	}
 	return out
 }
