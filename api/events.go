@@ -43,30 +43,15 @@ func (s *Server) jobEvents(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	q, err := parseEventQuery(c)
-	if err != nil {
-		return err
-	}
-	if q.follow {
-		return s.streamEvents(c, j, q.after)
-	}
-	ctx, cancel := s.storeCtx(c)
-	defer cancel()
-	evs, err := s.store.Events(ctx, j.ID, q.after, q.limit)
-	if err != nil {
-		return err
-	}
-	return writeJSON(c, http.StatusOK, EventPage{Events: evs, Next: pageNext(q.after, len(evs), func() string { return evs[len(evs)-1].ID })})
+	return serveLog(s, c, s.jobLog(j), func(evs []jobs.Event, next string) any { return EventPage{Events: evs, Next: next} })
 }
 
-// streamEvents sends the job's log as Server-Sent Events until the client
-// leaves, the server stops, or the job has reached a terminal state and
-// every event up to it has been sent (streamLog).
-func (s *Server) streamEvents(c echo.Context, j jobs.Job, after string) error {
-	woken, unfollow := s.follow.Follow(j.ID)
-	defer unfollow()
-	return streamLog(s, c, after, eventFeed[jobs.Event]{
-		what: "job " + j.ID, woken: woken,
+// jobLog is the job's event log: a stream of it ends after the job's
+// final state change, woken by the server's one job Follower.
+func (s *Server) jobLog(j jobs.Job) eventFeed[jobs.Event] {
+	return eventFeed[jobs.Event]{
+		what:   "job " + j.ID,
+		follow: func() (<-chan struct{}, func()) { return s.follow.Follow(j.ID) },
 		page: func(ctx context.Context, after string, n int) ([]jobs.Event, error) {
 			return s.store.Events(ctx, j.ID, after, n)
 		},
@@ -79,21 +64,46 @@ func (s *Server) streamEvents(c echo.Context, j jobs.Job, after string) error {
 			cur, err := s.store.Get(ctx, j.ID)
 			return err == nil && cur.State.Terminal(), err
 		},
-	})
+	}
 }
 
-// eventFeed is an event log as streamLog sends it: its pages, each event's
-// ID and type, whether an event ends the log (its owner's terminal state),
-// whether the owner has ended (asked when the log is quiet: its terminal
-// event may have been trimmed), and the channel that says the log may
-// have grown (a Follower's).
+// eventFeed is an event log (a job's, a sweep's) as serveLog and
+// streamLog send it: its pages, each event's ID and type, whether an
+// event ends the log (its owner's terminal state), whether the owner has
+// ended (asked when the log is quiet: its terminal event may have been
+// trimmed), and follow, which gives the channel that says the log may
+// have grown (a Follower's) and the func that lets it go.
 type eventFeed[E any] struct {
-	what  string // "job j-1", for the log line when the stream fails
-	woken <-chan struct{}
-	page  func(ctx context.Context, after string, n int) ([]E, error)
-	head  func(E) (id, typ string)
-	ends  func(E) bool
-	ended func(ctx context.Context) (bool, error)
+	what   string // "job j-1", for the log line when the stream fails
+	follow func() (woken <-chan struct{}, unfollow func())
+	page   func(ctx context.Context, after string, n int) ([]E, error)
+	head   func(E) (id, typ string)
+	ends   func(E) bool
+	ended  func(ctx context.Context) (bool, error)
+}
+
+// serveLog answers a request for f's log (parseEventQuery): with follow,
+// Server-Sent Events (streamLog); else one page of it, which pageOf wraps
+// with its next (pageNext) for the JSON answer.
+func serveLog[E any](s *Server, c echo.Context, f eventFeed[E], pageOf func(evs []E, next string) any) error {
+	q, err := parseEventQuery(c)
+	if err != nil {
+		return err
+	}
+	if q.follow {
+		return streamLog(s, c, q.after, f)
+	}
+	ctx, cancel := s.storeCtx(c)
+	defer cancel()
+	evs, err := f.page(ctx, q.after, q.limit)
+	if err != nil {
+		return err
+	}
+	next := pageNext(q.after, len(evs), func() string {
+		id, _ := f.head(evs[len(evs)-1])
+		return id
+	})
+	return writeJSON(c, http.StatusOK, pageOf(evs, next))
 }
 
 // streamLog sends f's log after after as Server-Sent Events until the
@@ -103,6 +113,8 @@ type eventFeed[E any] struct {
 // reads the new events with a short XRANGE; a quiet stream gets a
 // keep-alive comment every SSEKeepAlive.
 func streamLog[E any](s *Server, c echo.Context, after string, f eventFeed[E]) error {
+	woken, unfollow := f.follow()
+	defer unfollow()
 	release, err := s.openStream(c, "; close one or read pages without follow")
 	if err != nil {
 		return err
@@ -126,7 +138,7 @@ func streamLog[E any](s *Server, c echo.Context, after string, f eventFeed[E]) e
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-f.woken:
+		case <-woken:
 		case <-quiet.C:
 			if done, err := f.ended(ctx); err != nil {
 				return nil

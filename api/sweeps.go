@@ -254,31 +254,16 @@ func (s *Server) sweepEvents(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	q, err := parseEventQuery(c)
-	if err != nil {
-		return err
-	}
-	if q.follow {
-		return s.streamSweepEvents(c, sw, q.after)
-	}
-	ctx, cancel := s.storeCtx(c)
-	defer cancel()
-	evs, err := s.cfg.Sweeps.Events(ctx, sw.ID, q.after, q.limit)
-	if err != nil {
-		return err
-	}
-	return writeJSON(c, http.StatusOK, SweepEventPage{Events: evs, Next: pageNext(q.after, len(evs), func() string { return evs[len(evs)-1].ID })})
+	return serveLog(s, c, s.sweepLog(sw), func(evs []sweep.Event, next string) any { return SweepEventPage{Events: evs, Next: next} })
 }
 
-// streamSweepEvents sends the sweep's log as Server-Sent Events until the
-// client leaves, the server stops, or the sweep ended and everything was
-// sent: as a job's stream (streamLog), woken by the server's one sweep
-// Follower, so an idle stream holds no Redis connection.
-func (s *Server) streamSweepEvents(c echo.Context, sw sweep.Sweep, after string) error {
-	woken, unfollow := s.sweepFollow.Follow(sw.ID)
-	defer unfollow()
-	return streamLog(s, c, after, eventFeed[sweep.Event]{
-		what: "sweep " + sw.ID, woken: woken,
+// sweepLog is the sweep's event log: a stream of it ends after the
+// sweep's final state change, woken by the server's one sweep Follower,
+// so that an idle stream holds no Redis connection (as a job's).
+func (s *Server) sweepLog(sw sweep.Sweep) eventFeed[sweep.Event] {
+	return eventFeed[sweep.Event]{
+		what:   "sweep " + sw.ID,
+		follow: func() (<-chan struct{}, func()) { return s.sweepFollow.Follow(sw.ID) },
 		page: func(ctx context.Context, after string, n int) ([]sweep.Event, error) {
 			return s.cfg.Sweeps.Events(ctx, sw.ID, after, n)
 		},
@@ -291,5 +276,5 @@ func (s *Server) streamSweepEvents(c echo.Context, sw sweep.Sweep, after string)
 			cur, err := s.cfg.Sweeps.Get(ctx, sw.ID)
 			return err == nil && cur.State.Terminal(), err
 		},
-	})
+	}
 }
