@@ -95,9 +95,9 @@ func (s *Server) createJob(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	key := c.Request().Header.Get("Idempotency-Key")
-	if len(key) > 255 || strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-		return jobs.Invalid("Idempotency-Key", "at most 255 printable characters")
+	key, err := idempotencyKey(c)
+	if err != nil {
+		return err
 	}
 	spec, err := s.decodeSpec(body) // validation, then the exec policy
 	if err != nil {
@@ -132,6 +132,16 @@ func (s *Server) createJob(c echo.Context) error {
 		return c.JSONBlob(http.StatusCreated, append(raw, '\n'))
 	}
 	return writeJSON(c, http.StatusOK, job)
+}
+
+// idempotencyKey is the request's Idempotency-Key header ("" = none): at
+// most 255 printable characters.
+func idempotencyKey(c echo.Context) (string, error) {
+	key := c.Request().Header.Get("Idempotency-Key")
+	if len(key) > 255 || strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return "", jobs.Invalid("Idempotency-Key", "at most 255 printable characters")
+	}
+	return key, nil
 }
 
 // listJobs godoc

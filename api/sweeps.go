@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/jobs/sweep"
@@ -69,9 +68,9 @@ func (s *Server) createSweep(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	key := c.Request().Header.Get("Idempotency-Key")
-	if len(key) > 255 || strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-		return jobs.Invalid("Idempotency-Key", "at most 255 printable characters")
+	key, err := idempotencyKey(c)
+	if err != nil {
+		return err
 	}
 	var spec sweep.Spec
 	if err := jobs.DecodeStrict(body, &spec); err != nil {
