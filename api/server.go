@@ -116,34 +116,26 @@ func (c Config) Validate() error {
 
 func (c Config) withDefaults() Config {
 	d := DefaultConfig()
-	if c.MaxBodyBytes <= 0 {
-		c.MaxBodyBytes = d.MaxBodyBytes
-	}
-	if c.BodyReadTimeout <= 0 {
-		c.BodyReadTimeout = d.BodyReadTimeout
-	}
-	if c.MaxStreamsPerTenant <= 0 {
-		c.MaxStreamsPerTenant = d.MaxStreamsPerTenant
-	}
-	if c.WriteTimeout <= 0 {
-		c.WriteTimeout = d.WriteTimeout
-	}
-	if c.StreamWriteTimeout <= 0 {
-		c.StreamWriteTimeout = d.StreamWriteTimeout
-	}
-	if c.SSEKeepAlive <= 0 {
-		c.SSEKeepAlive = d.SSEKeepAlive
-	}
-	if c.StoreTimeout <= 0 {
-		c.StoreTimeout = d.StoreTimeout
-	}
-	if c.ShutdownGrace <= 0 {
-		c.ShutdownGrace = d.ShutdownGrace
-	}
+	positiveOr(&c.MaxBodyBytes, d.MaxBodyBytes)
+	positiveOr(&c.BodyReadTimeout, d.BodyReadTimeout)
+	positiveOr(&c.MaxStreamsPerTenant, d.MaxStreamsPerTenant)
+	positiveOr(&c.WriteTimeout, d.WriteTimeout)
+	positiveOr(&c.StreamWriteTimeout, d.StreamWriteTimeout)
+	positiveOr(&c.SSEKeepAlive, d.SSEKeepAlive)
+	positiveOr(&c.StoreTimeout, d.StoreTimeout)
+	positiveOr(&c.ShutdownGrace, d.ShutdownGrace)
 	if c.Now == nil {
 		c.Now = d.Now
 	}
 	return c
+}
+
+// positiveOr sets *v to def unless it is positive (a zero Config field
+// takes the default).
+func positiveOr[T int | int64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 // ClusterView is what GET /v1/cluster needs from the cluster: its capacity.
