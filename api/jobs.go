@@ -91,11 +91,7 @@ const (
 //	@Failure		503				{object}	Problem	"the store is unavailable; Retry-After"
 //	@Router			/v1/jobs [post]
 func (s *Server) createJob(c echo.Context) error {
-	body, err := s.readBody(c, mimeJSON)
-	if err != nil {
-		return err
-	}
-	key, err := idempotencyKey(c)
+	body, key, err := s.readCreate(c)
 	if err != nil {
 		return err
 	}
@@ -134,14 +130,19 @@ func (s *Server) createJob(c echo.Context) error {
 	return writeJSON(c, http.StatusOK, job)
 }
 
-// idempotencyKey is the request's Idempotency-Key header ("" = none): at
-// most 255 printable characters.
-func idempotencyKey(c echo.Context) (string, error) {
-	key := c.Request().Header.Get("Idempotency-Key")
-	if len(key) > 255 || strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-		return "", jobs.Invalid("Idempotency-Key", "at most 255 printable characters")
+// readCreate reads a create request (a job's, a sweep's): its JSON body
+// and its Idempotency-Key header ("" = none), at most 255 printable
+// characters.
+func (s *Server) readCreate(c echo.Context) (body []byte, key string, err error) {
+	body, err = s.readBody(c, mimeJSON)
+	if err != nil {
+		return nil, "", err
 	}
-	return key, nil
+	key = c.Request().Header.Get("Idempotency-Key")
+	if len(key) > 255 || strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return nil, "", jobs.Invalid("Idempotency-Key", "at most 255 printable characters")
+	}
+	return body, key, nil
 }
 
 // listJobs godoc

@@ -64,11 +64,7 @@ func (s *Server) createSweep(c echo.Context) error {
 	if s.cfg.Sweeps == nil {
 		return errNoSweeps
 	}
-	body, err := s.readBody(c, mimeJSON)
-	if err != nil {
-		return err
-	}
-	key, err := idempotencyKey(c)
+	body, key, err := s.readCreate(c)
 	if err != nil {
 		return err
 	}
