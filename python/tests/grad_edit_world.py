@@ -36,7 +36,7 @@ import torch.distributed as dist  # noqa: E402
 from torch.cuda.amp.grad_scaler import _refresh_per_optimizer_state  # noqa: E402
 
 import edl.torch as et  # noqa: E402
-from worlds import hand_driven, join, start_step  # noqa: E402
+from worlds import hand_driven, join, start_step, step_without_batch  # noqa: E402
 
 # The habit "from torch.nn.utils import clip_grad_norm_" after edl.torch's import.
 from torch.nn.utils import clip_grad_norm_  # noqa: E402
@@ -155,8 +155,7 @@ for s in range(STEPS):
         print("ok", rank, "failed:", type(out.failed).__name__)
         sys.exit(0)
     if n == 0:
-        state.optimizer.zero_grad(set_to_none=False)
-        ctx._collective(state, zero=True)
+        step_without_batch(ctx, state)
     else:
         if mode == "accum":
             for part in (slice(mine.start, mine.start + 1), slice(mine.start + 1, mine.stop)):

@@ -30,7 +30,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 import edl.torch as et  # noqa: E402
-from worlds import hand_driven, join, start_step  # noqa: E402
+from worlds import hand_driven, join, start_step, step_without_batch  # noqa: E402
 
 rank, mode = join()
 
@@ -113,8 +113,7 @@ for s in range(STEPS):
         print("ok", rank, "failed:", type(out.failed).__name__)
         sys.exit(0)
     if n == 0:
-        state.optimizer.zero_grad(set_to_none=False)
-        ctx._collective(state, zero=True)
+        step_without_batch(ctx, state)
     else:
         batch(m, o1, o2, x[mine], z[mine], ctx)
         ctx._batch_done(out)

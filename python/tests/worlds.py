@@ -1,7 +1,8 @@
 """Two real gloo ranks of a test program (grad_edit_world.py,
 multi_opt_world.py), run as two processes that meet on a loopback port:
-world_of_two starts them; join, hand_driven and start_step are the ranks'
-side, which drives the package's step by hand (no worker)."""
+world_of_two starts them; join, hand_driven, start_step and
+step_without_batch are the ranks' side, which drives the package's step
+by hand (no worker)."""
 
 import datetime
 import os
@@ -82,3 +83,10 @@ def start_step(ctx, state, rank, zero):
     ctx._pending = (meta, n, out)
     ctx._start_meta(meta, out, state)
     return mine, n, out
+
+
+def step_without_batch(ctx, state):
+    """A started step's rest on a rank that has no samples in it: it takes
+    part in the gradient all-reduce with zeros, as _generation does."""
+    state.optimizer.zero_grad(set_to_none=False)
+    ctx._collective(state, zero=True)
