@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """Plain torch DDP on a fixed world, no edl: the baseline of `edl bench torch --scenarios steady`.
 
-The model, data set, optimizer and batch are train_live.py's (imported from
-it, so they cannot drift apart): the 1.6M-parameter MLP, SGD with momentum,
-the fixed synthetic data set, --batch the global batch split over the ranks
-as edl's fixed_global policy does (the first batch % world ranks one more).
+The model, data set, optimizer and batch, and their options, are
+train_live.py's (imported from it, so they cannot drift apart): the
+1.6M-parameter MLP, SGD with momentum, the fixed synthetic data set,
+--batch the global batch split over the ranks as edl's fixed_global policy
+does (the first batch % world ranks one more).
 Step s on rank r takes the next contiguous ids of the data set. Gradients
 are averaged by DistributedDataParallel (gloo on CPU, NCCL with
 --device cuda), started by torchrun or by any launcher that sets RANK,
@@ -34,18 +35,14 @@ import torch.distributed as dist  # noqa: E402
 import torch.nn as nn  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 
-from train_live import Synthetic, make_model  # noqa: E402
+from train_live import Synthetic, add_training_args, make_model  # noqa: E402
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--samples", type=int, default=60000, help="data set size")
-    p.add_argument("--batch", type=int, default=48, help="global batch")
-    p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--momentum", type=float, default=0.9)
-    p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--hidden", type=str, default="1024,1024,256", help="hidden layer widths")
+    add_training_args(p)
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     p.add_argument("--device", type=str, default="cpu", help="cpu, or cuda (NCCL; the model and batches on the GPU)")
     p.add_argument("--timeout", type=float, default=60, help="collective timeout, seconds")

@@ -41,15 +41,21 @@ import edl.torch as et  # noqa: E402
 FEATURES, CLASSES = 256, 10
 
 
-def parse_args():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--samples", type=int, default=60000, help="data set size (the job's trainer.exec.dataset.samples)")
-    p.add_argument("--epochs", type=int, default=1)
+def add_training_args(p):
+    """The options of the batch, the optimizer and the model (steady_ddp.py
+    takes them from here)."""
     p.add_argument("--batch", type=int, default=48, help="global batch")
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--hidden", type=str, default="1024,1024,256", help="hidden layer widths")
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--samples", type=int, default=60000, help="data set size (the job's trainer.exec.dataset.samples)")
+    p.add_argument("--epochs", type=int, default=1)
+    add_training_args(p)
     p.add_argument("--step-sleep", type=float, default=0.0, help="seconds to sleep after each step (tests)")
     p.add_argument("--step-sleep-while", default="", help="with --step-sleep: sleep only while this file exists (tests: slow while the test acts, full speed after)")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")

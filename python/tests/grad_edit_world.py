@@ -24,7 +24,6 @@ clip (an EdlError), "fail" rank 1 dies after the metadata all-reduce of
 the first step: rank 0's clip meets the failed gradient all-reduce.
 """
 
-import datetime
 import math
 import os
 import sys
@@ -37,15 +36,12 @@ import torch.distributed as dist  # noqa: E402
 from torch.cuda.amp.grad_scaler import _refresh_per_optimizer_state  # noqa: E402
 
 import edl.torch as et  # noqa: E402
-from edl import protocol  # noqa: E402
+from worlds import hand_driven, join, start_step, step_without_batch  # noqa: E402
 
 # The habit "from torch.nn.utils import clip_grad_norm_" after edl.torch's import.
 from torch.nn.utils import clip_grad_norm_  # noqa: E402
 
-rank, port, mode = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-timeout = 30  # a dead peer fails the collective at once (connection closed): no need to wait for it
-store = dist.TCPStore("127.0.0.1", port, 2, rank == 0, timeout=datetime.timedelta(seconds=timeout))
-dist.init_process_group("gloo", store=store, rank=rank, world_size=2, timeout=datetime.timedelta(seconds=timeout))
+rank, mode = join()
 
 SCALED = ("scaler", "overflow", "zero_overflow")
 STEPS, MAX_NORM, MAX_VALUE, LR = 4, 0.05, 0.02, 0.5
@@ -139,24 +135,12 @@ def reference():
 ref = reference()
 m, opt = make()
 state = et.State(model=m, optimizer=opt)
-ctx = et.Context(None, timeout, standalone=True)  # no worker: drive the steps by hand
-ctx.standalone, ctx.rank, ctx.world = False, rank, 2
-ctx._wrap(state)
-et._running.append(ctx)  # what steps() does while its loop runs
+ctx = hand_driven(state, rank)
 scaler = CPUScaler() if mode in SCALED else None
 for s in range(STEPS):
     x, y = X[4 * s:4 * s + 4], Y[4 * s:4 * s + 4]
-    if mode.startswith("zero"):
-        mine = slice(0, 4) if rank == 0 else slice(4, 4)
-    else:
-        mine = slice(0, 3) if rank == 0 else slice(3, 4)
+    mine, n, out = start_step(ctx, state, rank, zero=mode.startswith("zero"))
     k = mine.stop - mine.start
-    share = {"part": rank, "start": 0, "end": k, "first": 0} if k else {"part": -1, "start": 0, "end": 0, "first": 0}
-    meta = [0.0] * protocol.meta_len(2)
-    n = protocol.fill_meta(meta, rank, share)
-    out = et._Outcome()
-    ctx._pending = (meta, n, out)
-    ctx._start_meta(meta, out, state)
     if mode == "fail":
         before = [p.detach().clone() for p in m.parameters()]
         if rank == 1:
@@ -171,8 +155,7 @@ for s in range(STEPS):
         print("ok", rank, "failed:", type(out.failed).__name__)
         sys.exit(0)
     if n == 0:
-        state.optimizer.zero_grad(set_to_none=False)
-        ctx._collective(state, zero=True)
+        step_without_batch(ctx, state)
     else:
         if mode == "accum":
             for part in (slice(mine.start, mine.start + 1), slice(mine.start + 1, mine.stop)):

@@ -21,7 +21,6 @@ same with rank 1 empty; "fail": rank 1 dies after D's gradient all-reduce,
 rank 0's G all-reduce fails and D's update is undone.
 """
 
-import datetime
 import os
 import sys
 
@@ -31,12 +30,9 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 import edl.torch as et  # noqa: E402
-from edl import protocol  # noqa: E402
+from worlds import hand_driven, join, start_step, step_without_batch  # noqa: E402
 
-rank, port, mode = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-timeout = 30  # a dead peer fails the collective at once (connection closed): no need to wait for it
-store = dist.TCPStore("127.0.0.1", port, 2, rank == 0, timeout=datetime.timedelta(seconds=timeout))
-dist.init_process_group("gloo", store=store, rank=rank, world_size=2, timeout=datetime.timedelta(seconds=timeout))
+rank, mode = join()
 
 STEPS, MAX_NORM = 4, 0.05
 torch.manual_seed(1)
@@ -95,21 +91,11 @@ def reference():
 ref = reference()
 m, o1, o2 = make()
 state = et.State(model=m, optimizer=[o1, o2]) if mode.startswith(("gan", "fail")) else et.State(model=m, optimizers=[o1, o2])
-ctx = et.Context(None, timeout, standalone=True)  # no worker: drive the steps by hand
-ctx.standalone, ctx.rank, ctx.world = False, rank, 2
-ctx._wrap(state)
-et._running.append(ctx)  # what steps() does while its loop runs
+ctx = hand_driven(state, rank)
 for s in range(STEPS):
     x, z = X[4 * s:4 * s + 4], Z[4 * s:4 * s + 4]
-    mine = (slice(0, 4) if rank == 0 else slice(4, 4)) if mode.endswith("_zero") else \
-        (slice(0, 3) if rank == 0 else slice(3, 4))
+    mine, n, out = start_step(ctx, state, rank, zero=mode.endswith("_zero"))
     k = mine.stop - mine.start
-    share = {"part": rank, "start": 0, "end": k, "first": 0} if k else {"part": -1, "start": 0, "end": 0, "first": 0}
-    meta = [0.0] * protocol.meta_len(2)
-    n = protocol.fill_meta(meta, rank, share)
-    out = et._Outcome()
-    ctx._pending = (meta, n, out)
-    ctx._start_meta(meta, out, state)
     if mode == "fail":
         before = snapshot(m, o1, o2)
         if rank == 1:
@@ -127,8 +113,7 @@ for s in range(STEPS):
         print("ok", rank, "failed:", type(out.failed).__name__)
         sys.exit(0)
     if n == 0:
-        state.optimizer.zero_grad(set_to_none=False)
-        ctx._collective(state, zero=True)
+        step_without_batch(ctx, state)
     else:
         batch(m, o1, o2, x[mine], z[mine], ctx)
         ctx._batch_done(out)

@@ -42,47 +42,37 @@ func detectAVX() (avx2, f16c bool) {
 	return b&(1<<5) != 0, c&f16 != 0
 }
 
-func encodeHalf(dst []uint16, src []float32) {
-	dst = dst[:len(src)]
-	if n := len(src) &^ 15; hasF16C && n > 0 {
-		encodeHalfF16C(&dst[0], &src[0], n)
+// vectorized runs kernel, when the CPU has it, on the leading whole blocks
+// of dst and src (len(dst) elements of each), and tail on the rest.
+func vectorized[D, S any](dst []D, src []S, block int, have bool, kernel func(dst *D, src *S, n int), tail func(dst []D, src []S)) {
+	src = src[:len(dst)]
+	if n := len(dst) &^ (block - 1); have && n > 0 {
+		kernel(&dst[0], &src[0], n)
 		dst, src = dst[n:], src[n:]
 	}
-	encodeHalfGo(dst, src)
+	tail(dst, src)
+}
+
+func encodeHalf(dst []uint16, src []float32) {
+	vectorized(dst[:len(src)], src, 16, hasF16C, encodeHalfF16C, encodeHalfGo)
 }
 
 func decodeHalf(dst []float32, src []uint16) {
-	src = src[:len(dst)]
-	if n := len(dst) &^ 15; hasF16C && n > 0 {
-		decodeHalfF16C(&dst[0], &src[0], n)
-		dst, src = dst[n:], src[n:]
-	}
-	decodeHalfGo(dst, src)
+	vectorized(dst, src, 16, hasF16C, decodeHalfF16C, decodeHalfGo)
 }
 
 func addHalf(dst []float32, src []uint16, k float32) {
-	src = src[:len(dst)]
-	if n := len(dst) &^ 15; hasF16C && n > 0 {
-		addHalfF16C(&dst[0], &src[0], n, k)
-		dst, src = dst[n:], src[n:]
-	}
-	addHalfGo(dst, src, k)
+	vectorized(dst, src, 16, hasF16C,
+		func(dst *float32, src *uint16, n int) { addHalfF16C(dst, src, n, k) },
+		func(dst []float32, src []uint16) { addHalfGo(dst, src, k) })
 }
 
 func addTo(dst, src []float32) {
-	src = src[:len(dst)]
-	if n := len(dst) &^ 31; hasAVX2 && n > 0 {
-		addAVX2(&dst[0], &src[0], n)
-		dst, src = dst[n:], src[n:]
-	}
-	addToGo(dst, src)
+	vectorized(dst, src, 32, hasAVX2, addAVX2, addToGo)
 }
 
 func addScaledTo(dst, src []float32, k float32) {
-	src = src[:len(dst)]
-	if n := len(dst) &^ 31; hasAVX2 && n > 0 {
-		addScaledAVX2(&dst[0], &src[0], n, k)
-		dst, src = dst[n:], src[n:]
-	}
-	addScaledToGo(dst, src, k)
+	vectorized(dst, src, 32, hasAVX2,
+		func(dst, src *float32, n int) { addScaledAVX2(dst, src, n, k) },
+		func(dst, src []float32) { addScaledToGo(dst, src, k) })
 }

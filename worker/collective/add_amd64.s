@@ -1,5 +1,37 @@
 #include "textflag.h"
 
+// SUM32: Y0..Y3 = the 32 floats at DI plus the 32 at SI.
+#define SUM32 \
+	VMOVUPS 0(DI), Y0; \
+	VMOVUPS 32(DI), Y1; \
+	VMOVUPS 64(DI), Y2; \
+	VMOVUPS 96(DI), Y3; \
+	VADDPS  0(SI), Y0, Y0; \
+	VADDPS  32(SI), Y1, Y1; \
+	VADDPS  64(SI), Y2, Y2; \
+	VADDPS  96(SI), Y3, Y3
+
+// PUT32 stores Y0..Y3 at DI and moves DI and SI on by 32 floats.
+#define PUT32 \
+	VMOVUPS Y0, 0(DI); \
+	VMOVUPS Y1, 32(DI); \
+	VMOVUPS Y2, 64(DI); \
+	VMOVUPS Y3, 96(DI); \
+	ADDQ    $128, DI; \
+	ADDQ    $128, SI
+
+// HALF16: Y0:Y1 = the 16 halves at SI, as floats.
+#define HALF16 \
+	VCVTPH2PS 0(SI), Y0; \
+	VCVTPH2PS 16(SI), Y1
+
+// PUT16 stores Y0:Y1 at DI and moves SI on by 16 halves, DI by 16 floats.
+#define PUT16 \
+	VMOVUPS Y0, 0(DI); \
+	VMOVUPS Y1, 32(DI); \
+	ADDQ    $32, SI; \
+	ADDQ    $64, DI
+
 // func addAVX2(dst, src *float32, n int)
 // dst[i] += src[i] for i < n; n is a multiple of 32.
 TEXT ·addAVX2(SB), NOSPLIT, $0-24
@@ -10,22 +42,10 @@ TEXT ·addAVX2(SB), NOSPLIT, $0-24
 	JZ   addDone
 
 addLoop:
-	VMOVUPS 0(DI), Y0
-	VMOVUPS 32(DI), Y1
-	VMOVUPS 64(DI), Y2
-	VMOVUPS 96(DI), Y3
-	VADDPS  0(SI), Y0, Y0
-	VADDPS  32(SI), Y1, Y1
-	VADDPS  64(SI), Y2, Y2
-	VADDPS  96(SI), Y3, Y3
-	VMOVUPS Y0, 0(DI)
-	VMOVUPS Y1, 32(DI)
-	VMOVUPS Y2, 64(DI)
-	VMOVUPS Y3, 96(DI)
-	ADDQ    $128, DI
-	ADDQ    $128, SI
-	DECQ    CX
-	JNZ     addLoop
+	SUM32
+	PUT32
+	DECQ CX
+	JNZ  addLoop
 
 addDone:
 	VZEROUPPER
@@ -42,24 +62,12 @@ TEXT ·addScaledAVX2(SB), NOSPLIT, $0-28
 	JZ           scaledDone
 
 scaledLoop:
-	VMOVUPS 0(DI), Y0
-	VMOVUPS 32(DI), Y1
-	VMOVUPS 64(DI), Y2
-	VMOVUPS 96(DI), Y3
-	VADDPS  0(SI), Y0, Y0
-	VADDPS  32(SI), Y1, Y1
-	VADDPS  64(SI), Y2, Y2
-	VADDPS  96(SI), Y3, Y3
+	SUM32
 	VMULPS  Y4, Y0, Y0
 	VMULPS  Y4, Y1, Y1
 	VMULPS  Y4, Y2, Y2
 	VMULPS  Y4, Y3, Y3
-	VMOVUPS Y0, 0(DI)
-	VMOVUPS Y1, 32(DI)
-	VMOVUPS Y2, 64(DI)
-	VMOVUPS Y3, 96(DI)
-	ADDQ    $128, DI
-	ADDQ    $128, SI
+	PUT32
 	DECQ    CX
 	JNZ     scaledLoop
 
@@ -124,29 +132,21 @@ TEXT ·addHalfF16C(SB), NOSPLIT, $0-28
 	JEQ          ahPlain
 
 ahScaled:
-	VCVTPH2PS 0(SI), Y0
-	VCVTPH2PS 16(SI), Y1
+	HALF16
 	VADDPS    0(DI), Y0, Y0
 	VADDPS    32(DI), Y1, Y1
 	VMULPS    Y4, Y0, Y0
 	VMULPS    Y4, Y1, Y1
-	VMOVUPS   Y0, 0(DI)
-	VMOVUPS   Y1, 32(DI)
-	ADDQ      $32, SI
-	ADDQ      $64, DI
+	PUT16
 	DECQ      CX
 	JNZ       ahScaled
 	JMP       ahDone
 
 ahPlain:
-	VCVTPH2PS 0(SI), Y0
-	VCVTPH2PS 16(SI), Y1
+	HALF16
 	VADDPS    0(DI), Y0, Y0
 	VADDPS    32(DI), Y1, Y1
-	VMOVUPS   Y0, 0(DI)
-	VMOVUPS   Y1, 32(DI)
-	ADDQ      $32, SI
-	ADDQ      $64, DI
+	PUT16
 	DECQ      CX
 	JNZ       ahPlain
 
@@ -164,14 +164,10 @@ TEXT ·decodeHalfF16C(SB), NOSPLIT, $0-24
 	JZ   decDone
 
 decLoop:
-	VCVTPH2PS 0(SI), Y0
-	VCVTPH2PS 16(SI), Y1
-	VMOVUPS   Y0, 0(DI)
-	VMOVUPS   Y1, 32(DI)
-	ADDQ      $32, SI
-	ADDQ      $64, DI
-	DECQ      CX
-	JNZ       decLoop
+	HALF16
+	PUT16
+	DECQ CX
+	JNZ  decLoop
 
 decDone:
 	VZEROUPPER

@@ -2,6 +2,26 @@
 
 #include "textflag.h"
 
+// The kernels walk their slices in blocks of 16 floats (two 8-lane
+// registers) while 16 remain, then one block of 8, then one float at a time.
+// AX is the index; R8..R11 point at x0..x3 (at x alone in dot1).
+
+// FMA4(OP, M0, D0, ..., M3, D3): Dk += Mk * xk from AX on, k = 0..3 in that
+// order; OP picks the width: VFMADD231PS 8 floats, VFMADD231SS one.
+#define FMA4(OP, M0, D0, M1, D1, M2, D2, M3, D3) \
+	OP (R8)(AX*4), M0, D0; \
+	OP (R9)(AX*4), M1, D1; \
+	OP (R10)(AX*4), M2, D2; \
+	OP (R11)(AX*4), M3, D3
+
+// AXPY4(OP, Y, A0, A1, A2, A3): Y += Ak * xk, k = 0..3 in that order.
+#define AXPY4(OP, Y, A0, A1, A2, A3) FMA4(OP, A0, Y, A1, Y, A2, Y, A3, Y)
+
+// AXPY16(X, A): Y4:Y5 += A * the 16 floats of X from AX on.
+#define AXPY16(X, A) \
+	VFMADD231PS (X)(AX*4), A, Y4; \
+	VFMADD231PS 32(X)(AX*4), A, Y5
+
 // func axpy4AVX2(y, x0, x1, x2, x3 []float32, a0, a1, a2, a3 float32)
 // y[j] = fma(a3, x3[j], fma(a2, x2[j], fma(a1, x1[j], fma(a0, x0[j], y[j]))))
 TEXT ·axpy4AVX2(SB), NOSPLIT, $0-136
@@ -24,14 +44,10 @@ axpy16:
 	JGE  axpy8
 	VMOVUPS (DI)(AX*4), Y4
 	VMOVUPS 32(DI)(AX*4), Y5
-	VFMADD231PS (R8)(AX*4), Y0, Y4
-	VFMADD231PS 32(R8)(AX*4), Y0, Y5
-	VFMADD231PS (R9)(AX*4), Y1, Y4
-	VFMADD231PS 32(R9)(AX*4), Y1, Y5
-	VFMADD231PS (R10)(AX*4), Y2, Y4
-	VFMADD231PS 32(R10)(AX*4), Y2, Y5
-	VFMADD231PS (R11)(AX*4), Y3, Y4
-	VFMADD231PS 32(R11)(AX*4), Y3, Y5
+	AXPY16(R8, Y0)
+	AXPY16(R9, Y1)
+	AXPY16(R10, Y2)
+	AXPY16(R11, Y3)
 	VMOVUPS Y4, (DI)(AX*4)
 	VMOVUPS Y5, 32(DI)(AX*4)
 	ADDQ $16, AX
@@ -43,10 +59,7 @@ axpy8:
 	CMPQ AX, DX
 	JGE  axpy1
 	VMOVUPS (DI)(AX*4), Y4
-	VFMADD231PS (R8)(AX*4), Y0, Y4
-	VFMADD231PS (R9)(AX*4), Y1, Y4
-	VFMADD231PS (R10)(AX*4), Y2, Y4
-	VFMADD231PS (R11)(AX*4), Y3, Y4
+	AXPY4(VFMADD231PS, Y4, Y0, Y1, Y2, Y3)
 	VMOVUPS Y4, (DI)(AX*4)
 	ADDQ $8, AX
 
@@ -54,10 +67,7 @@ axpy1:
 	CMPQ AX, CX
 	JGE  axpydone
 	VMOVSS (DI)(AX*4), X4
-	VFMADD231SS (R8)(AX*4), X0, X4
-	VFMADD231SS (R9)(AX*4), X1, X4
-	VFMADD231SS (R10)(AX*4), X2, X4
-	VFMADD231SS (R11)(AX*4), X3, X4
+	AXPY4(VFMADD231SS, X4, X0, X1, X2, X3)
 	VMOVSS X4, (DI)(AX*4)
 	INCQ AX
 	JMP  axpy1
@@ -73,6 +83,15 @@ axpydone:
 	VADDPS T, X, X; \
 	VHADDPS X, X, X; \
 	VHADDPS X, X, X
+
+// DOT4(OP, W, S0, S1, S2, S3): Sk += W * xk, k = 0..3 in that order.
+#define DOT4(OP, W, S0, S1, S2, S3) FMA4(OP, W, S0, W, S1, W, S2, W, S3)
+
+// DOT16(X, S, T): S += Y8 * X and T += Y9 * X's next 8 floats from AX on
+// (Y8:Y9 holding w's 16 floats there).
+#define DOT16(X, S, T) \
+	VFMADD231PS (X)(AX*4), Y8, S; \
+	VFMADD231PS 32(X)(AX*4), Y9, T
 
 // func dot4AVX2(w, x0, x1, x2, x3 []float32) (s0, s1, s2, s3 float32)
 // Each sum: two 8-lane accumulators over blocks of 16, the second folded
@@ -103,14 +122,10 @@ dot4x16:
 	JGE  dot4x8
 	VMOVUPS (SI)(AX*4), Y8
 	VMOVUPS 32(SI)(AX*4), Y9
-	VFMADD231PS (R8)(AX*4), Y8, Y0
-	VFMADD231PS 32(R8)(AX*4), Y9, Y4
-	VFMADD231PS (R9)(AX*4), Y8, Y1
-	VFMADD231PS 32(R9)(AX*4), Y9, Y5
-	VFMADD231PS (R10)(AX*4), Y8, Y2
-	VFMADD231PS 32(R10)(AX*4), Y9, Y6
-	VFMADD231PS (R11)(AX*4), Y8, Y3
-	VFMADD231PS 32(R11)(AX*4), Y9, Y7
+	DOT16(R8, Y0, Y4)
+	DOT16(R9, Y1, Y5)
+	DOT16(R10, Y2, Y6)
+	DOT16(R11, Y3, Y7)
 	ADDQ $16, AX
 	JMP  dot4x16
 
@@ -124,10 +139,7 @@ dot4x8:
 	CMPQ AX, DX
 	JGE  dot4h
 	VMOVUPS (SI)(AX*4), Y8
-	VFMADD231PS (R8)(AX*4), Y8, Y0
-	VFMADD231PS (R9)(AX*4), Y8, Y1
-	VFMADD231PS (R10)(AX*4), Y8, Y2
-	VFMADD231PS (R11)(AX*4), Y8, Y3
+	DOT4(VFMADD231PS, Y8, Y0, Y1, Y2, Y3)
 	ADDQ $8, AX
 
 dot4h:
@@ -140,10 +152,7 @@ dot4x1:
 	CMPQ AX, CX
 	JGE  dot4done
 	VMOVSS (SI)(AX*4), X8
-	VFMADD231SS (R8)(AX*4), X8, X0
-	VFMADD231SS (R9)(AX*4), X8, X1
-	VFMADD231SS (R10)(AX*4), X8, X2
-	VFMADD231SS (R11)(AX*4), X8, X3
+	DOT4(VFMADD231SS, X8, X0, X1, X2, X3)
 	INCQ AX
 	JMP  dot4x1
 
@@ -171,8 +180,7 @@ dot1x16:
 	JGE  dot1x8
 	VMOVUPS (SI)(AX*4), Y8
 	VMOVUPS 32(SI)(AX*4), Y9
-	VFMADD231PS (R8)(AX*4), Y8, Y0
-	VFMADD231PS 32(R8)(AX*4), Y9, Y4
+	DOT16(R8, Y0, Y4)
 	ADDQ $16, AX
 	JMP  dot1x16
 
