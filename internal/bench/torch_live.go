@@ -282,14 +282,6 @@ func lastBytes(b []byte, n int) string {
 	return strings.TrimSpace(s)
 }
 
-func init() {
-	registerBench(benchmark{
-		name:    "torch-live",
-		summary: "live mode (the edl Python package): the survivors' stall at a join, leave or kill, and the sample accounting",
-		run:     benchTorchLiveCmd,
-	})
-}
-
 // benchTorchLiveCmd is `edl bench torch-live`: benchTorchLive for the
 // scenarios given, one JSON line each (the lines `edl bench torch` prints
 // for system "edl-live").
