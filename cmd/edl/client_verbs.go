@@ -285,19 +285,10 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "edl cancel ID"
 	fs := newVerb("cancel", usage, "Cancels the job: it goes cancelling at once and cancelled when its workers are gone.", stderr, true)
-	c, p, err := fs.openJob(args)
-	if err != nil {
-		return err
-	}
-	var j jobs.Job
-	if err := c.call(ctx, http.MethodDelete, p, nil, nil, &j); err != nil {
-		return err
-	}
-	if fs.json() {
-		return writeJSONOut(stdout, j)
-	}
-	fmt.Fprintf(stdout, "%s %s\n", j.ID, j.State)
-	return nil
+	return callAndShow(ctx, fs, args, stdout, http.MethodDelete, jobPath, func(j jobs.Job) error {
+		fmt.Fprintf(stdout, "%s %s\n", j.ID, j.State)
+		return nil
+	})
 }
 
 func listCheckpoints(ctx context.Context, c *client, id string) ([]api.Checkpoint, error) {
@@ -315,23 +306,14 @@ func listCheckpoints(ctx context.Context, c *client, id string) ([]api.Checkpoin
 func runCheckpoints(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "edl checkpoints ID [-o table|json]"
 	fs := newVerb("checkpoints", usage, "Lists the job's committed checkpoints, newest first.", stderr, true)
-	c, pos, err := fs.open(args, 1)
-	if err != nil {
-		return err
-	}
-	list, err := listCheckpoints(ctx, c, pos[0])
-	if err != nil {
-		return err
-	}
-	if fs.json() {
-		return writeJSONOut(stdout, api.CheckpointList{Checkpoints: list})
-	}
-	t := newTable(stdout, "STEP", "EPOCH", "GENERATION", "WORLD", "SIZE", "CREATED")
-	for _, ck := range list {
-		t.row(strconv.FormatInt(ck.Step, 10), strconv.Itoa(ck.Epoch), strconv.FormatInt(ck.Generation, 10),
-			strconv.Itoa(ck.WorldSize), strconv.FormatInt(ck.SizeBytes, 10), ck.CreatedAt.Local().Format(time.RFC3339))
-	}
-	return t.flush()
+	return callAndShow(ctx, fs, args, stdout, http.MethodGet, jobPath, func(l api.CheckpointList) error {
+		t := newTable(stdout, "STEP", "EPOCH", "GENERATION", "WORLD", "SIZE", "CREATED")
+		for _, ck := range l.Checkpoints {
+			t.row(strconv.FormatInt(ck.Step, 10), strconv.Itoa(ck.Epoch), strconv.FormatInt(ck.Generation, 10),
+				strconv.Itoa(ck.WorldSize), strconv.FormatInt(ck.SizeBytes, 10), ck.CreatedAt.Local().Format(time.RFC3339))
+		}
+		return t.flush()
+	}, "/checkpoints")
 }
 
 func runModel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
