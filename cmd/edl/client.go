@@ -443,6 +443,7 @@ func isAPIError(err error, status int) bool {
 // --server and --token (into cf) and, for a verb that prints, -o (out).
 type verb struct {
 	*flag.FlagSet
+	name  string
 	usage string
 	cf    clientFlags
 	out   outputFlag
@@ -450,7 +451,7 @@ type verb struct {
 
 // newVerb makes a verb's flag set; output adds -o table|json.
 func newVerb(name, usage, summary string, stderr io.Writer, output bool) *verb {
-	v := &verb{FlagSet: newVerbFlagSet(name, usage, summary, stderr), usage: usage}
+	v := &verb{FlagSet: newVerbFlagSet(name, usage, summary, stderr), name: name, usage: usage}
 	v.cf.add(v.FlagSet)
 	if output {
 		addOutputFlag(v.FlagSet, &v.out)

@@ -56,16 +56,8 @@ func runSweepSubmit(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs := newVerb("sweep submit", usage, "Submits the sweep spec in FILE (JSON; - reads stdin) and prints the sweep's ID.", stderr, true)
 	watch := fs.Bool("watch", false, "follow the sweep until it ends, like 'edl sweep watch'")
 	key := fs.String("idempotency-key", "", "makes a retried submit return the same sweep")
-	c, pos, err := fs.open(args, 1)
-	if err != nil {
-		return err
-	}
-	body, err := readSpec("sweep submit", pos[0], "a sweep spec: see examples/sweep.json")
-	if err != nil {
-		return err
-	}
 	var sw sweep.Sweep
-	raw, replay, err := c.postIdempotent(ctx, "/v1/sweeps", body, *key, "sweep submit", &sw)
+	c, raw, replay, err := fs.submitSpec(ctx, args, "/v1/sweeps", "a sweep spec: see examples/sweep.json", *key, &sw)
 	if err != nil {
 		return err
 	}
