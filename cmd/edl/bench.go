@@ -8,15 +8,16 @@ import (
 	"github.com/edl-nomad/edl/internal/bench"
 )
 
-// benchSummary is `edl bench`'s line in `edl --help` (main.go's table
-// names bench.Summary through it: only this file imports internal/bench).
-const benchSummary = bench.Summary
-
-// runBench is `edl bench`, which lives in internal/bench; this file only
-// lends it `edl dev`, started in this process exactly as the dev command
-// starts it.
-func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return bench.Run(ctx, bench.Env{StartDev: startBenchDev}, args, stdout, stderr)
+// `edl bench` lives in internal/bench; this file only lends it `edl dev`,
+// started in this process exactly as the dev command starts it.
+func init() {
+	register(command{
+		name:    "bench",
+		summary: bench.Summary,
+		run: func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+			return bench.Run(ctx, bench.Env{StartDev: startBenchDev}, args, stdout, stderr)
+		},
+	})
 }
 
 func startBenchDev(ctx context.Context, c bench.DevConfig, log *slog.Logger) (*bench.Dev, error) {

@@ -17,6 +17,10 @@ import (
 	"github.com/edl-nomad/edl/jobs/sweep"
 )
 
+func init() {
+	register(command{name: "sweep", summary: "hyperparameter sweeps: edl sweep submit|get|ls|watch|cancel", run: runSweepVerb})
+}
+
 const sweepUsage = "edl sweep submit FILE | get ID | ls | watch ID | cancel ID  [flags]"
 
 func runSweepVerb(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -19,6 +19,16 @@ import (
 	"github.com/edl-nomad/edl/jobs"
 )
 
+func init() {
+	register(command{name: "submit", summary: "submit a job spec (JSON file, - for stdin); --watch follows it", run: runSubmit})
+	register(command{name: "ls", summary: "list your jobs (--status, --label)", run: runLs})
+	register(command{name: "get", summary: "show one job", run: runGet})
+	register(command{name: "scale", summary: "pin a job to N workers (0 hands it back to the planner)", run: runScale})
+	register(command{name: "cancel", summary: "cancel a job", run: runCancel})
+	register(command{name: "checkpoints", summary: "list a job's committed checkpoints", run: runCheckpoints})
+	register(command{name: "model", summary: "download a checkpoint's model (-o FILE), SHA-256 checked", run: runModel})
+}
+
 // labelFlags is a repeatable --label k=v.
 type labelFlags []string
 

@@ -17,6 +17,12 @@ import (
 	"github.com/schollz/progressbar/v3"
 )
 
+func init() {
+	register(command{name: "watch", summary: "follow a job live (progress bar, events) until it ends; exits with its status", run: runWatch})
+	register(command{name: "events", summary: "a job's event log (-f follows it)", run: runEvents})
+	register(command{name: "logs", summary: "a job's program output (exec mode; -f follows, --worker W)", run: runLogs})
+}
+
 // sseEvent is one Server-Sent Event.
 type sseEvent struct {
 	id, event, data string

@@ -27,6 +27,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+func init() {
+	register(command{
+		name:    "dev",
+		summary: "run everything on this machine: Redis child, API, planner, local workers",
+		run:     runDev,
+	})
+}
+
 // devConfig is what `edl dev` is started with.
 type devConfig struct {
 	listen, dataDir, tenants, store string

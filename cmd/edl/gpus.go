@@ -13,6 +13,14 @@ import (
 	"github.com/edl-nomad/edl/internal/gpustat"
 )
 
+func init() {
+	register(command{
+		name:    "gpus",
+		summary: "the NVML read-out of this machine's GPUs, as the worker reports it (one JSON line per GPU)",
+		run:     runGPUs,
+	})
+}
+
 // errNoGPU: NVML is there but names no GPU.
 var errNoGPU = errors.New("gpus: NVML found no GPU")
 

@@ -12,8 +12,10 @@ import (
 	"syscall"
 )
 
-// command is one `edl` subcommand; its run lives in a file of its own.
+// command is one `edl` subcommand. Each lives in its own file and registers
+// itself from init, so subcommands can be added without touching this file.
 type command struct {
+	name    string
 	summary string
 	// hidden commands are internal (peer processes of benchmarks) and not
 	// listed by --help.
@@ -22,31 +24,13 @@ type command struct {
 	run func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
-// commands are the subcommands by name.
-var commands = map[string]command{
-	// The control plane and its workers.
-	"dev":          {summary: "run everything on this machine: Redis child, API, planner, local workers", run: runDev},
-	"serve":        {summary: "run the jobs API (and planner) against an existing Redis", run: runServe},
-	"worker":       {summary: "run one elastic worker of a job (what each allocation runs)", run: runWorker},
-	"gpus":         {summary: "the NVML read-out of this machine's GPUs, as the worker reports it (one JSON line per GPU)", run: runGPUs},
-	"tenant-token": {summary: "make a bearer token for a tenant and print its tenants-file entry", run: runTenantToken},
-	// The client verbs (client_*.go).
-	"submit":      {summary: "submit a job spec (JSON file, - for stdin); --watch follows it", run: runSubmit},
-	"ls":          {summary: "list your jobs (--status, --label)", run: runLs},
-	"get":         {summary: "show one job", run: runGet},
-	"scale":       {summary: "pin a job to N workers (0 hands it back to the planner)", run: runScale},
-	"cancel":      {summary: "cancel a job", run: runCancel},
-	"checkpoints": {summary: "list a job's committed checkpoints", run: runCheckpoints},
-	"model":       {summary: "download a checkpoint's model (-o FILE), SHA-256 checked", run: runModel},
-	"watch":       {summary: "follow a job live (progress bar, events) until it ends; exits with its status", run: runWatch},
-	"events":      {summary: "a job's event log (-f follows it)", run: runEvents},
-	"logs":        {summary: "a job's program output (exec mode; -f follows, --worker W)", run: runLogs},
-	"sweep":       {summary: "hyperparameter sweeps: edl sweep submit|get|ls|watch|cancel", run: runSweepVerb},
-	// Measuring and simulating.
-	"bench":           {summary: benchSummary, run: runBench},
-	"sim":             {summary: "replay a GPU-cluster trace through the planner and report job completion times", run: runSim},
-	"collective-peer": {summary: "(internal) one rank of a loopback all-reduce ring, driven by edl bench allreduce", hidden: true, run: runCollectivePeer},
-	"version":         {summary: "print the version of edl and of Go it was built with", run: runVersion},
+var commands = map[string]command{}
+
+func register(c command) {
+	if _, dup := commands[c.name]; dup {
+		panic("edl: command registered twice: " + c.name)
+	}
+	commands[c.name] = c
 }
 
 func main() {

@@ -22,6 +22,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+func init() {
+	register(command{
+		name:    "serve",
+		summary: "run the jobs API (and planner) against an existing Redis",
+		run:     runServe,
+	})
+}
+
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("serve", "Serves the jobs API on --listen, keeping jobs in the Redis at --redis.\nTenants and their tokens (as SHA-256) come from --tenants. At start it reads\nRedis's persistence settings and warns unless appendonly is yes: a job the API\nanswered 201 for is only as durable as Redis makes it.", stderr)
 	listen := fs.String("listen", "127.0.0.1:8080", "API address (host:port)")

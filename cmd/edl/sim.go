@@ -16,6 +16,14 @@ import (
 	"github.com/edl-nomad/edl/planner/sim"
 )
 
+func init() {
+	register(command{
+		name:    "sim",
+		summary: "replay a GPU-cluster trace through the planner and report job completion times",
+		run:     runSim,
+	})
+}
+
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "gen" {
 		return runSimGen(args[1:], stdout, stderr)

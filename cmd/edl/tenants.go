@@ -9,6 +9,14 @@ import (
 	"github.com/edl-nomad/edl/jobs"
 )
 
+func init() {
+	register(command{
+		name:    "tenant-token",
+		summary: "make a bearer token for a tenant and print its tenants-file entry",
+		run:     runTenantToken,
+	})
+}
+
 func runTenantToken(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("tenant-token", "Makes a random bearer token, prints it once (give it to the tenant), and prints the\nentry to add to the tenants file, which keeps only the token's SHA-256.", stderr)
 	name := fs.String("name", "", "tenant name (lowercase letters, digits, '-')")

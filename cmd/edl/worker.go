@@ -18,6 +18,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+func init() {
+	register(command{
+		name:    "worker",
+		summary: "run one elastic worker of a job (what each allocation runs)",
+		run:     runWorker,
+	})
+}
+
 func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("worker", "Runs one worker of --job: joins the job's generations through Redis, trains with the\nbuilt-in trainer over a ring of its peers, and exits 0 when the job ends or on SIGTERM\n(after finishing its step and handing its data back). For an exec job (trainer.kind\n`exec`) it runs the job's program with torchrun's environment instead, restarting it\nat every change of the world (see docs/exec.md).", stderr)
 	job := fs.String("job", "", "job id (required)")
