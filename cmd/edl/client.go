@@ -414,6 +414,24 @@ func getByID[T any](ctx context.Context, c *client, path idPath, id string) (T, 
 	return v, err
 }
 
+// callAndShow is the body of a verb whose one argument is an ID: it sends
+// method to the API path that path makes of the ID and suffix, and prints
+// the answer, a T, as JSON with -o json and with text otherwise.
+func callAndShow[T any](ctx context.Context, v *verb, args []string, stdout io.Writer, method string, path idPath, text func(T) error, suffix ...string) error {
+	c, p, err := v.openID(args, path, suffix...)
+	if err != nil {
+		return err
+	}
+	var x T
+	if err := c.call(ctx, method, p, nil, nil, &x); err != nil {
+		return err
+	}
+	if v.json() {
+		return writeJSONOut(stdout, x)
+	}
+	return text(x)
+}
+
 // isAPIError reports whether err came from the API (exit 1 either way, but
 // tests and watch branch on the status).
 func isAPIError(err error, status int) bool {
@@ -425,6 +443,7 @@ func isAPIError(err error, status int) bool {
 // --server and --token (into cf) and, for a verb that prints, -o (out).
 type verb struct {
 	*flag.FlagSet
+	name  string
 	usage string
 	cf    clientFlags
 	out   outputFlag
@@ -432,7 +451,7 @@ type verb struct {
 
 // newVerb makes a verb's flag set; output adds -o table|json.
 func newVerb(name, usage, summary string, stderr io.Writer, output bool) *verb {
-	v := &verb{FlagSet: newVerbFlagSet(name, usage, summary, stderr), usage: usage}
+	v := &verb{FlagSet: newVerbFlagSet(name, usage, summary, stderr), name: name, usage: usage}
 	v.cf.add(v.FlagSet)
 	if output {
 		addOutputFlag(v.FlagSet, &v.out)

@@ -60,16 +60,8 @@ func runSweepSubmit(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs := newVerb("sweep submit", usage, "Submits the sweep spec in FILE (JSON; - reads stdin) and prints the sweep's ID.", stderr, true)
 	watch := fs.Bool("watch", false, "follow the sweep until it ends, like 'edl sweep watch'")
 	key := fs.String("idempotency-key", "", "makes a retried submit return the same sweep")
-	c, pos, err := fs.open(args, 1)
-	if err != nil {
-		return err
-	}
-	body, err := readSpec("sweep submit", pos[0], "a sweep spec: see examples/sweep.json")
-	if err != nil {
-		return err
-	}
 	var sw sweep.Sweep
-	raw, replay, err := c.postIdempotent(ctx, "/v1/sweeps", body, *key, "sweep submit", &sw)
+	c, raw, replay, err := fs.submitSpec(ctx, args, "/v1/sweeps", "a sweep spec: see examples/sweep.json", *key, &sw)
 	if err != nil {
 		return err
 	}
@@ -96,18 +88,9 @@ func getSweep(ctx context.Context, c *client, id string) (sweep.Sweep, error) {
 func runSweepGet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "edl sweep get ID [-o table|json]"
 	fs := newVerb("sweep get", usage, "Shows a sweep: every trial with its parameters, state, rung, newest metric and workers, and the best trial.", stderr, true)
-	c, pos, err := fs.open(args, 1)
-	if err != nil {
-		return err
-	}
-	sw, err := getSweep(ctx, c, pos[0])
-	if err != nil {
-		return err
-	}
-	if fs.json() {
-		return writeJSONOut(stdout, sw)
-	}
-	return printSweep(stdout, terminalOf(stdout), sw)
+	return callAndShow(ctx, fs, args, stdout, http.MethodGet, sweepPath, func(sw sweep.Sweep) error {
+		return printSweep(stdout, terminalOf(stdout), sw)
+	})
 }
 
 // printSweep writes the sweep's summary and its trials table.
@@ -293,17 +276,8 @@ func watchSweep(ctx context.Context, c *client, id string, w io.Writer, asJSON b
 func runSweepCancel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "edl sweep cancel ID"
 	fs := newVerb("sweep cancel", usage, "Cancels the sweep: it goes cancelling at once, every trial's job is cancelled, and it is cancelled when they are gone.", stderr, true)
-	c, p, err := fs.openID(args, sweepPath)
-	if err != nil {
-		return err
-	}
-	var sw sweep.Sweep
-	if err := c.call(ctx, http.MethodDelete, p, nil, nil, &sw); err != nil {
-		return err
-	}
-	if fs.json() {
-		return writeJSONOut(stdout, sw)
-	}
-	fmt.Fprintf(stdout, "%s %s\n", sw.ID, sw.State)
-	return nil
+	return callAndShow(ctx, fs, args, stdout, http.MethodDelete, sweepPath, func(sw sweep.Sweep) error {
+		fmt.Fprintf(stdout, "%s %s\n", sw.ID, sw.State)
+		return nil
+	})
 }

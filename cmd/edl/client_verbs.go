@@ -46,20 +46,8 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := newVerb("submit", usage, "Submits the job spec in FILE (JSON; - reads stdin) and prints the job's ID.\nWith --watch it then follows the job like 'edl watch' and exits with the job's status.", stderr, true)
 	watch := fs.Bool("watch", false, "follow the job until it ends (exit 0 succeeded, 3 failed, 4 cancelled)")
 	key := fs.String("idempotency-key", "", "makes a retried submit return the same job")
-	pos, err := fs.parse(args, 1)
-	if err != nil {
-		return err
-	}
-	body, err := readSpec("submit", pos[0], "a job spec: see examples/job.json")
-	if err != nil {
-		return err
-	}
-	c, err := fs.client()
-	if err != nil {
-		return err
-	}
 	var j jobs.Job
-	raw, replay, err := c.postIdempotent(ctx, "/v1/jobs", body, *key, "submit", &j)
+	c, raw, replay, err := fs.submitSpec(ctx, args, "/v1/jobs", "a job spec: see examples/job.json", *key, &j)
 	if err != nil {
 		return err
 	}
@@ -77,6 +65,27 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return nil
 	}
 	return watchJob(ctx, c, j.ID, stdout, fs.json())
+}
+
+// submitSpec is a submit verb up to the answer: it reads the spec its one
+// argument names (what says what it should hold, for the error), opens the
+// client, and POSTs the spec to path with the idempotency key, decoding the
+// answer into out. It returns the client, the answer as sent and whether
+// it was a replay of an earlier submit.
+func (v *verb) submitSpec(ctx context.Context, args []string, path, what, key string, out any) (c *client, raw []byte, replay bool, err error) {
+	pos, err := v.parse(args, 1)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	body, err := readSpec(v.name, pos[0], what)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if c, err = v.client(); err != nil {
+		return nil, nil, false, err
+	}
+	raw, replay, err = c.postIdempotent(ctx, path, body, key, v.name, out)
+	return c, raw, replay, err
 }
 
 // readSpec reads the JSON spec a submit verb is given: the file at path,
@@ -295,19 +304,10 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "edl cancel ID"
 	fs := newVerb("cancel", usage, "Cancels the job: it goes cancelling at once and cancelled when its workers are gone.", stderr, true)
-	c, p, err := fs.openJob(args)
-	if err != nil {
-		return err
-	}
-	var j jobs.Job
-	if err := c.call(ctx, http.MethodDelete, p, nil, nil, &j); err != nil {
-		return err
-	}
-	if fs.json() {
-		return writeJSONOut(stdout, j)
-	}
-	fmt.Fprintf(stdout, "%s %s\n", j.ID, j.State)
-	return nil
+	return callAndShow(ctx, fs, args, stdout, http.MethodDelete, jobPath, func(j jobs.Job) error {
+		fmt.Fprintf(stdout, "%s %s\n", j.ID, j.State)
+		return nil
+	})
 }
 
 func listCheckpoints(ctx context.Context, c *client, id string) ([]api.Checkpoint, error) {
@@ -325,23 +325,14 @@ func listCheckpoints(ctx context.Context, c *client, id string) ([]api.Checkpoin
 func runCheckpoints(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "edl checkpoints ID [-o table|json]"
 	fs := newVerb("checkpoints", usage, "Lists the job's committed checkpoints, newest first.", stderr, true)
-	c, pos, err := fs.open(args, 1)
-	if err != nil {
-		return err
-	}
-	list, err := listCheckpoints(ctx, c, pos[0])
-	if err != nil {
-		return err
-	}
-	if fs.json() {
-		return writeJSONOut(stdout, api.CheckpointList{Checkpoints: list})
-	}
-	t := newTable(stdout, "STEP", "EPOCH", "GENERATION", "WORLD", "SIZE", "CREATED")
-	for _, ck := range list {
-		t.row(strconv.FormatInt(ck.Step, 10), strconv.Itoa(ck.Epoch), strconv.FormatInt(ck.Generation, 10),
-			strconv.Itoa(ck.WorldSize), strconv.FormatInt(ck.SizeBytes, 10), ck.CreatedAt.Local().Format(time.RFC3339))
-	}
-	return t.flush()
+	return callAndShow(ctx, fs, args, stdout, http.MethodGet, jobPath, func(l api.CheckpointList) error {
+		t := newTable(stdout, "STEP", "EPOCH", "GENERATION", "WORLD", "SIZE", "CREATED")
+		for _, ck := range l.Checkpoints {
+			t.row(strconv.FormatInt(ck.Step, 10), strconv.Itoa(ck.Epoch), strconv.FormatInt(ck.Generation, 10),
+				strconv.Itoa(ck.WorldSize), strconv.FormatInt(ck.SizeBytes, 10), ck.CreatedAt.Local().Format(time.RFC3339))
+		}
+		return t.flush()
+	}, "/checkpoints")
 }
 
 func runModel(ctx context.Context, args []string, stdout, stderr io.Writer) error {

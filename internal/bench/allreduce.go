@@ -14,14 +14,6 @@ import (
 	"github.com/edl-nomad/edl/worker/collective/loopback"
 )
 
-func init() {
-	registerBench(benchmark{
-		name:    "allreduce",
-		summary: "ring all-reduce across real processes on loopback, against torch.distributed gloo",
-		run:     benchAllReduce,
-	})
-}
-
 func benchAllReduce(ctx context.Context, _ Env, args []string, stdout, stderr io.Writer) error {
 	fs := cli.NewFlagSet("bench allreduce", "Times AllReduce of --mib MiB of float32 across each --procs count of edl processes on loopback,\nand the same with torch.distributed gloo when --python can import torch.", stderr)
 	procs := fs.String("procs", "2,4", "comma-separated process counts")

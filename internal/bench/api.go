@@ -14,14 +14,6 @@ import (
 	"github.com/edl-nomad/edl/internal/cli"
 )
 
-func init() {
-	registerBench(benchmark{
-		name:    "api",
-		summary: "jobs API throughput and latency (submit, get, list) with 64 clients on loopback",
-		run:     benchAPI,
-	})
-}
-
 func benchAPI(ctx context.Context, _ Env, args []string, stdout, stderr io.Writer) error {
 	fs := cli.NewFlagSet("bench api", `Starts its own redis-server (appendonly yes, appendfsync everysec) and the API on
 loopback ports, then measures, each for --duration:

@@ -9,20 +9,24 @@ import (
 	"github.com/edl-nomad/edl/internal/cli"
 )
 
-// benchmark is one `edl bench <name>`; each registers itself from init.
+// benchmark is one `edl bench <name>`; its run lives in its own file.
 type benchmark struct {
-	name    string
 	summary string
 	run     func(ctx context.Context, env Env, args []string, stdout, stderr io.Writer) error
 }
 
-var benchmarks = map[string]benchmark{}
-
-func registerBench(b benchmark) {
-	if _, dup := benchmarks[b.name]; dup {
-		panic("edl: benchmark registered twice: " + b.name)
-	}
-	benchmarks[b.name] = b
+// benchmarks are the benchmarks by name.
+var benchmarks = map[string]benchmark{
+	"allreduce":    {summary: "ring all-reduce across real processes on loopback, against torch.distributed gloo", run: benchAllReduce},
+	"api":          {summary: "jobs API throughput and latency (submit, get, list) with 64 clients on loopback", run: benchAPI},
+	"chaos":        {summary: "edl dev under faults: worker kills, a stopped worker, Redis restart, planner restarts, a submit burst", run: runBenchChaos},
+	"checkpoint":   {summary: "checkpoint write/read on file:// and s3:// against a plain copy, and the training stall", run: benchCheckpoint},
+	"e2e":          {summary: "edl dev end to end: submit to first step, scale decision to join, cancel to gone", run: runBenchE2E},
+	"elastic":      {summary: "join/leave pauses, failure recovery and the restart baseline with local worker processes", run: benchElastic},
+	"planner-idle": {summary: "CPU of an idle control plane (API + planner) with --jobs queued jobs, from its own rusage", run: benchPlannerIdle},
+	"sweep":        {summary: "a seeded ASHA sweep of the built-in MLP on edl dev, elastic (cut trials' slots go to survivors) and static", run: runBenchSweep},
+	"torch":        {summary: "a torchrun DDP script under torchrun (c10d, tuned), edl restart mode and edl live mode: stall and steps redone on scale-out, scale-in, a killed worker; steady: step time on a fixed world vs plain DDP", run: runBenchTorch},
+	"torch-live":   {summary: "live mode (the edl Python package): the survivors' stall at a join, leave or kill, and the sample accounting", run: benchTorchLiveCmd},
 }
 
 // Summary is the one line `edl --help` shows for `edl bench`.

@@ -18,14 +18,6 @@ import (
 	"github.com/edl-nomad/edl/jobs"
 )
 
-func init() {
-	registerBench(benchmark{
-		name:    "chaos",
-		summary: "edl dev under faults: worker kills, a stopped worker, Redis restart, planner restarts, a submit burst",
-		run:     runBenchChaos,
-	})
-}
-
 // chaosRow is one scenario's line of `edl bench chaos --json`.
 type chaosRow struct {
 	Scenario     string `json:"scenario"`

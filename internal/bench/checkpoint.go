@@ -13,14 +13,6 @@ import (
 	"github.com/edl-nomad/edl/internal/cli"
 )
 
-func init() {
-	registerBench(benchmark{
-		name:    "checkpoint",
-		summary: "checkpoint write/read on file:// and s3:// against a plain copy, and the training stall",
-		run:     benchCheckpoint,
-	})
-}
-
 func benchCheckpoint(ctx context.Context, _ Env, args []string, stdout, stderr io.Writer) error {
 	fs := cli.NewFlagSet("bench checkpoint", "Writes and restores a --mib MiB checkpoint through file:// (in --dir) and s3:// (a SeaweedFS\nweed mini it starts), compares with a plain write of the same bytes, and times the step-loop stall\nof taking a background checkpoint. Throughputs are MiB/s, best of --reps.", stderr)
 	mib := fs.Int("mib", 256, "checkpoint size in MiB")

@@ -1,5 +1,6 @@
-// Package bench is `edl bench`: each benchmark registers itself from init
-// in a file of its own and prints its figures as JSON lines and a table.
+// Package bench is `edl bench`: the benchmarks table (bench.go) names each
+// benchmark, whose run lives in a file of its own and prints its figures
+// as JSON lines and a table.
 //
 // It may import test rigs (nomadx/nomadtest, checkpoint/weed, child
 // redis-servers); no product package (api, planner, worker, local, nomadx,

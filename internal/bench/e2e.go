@@ -15,14 +15,6 @@ import (
 	"github.com/edl-nomad/edl/jobs"
 )
 
-func init() {
-	registerBench(benchmark{
-		name:    "e2e",
-		summary: "edl dev end to end: submit to first step, scale decision to join, cancel to gone",
-		run:     runBenchE2E,
-	})
-}
-
 // e2eResult is the one JSON line `edl bench e2e --json` prints.
 type e2eResult struct {
 	SubmitToFirstStepMs    float64   `json:"submit_to_first_step_ms"`

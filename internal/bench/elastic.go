@@ -14,14 +14,6 @@ import (
 	"github.com/edl-nomad/edl/worker/trainer"
 )
 
-func init() {
-	registerBench(benchmark{
-		name:    "elastic",
-		summary: "join/leave pauses, failure recovery and the restart baseline with local worker processes",
-		run:     benchElastic,
-	})
-}
-
 func benchElastic(ctx context.Context, _ Env, args []string, stdout, stderr io.Writer) error {
 	fs := cli.NewFlagSet("bench elastic", "Runs a job of local `edl worker` processes against its own redis-server and measures\nthe pause of a join (n -> n+1) and a graceful leave, recovery from a SIGKILL, a\nstop-checkpoint-restart baseline, the sample accounting, and the coordination overhead\n(interleaved rounds of a static and an elastic world: the median round and the spread).", stderr)
 	workers := fs.Int("workers", 4, "workers before the join")

@@ -23,14 +23,6 @@ import (
 	"github.com/edl-nomad/edl/planner/loop"
 )
 
-func init() {
-	registerBench(benchmark{
-		name:    "planner-idle",
-		summary: "CPU of an idle control plane (API + planner) with --jobs queued jobs, from its own rusage",
-		run:     benchPlannerIdle,
-	})
-}
-
 // fullCluster is a cluster whose every GPU is held by somebody else: jobs
 // queue, nothing runs, nothing changes. It answers at once.
 type fullCluster struct{}

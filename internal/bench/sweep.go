@@ -14,14 +14,6 @@ import (
 	"github.com/edl-nomad/edl/jobs/sweep"
 )
 
-func init() {
-	registerBench(benchmark{
-		name:    "sweep",
-		summary: "a seeded ASHA sweep of the built-in MLP on edl dev, elastic (cut trials' slots go to survivors) and static",
-		run:     runBenchSweep,
-	})
-}
-
 // sweepResult is one JSON line of `edl bench sweep --json`.
 type sweepResult struct {
 	Mode string `json:"mode"`

@@ -19,14 +19,6 @@ import (
 	"github.com/edl-nomad/edl/internal/cli"
 )
 
-func init() {
-	registerBench(benchmark{
-		name:    "torch",
-		summary: "a torchrun DDP script under torchrun (c10d, tuned), edl restart mode and edl live mode: stall and steps redone on scale-out, scale-in, a killed worker; steady: step time on a fixed world vs plain DDP",
-		run:     runBenchTorch,
-	})
-}
-
 // torchResult is one JSON line of `edl bench torch --json`.
 type torchResult struct {
 	System   string  `json:"system"`   // torchrun | edl-restart | edl-restart-cold | edl-live

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -85,33 +86,15 @@ type liveBenchStep struct {
 
 // benchTorchLive runs one scenario to the end of the job and returns its line.
 func benchTorchLive(ctx context.Context, c liveBenchConfig) (liveBenchLine, error) {
-	if c.Python == "" {
-		c.Python = "/usr/bin/python3"
-	}
-	if c.Script == "" {
-		c.Script = "examples/torch/train_live.py"
-	}
-	if c.Workers == 0 {
-		c.Workers = 2
-	}
-	if c.Samples == 0 {
-		c.Samples = 19200
-	}
-	if c.Parts == 0 {
-		c.Parts = 32
-	}
-	if c.Warmup == 0 {
-		c.Warmup = 30
-	}
-	if c.After == 0 {
-		c.After = 10
-	}
-	if c.Timeout == 0 {
-		c.Timeout = 5*time.Minute + time.Duration(max(c.Kills-1, 0))*2*time.Minute
-	}
-	if c.Log == nil {
-		c.Log = slog.New(slog.DiscardHandler)
-	}
+	c.Python = cmp.Or(c.Python, "/usr/bin/python3")
+	c.Script = cmp.Or(c.Script, "examples/torch/train_live.py")
+	c.Workers = cmp.Or(c.Workers, 2)
+	c.Samples = cmp.Or(c.Samples, 19200)
+	c.Parts = cmp.Or(c.Parts, 32)
+	c.Warmup = cmp.Or(c.Warmup, 30)
+	c.After = cmp.Or(c.After, 10)
+	c.Timeout = cmp.Or(c.Timeout, 5*time.Minute+time.Duration(max(c.Kills-1, 0))*2*time.Minute)
+	c.Log = cmp.Or(c.Log, slog.New(slog.DiscardHandler))
 	line := liveBenchLine{System: "edl-live", Scenario: c.Scenario, World: c.Workers}
 	if ev, ok := liveScenarioAlias[c.Scenario]; ok {
 		c.Scenario = ev
@@ -280,14 +263,6 @@ func lastBytes(b []byte, n int) string {
 		s = s[len(s)-n:]
 	}
 	return strings.TrimSpace(s)
-}
-
-func init() {
-	registerBench(benchmark{
-		name:    "torch-live",
-		summary: "live mode (the edl Python package): the survivors' stall at a join, leave or kill, and the sample accounting",
-		run:     benchTorchLiveCmd,
-	})
 }
 
 // benchTorchLiveCmd is `edl bench torch-live`: benchTorchLive for the

@@ -1,6 +1,7 @@
 package nomadtest
 
 import (
+	"cmp"
 	"fmt"
 	"hash/fnv"
 	"regexp"
@@ -23,21 +24,11 @@ type node struct {
 }
 
 func newNode(i int, spec NodeSpec, index uint64) *node {
-	if spec.Name == "" {
-		spec.Name = fmt.Sprintf("node-%d", i+1)
-	}
-	if spec.Datacenter == "" {
-		spec.Datacenter = "dc1"
-	}
-	if spec.Model == "" {
-		spec.Model = "H200"
-	}
-	if spec.CPUShares == 0 {
-		spec.CPUShares = 5192
-	}
-	if spec.MemoryMB == 0 {
-		spec.MemoryMB = 24105
-	}
+	spec.Name = cmp.Or(spec.Name, fmt.Sprintf("node-%d", i+1))
+	spec.Datacenter = cmp.Or(spec.Datacenter, "dc1")
+	spec.Model = cmp.Or(spec.Model, "H200")
+	spec.CPUShares = cmp.Or(spec.CPUShares, 5192)
+	spec.MemoryMB = cmp.Or(spec.MemoryMB, 24105)
 	if spec.Drivers == nil {
 		spec.Drivers = []string{"exec", "raw_exec", "docker"}
 	}
