@@ -15,6 +15,7 @@ import (
 
 	"github.com/edl-nomad/edl/checkpoint"
 	"github.com/edl-nomad/edl/checkpoint/s3ready"
+	"github.com/edl-nomad/edl/internal/nonneg"
 )
 
 // Config says what to measure.
@@ -277,11 +278,5 @@ func measureS3(ctx context.Context, cfg Config, data []byte, res *Result) error 
 
 // Validate names the field at fault; zero values take the defaults.
 func (c Config) Validate() error {
-	switch {
-	case c.MiB < 0:
-		return fmt.Errorf("cpbench: MiB %d: must not be negative", c.MiB)
-	case c.Reps < 0:
-		return fmt.Errorf("cpbench: Reps %d: must not be negative", c.Reps)
-	}
-	return nil
+	return nonneg.First("cpbench", nonneg.Of("MiB", c.MiB), nonneg.Of("Reps", c.Reps))
 }
