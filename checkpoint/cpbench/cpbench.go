@@ -2,6 +2,7 @@ package cpbench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -59,12 +60,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
 	}
-	if cfg.MiB <= 0 {
-		cfg.MiB = 256
-	}
-	if cfg.Reps <= 0 {
-		cfg.Reps = 3
-	}
+	cfg.MiB = cmp.Or(cfg.MiB, 256)
+	cfg.Reps = cmp.Or(cfg.Reps, 3)
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
