@@ -73,19 +73,22 @@ func (m *Membership) RequestLeave() {
 	if m.Watch != nil {
 		m.Watch.Poke()
 	}
-	m.poke()
+	poke(m.Wake)
 }
 
 // requestStop asks the step loop to stop: the job is being cancelled.
 func (m *Membership) requestStop() {
 	m.StopReq.Store(true)
-	m.poke()
+	poke(m.Wake)
 }
 
-// poke wakes the generation wait (waitGen), if any.
-func (m *Membership) poke() {
+// poke wakes whoever waits on ch (a buffered channel of one) without
+// blocking: a wake-up already pending covers this one. Membership pokes
+// Wake for the generation wait (WaitGen), the committer and the Reporter
+// their kick for their loops.
+func poke(ch chan<- struct{}) {
 	select {
-	case m.Wake <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
@@ -93,7 +96,7 @@ func (m *Membership) poke() {
 // Listen pokes on every event of the job's channel (reports, leaves,
 // member states, generations, the end).
 func (m *Membership) Listen(ctx context.Context, rdb redis.UniversalClient) {
-	pubsub.Each(ctx, rdb.Subscribe(ctx, m.Co.Keys().Channel()), func(string) { m.poke() })
+	pubsub.Each(ctx, rdb.Subscribe(ctx, m.Co.Keys().Channel()), func(string) { poke(m.Wake) })
 }
 
 // Poll notices, off the step loop, that this worker was marked leaving or
