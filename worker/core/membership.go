@@ -184,11 +184,8 @@ func (m *Membership) WaitGen(ctx context.Context, after int64, poll time.Duratio
 		if m.LeaveReq.Load() || m.StopReq.Load() || isClosed(exited) {
 			return nil, false, nil
 		}
-		if g, err := m.Co.ReadGen(ctx); err == nil && g != nil && g.Number > after {
-			return g, false, nil
-		}
-		if d, err := m.Co.Done(ctx); err == nil && d {
-			return nil, true, nil
+		if g, done := m.Co.GenAfter(ctx, after); g != nil || done {
+			return g, done, nil
 		}
 		select {
 		case <-ctx.Done():
