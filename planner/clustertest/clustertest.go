@@ -52,6 +52,14 @@ func Run(t *testing.T, b Backend) {
 	}
 }
 
+// mustScale asks c for n workers of j and fails the test if it refuses.
+func mustScale(ctx context.Context, t *testing.T, c Cluster, j jobs.Job, n int, reason string) {
+	t.Helper()
+	if err := c.Scale(ctx, j, n, reason); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func ctxFor(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
@@ -177,17 +185,13 @@ func testScaleUp(t *testing.T, b Backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Scale(ctx, j, 2, "contract: grow"); err != nil {
-		t.Fatal(err)
-	}
+	mustScale(ctx, t, c, j, 2, "contract: grow")
 	ws := liveCount(t, b, c, j.ID, 2)
 	if ws[0].ID == ws[1].ID {
 		t.Fatalf("two workers share an ID: %+v", ws)
 	}
 	// Asking again changes nothing.
-	if err := c.Scale(ctx, j, 2, "contract: same"); err != nil {
-		t.Fatal(err)
-	}
+	mustScale(ctx, t, c, j, 2, "contract: same")
 	again := liveCount(t, b, c, j.ID, 2)
 	ids := map[string]bool{ws[0].ID: true, ws[1].ID: true}
 	for _, w := range again {
@@ -215,13 +219,9 @@ func testScaleDown(t *testing.T, b Backend) {
 	ctx := ctxFor(t)
 	j := b.Job("j-down")
 	t.Cleanup(func() { _ = c.Teardown(context.Background(), j.ID) })
-	if err := c.Scale(ctx, j, 3, "contract: grow"); err != nil {
-		t.Fatal(err)
-	}
+	mustScale(ctx, t, c, j, 3, "contract: grow")
 	liveCount(t, b, c, j.ID, 3)
-	if err := c.Scale(ctx, j, 1, "contract: shrink"); err != nil {
-		t.Fatal(err)
-	}
+	mustScale(ctx, t, c, j, 1, "contract: shrink")
 	liveCount(t, b, c, j.ID, 1)
 }
 
@@ -230,9 +230,7 @@ func testStopWorker(t *testing.T, b Backend) {
 	ctx := ctxFor(t)
 	j := b.Job("j-stop")
 	t.Cleanup(func() { _ = c.Teardown(context.Background(), j.ID) })
-	if err := c.Scale(ctx, j, 2, "contract: grow"); err != nil {
-		t.Fatal(err)
-	}
+	mustScale(ctx, t, c, j, 2, "contract: grow")
 	var victim string
 	eventually(t, b, "2 running workers", func() error {
 		all, err := c.Workers(ctx, j.ID)
@@ -289,9 +287,7 @@ func testTeardown(t *testing.T, b Backend) {
 	c := b.New(t)
 	ctx := ctxFor(t)
 	j := b.Job("j-gone")
-	if err := c.Scale(ctx, j, 2, "contract: grow"); err != nil {
-		t.Fatal(err)
-	}
+	mustScale(ctx, t, c, j, 2, "contract: grow")
 	liveCount(t, b, c, j.ID, 2)
 	if err := c.Teardown(ctx, j.ID); err != nil {
 		t.Fatal(err)
