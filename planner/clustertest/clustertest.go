@@ -60,6 +60,18 @@ func mustScale(ctx context.Context, t *testing.T, c Cluster, j jobs.Job, n int, 
 	}
 }
 
+// grown is a fresh cluster of b with the job id grown to n workers, torn
+// down when the test ends.
+func grown(t *testing.T, b Backend, id string, n int) (Cluster, context.Context, jobs.Job) {
+	t.Helper()
+	c := b.New(t)
+	ctx := ctxFor(t)
+	j := b.Job(id)
+	t.Cleanup(func() { _ = c.Teardown(context.Background(), j.ID) })
+	mustScale(ctx, t, c, j, n, "contract: grow")
+	return c, ctx, j
+}
+
 func ctxFor(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
@@ -215,22 +227,14 @@ func testScaleUp(t *testing.T, b Backend) {
 }
 
 func testScaleDown(t *testing.T, b Backend) {
-	c := b.New(t)
-	ctx := ctxFor(t)
-	j := b.Job("j-down")
-	t.Cleanup(func() { _ = c.Teardown(context.Background(), j.ID) })
-	mustScale(ctx, t, c, j, 3, "contract: grow")
+	c, ctx, j := grown(t, b, "j-down", 3)
 	liveCount(t, b, c, j.ID, 3)
 	mustScale(ctx, t, c, j, 1, "contract: shrink")
 	liveCount(t, b, c, j.ID, 1)
 }
 
 func testStopWorker(t *testing.T, b Backend) {
-	c := b.New(t)
-	ctx := ctxFor(t)
-	j := b.Job("j-stop")
-	t.Cleanup(func() { _ = c.Teardown(context.Background(), j.ID) })
-	mustScale(ctx, t, c, j, 2, "contract: grow")
+	c, ctx, j := grown(t, b, "j-stop", 2)
 	var victim string
 	eventually(t, b, "2 running workers", func() error {
 		all, err := c.Workers(ctx, j.ID)
