@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/planner"
 )
 
 // Cluster is the planner loop's (planner/loop.Cluster), restated here so
@@ -94,16 +95,6 @@ func eventually(t *testing.T, b Backend, what string, cond func() error) {
 	}
 }
 
-func live(ws []jobs.Worker) []jobs.Worker {
-	var out []jobs.Worker
-	for _, w := range ws {
-		if w.State == jobs.WorkerPending || w.State == jobs.WorkerRunning {
-			out = append(out, w)
-		}
-	}
-	return out
-}
-
 // liveCount waits until exactly n workers of id are pending or running
 // and returns them.
 func liveCount(t *testing.T, b Backend, c Cluster, id string, n int) []jobs.Worker {
@@ -123,7 +114,7 @@ func liveCount(t *testing.T, b Backend, c Cluster, id string, n int) []jobs.Work
 				return fmt.Errorf("worker %s: unknown state %q", w.ID, w.State)
 			}
 		}
-		got = live(ws)
+		got = planner.LiveWorkers(ws)
 		if len(got) != n {
 			return fmt.Errorf("%d live of %d listed", len(got), len(ws))
 		}
@@ -264,7 +255,7 @@ func testStopWorker(t *testing.T, b Backend) {
 		if err != nil {
 			return err
 		}
-		l := live(all)
+		l := planner.LiveWorkers(all)
 		for _, w := range l {
 			if w.ID == victim {
 				return fmt.Errorf("the stopped worker %s is still %s", victim, w.State)
