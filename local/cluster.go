@@ -1,6 +1,7 @@
 package local
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -123,23 +124,13 @@ type proc struct {
 // New returns a cluster with no workers.
 func New(cfg Config) (*Cluster, error) {
 	d := DefaultConfig()
-	if cfg.Slots == 0 {
-		cfg.Slots = d.Slots
-	}
-	if cfg.Grace == 0 {
-		cfg.Grace = d.Grace
-	}
-	if cfg.RestartDelay == 0 {
-		cfg.RestartDelay = d.RestartDelay
-	}
+	cfg.Slots = cmp.Or(cfg.Slots, d.Slots)
+	cfg.Grace = cmp.Or(cfg.Grace, d.Grace)
+	cfg.RestartDelay = cmp.Or(cfg.RestartDelay, d.RestartDelay)
+	cfg.LogMaxBytes = cmp.Or(cfg.LogMaxBytes, d.LogMaxBytes)
+	cfg.LogKeep = cmp.Or(cfg.LogKeep, d.LogKeep)
 	if cfg.Now == nil {
 		cfg.Now = d.Now
-	}
-	if cfg.LogMaxBytes == 0 {
-		cfg.LogMaxBytes = d.LogMaxBytes
-	}
-	if cfg.LogKeep == 0 {
-		cfg.LogKeep = d.LogKeep
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

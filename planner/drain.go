@@ -111,3 +111,15 @@ func drainNodes(ws []jobs.Worker) string {
 	slices.Sort(ns)
 	return strings.Join(ns, ",")
 }
+
+// LiveWorkers are the workers of ws that hold or will hold resources and
+// are not on their way out: pending or running.
+func LiveWorkers(ws []jobs.Worker) []jobs.Worker {
+	var out []jobs.Worker
+	for _, w := range ws {
+		if w.State == jobs.WorkerPending || w.State == jobs.WorkerRunning {
+			out = append(out, w)
+		}
+	}
+	return out
+}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/edl-nomad/edl/internal/nonneg"
 )
 
 // StragglerConfig tunes straggler replacement inside Decide. The zero value
@@ -36,14 +38,11 @@ func (c StragglerConfig) Validate() error {
 		return nil
 	case c.Factor <= 1:
 		return fmt.Errorf("planner config: straggler factor %g: must be 0 (off) or above 1", c.Factor)
-	case c.Rounds < 0:
-		return fmt.Errorf("planner config: straggler rounds %d: must not be negative", c.Rounds)
-	case c.Cooldown < 0:
-		return fmt.Errorf("planner config: straggler cooldown %s: must not be negative", c.Cooldown)
-	case c.MaxAge < 0:
-		return fmt.Errorf("planner config: straggler max age %s: must not be negative", c.MaxAge)
 	}
-	return nil
+	return nonneg.First("planner config",
+		nonneg.Of("straggler rounds", c.Rounds),
+		nonneg.Of("straggler cooldown", c.Cooldown),
+		nonneg.Of("straggler max age", c.MaxAge))
 }
 
 // WorkerSpeed is one running worker of a job and the step time it last

@@ -37,27 +37,20 @@ type worker struct {
 // next request when the previous one is answered) and returns the number of
 // operations, their rate and their latencies (sorted).
 func phase(ctx context.Context, clients int, d time.Duration, op func(*worker)) (int, float64, []time.Duration) {
-	lats := make([][]time.Duration, clients)
 	start := time.Now()
 	deadline := start.Add(d)
-	var wg sync.WaitGroup
-	for c := 0; c < clients; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w := &worker{r: rand.New(rand.NewPCG(uint64(c), 1))}
-			defer w.c.close()
-			for ctx.Err() == nil {
-				t0 := time.Now()
-				if t0.After(deadline) {
-					return
-				}
-				op(w)
-				lats[c] = append(lats[c], time.Since(t0))
+	wait := goWorkers(clients, 1, func(w *worker) (lats []time.Duration) {
+		for ctx.Err() == nil {
+			t0 := time.Now()
+			if t0.After(deadline) {
+				break
 			}
-		}()
-	}
-	wg.Wait()
+			op(w)
+			lats = append(lats, time.Since(t0))
+		}
+		return lats
+	})
+	lats := wait()
 	return collect(lats, time.Since(start))
 }
 
@@ -74,24 +67,17 @@ func openPhase(ctx context.Context, rate float64, workers int, d time.Duration, 
 		n = 1
 	}
 	due := make(chan time.Time, n)
-	lats := make([][]time.Duration, workers)
 	start := time.Now()
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			wk := &worker{r: rand.New(rand.NewPCG(uint64(w), 2))}
-			defer wk.c.close()
-			for t := range due {
-				if ctx.Err() != nil {
-					continue
-				}
-				op(wk)
-				lats[w] = append(lats[w], time.Since(t))
+	wait := goWorkers(workers, 2, func(w *worker) (lats []time.Duration) {
+		for t := range due {
+			if ctx.Err() != nil {
+				continue
 			}
-		}()
-	}
+			op(w)
+			lats = append(lats, time.Since(t))
+		}
+		return lats
+	})
 	interval := time.Duration(float64(time.Second) / rate)
 	for i := 0; i < n && ctx.Err() == nil; i++ {
 		t := start.Add(time.Duration(i) * interval)
@@ -101,8 +87,30 @@ func openPhase(ctx context.Context, rate float64, workers int, d time.Duration, 
 		due <- t
 	}
 	close(due)
-	wg.Wait()
+	lats := wait()
 	return collect(lats, time.Since(start))
+}
+
+// goWorkers starts n goroutines, each running body with a worker of its
+// own (its rand stream seeded by its index and stream, its connection
+// closed when body returns); wait waits for all of them and returns the
+// latencies each body returned.
+func goWorkers(n int, stream uint64, body func(*worker) []time.Duration) (wait func() [][]time.Duration) {
+	lats := make([][]time.Duration, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := &worker{r: rand.New(rand.NewPCG(uint64(i), stream))}
+			defer w.c.close()
+			lats[i] = body(w)
+		}()
+	}
+	return func() [][]time.Duration {
+		wg.Wait()
+		return lats
+	}
 }
 
 func collect(lats [][]time.Duration, elapsed time.Duration) (int, float64, []time.Duration) {

@@ -2,6 +2,7 @@ package cpbench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/edl-nomad/edl/checkpoint"
 	"github.com/edl-nomad/edl/checkpoint/s3ready"
+	"github.com/edl-nomad/edl/internal/nonneg"
 )
 
 // Config says what to measure.
@@ -58,12 +60,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
 	}
-	if cfg.MiB <= 0 {
-		cfg.MiB = 256
-	}
-	if cfg.Reps <= 0 {
-		cfg.Reps = 3
-	}
+	cfg.MiB = cmp.Or(cfg.MiB, 256)
+	cfg.Reps = cmp.Or(cfg.Reps, 3)
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
@@ -277,11 +275,5 @@ func measureS3(ctx context.Context, cfg Config, data []byte, res *Result) error 
 
 // Validate names the field at fault; zero values take the defaults.
 func (c Config) Validate() error {
-	switch {
-	case c.MiB < 0:
-		return fmt.Errorf("cpbench: MiB %d: must not be negative", c.MiB)
-	case c.Reps < 0:
-		return fmt.Errorf("cpbench: Reps %d: must not be negative", c.Reps)
-	}
-	return nil
+	return nonneg.First("cpbench", nonneg.Of("MiB", c.MiB), nonneg.Of("Reps", c.Reps))
 }

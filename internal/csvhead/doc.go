@@ -1,5 +1,6 @@
-// Package csvhead reads the header row of the CSV traces the simulators
-// replay (planner/sim's traces and sweep manifests, planner/dlsim's
-// ElasticFlow traces): which column holds each name, and whether every
-// column a reader needs is there.
+// Package csvhead reads the CSV traces the simulators replay (planner/sim's
+// traces and sweep manifests, planner/dlsim's ElasticFlow traces) by their
+// header row: which column holds each name, whether every column a reader
+// needs is there, and the records after it, with errors that name the file
+// and the line.
 package csvhead

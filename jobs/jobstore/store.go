@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/edl-nomad/edl/internal/nonneg"
 	"github.com/edl-nomad/edl/internal/periodic"
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/jobs/internal/records"
@@ -486,17 +487,10 @@ func backoff(ctx context.Context, attempt int) error {
 
 // Validate names the field at fault; zero values take the defaults.
 func (c Config) Validate() error {
-	switch {
-	case c.EventsMaxLen < 0:
-		return fmt.Errorf("jobstore: EventsMaxLen %d: must not be negative", c.EventsMaxLen)
-	case c.IdempotencyTTL < 0:
-		return fmt.Errorf("jobstore: IdempotencyTTL %s: must not be negative", c.IdempotencyTTL)
-	case c.MaxRetries < 0:
-		return fmt.Errorf("jobstore: MaxRetries %d: must not be negative", c.MaxRetries)
-	case c.ProgressEvery < 0:
-		return fmt.Errorf("jobstore: ProgressEvery %s: must not be negative", c.ProgressEvery)
-	case c.ProgressMaxLen < 0:
-		return fmt.Errorf("jobstore: ProgressMaxLen %d: must not be negative", c.ProgressMaxLen)
-	}
-	return nil
+	return nonneg.First("jobstore",
+		nonneg.Of("EventsMaxLen", c.EventsMaxLen),
+		nonneg.Of("IdempotencyTTL", c.IdempotencyTTL),
+		nonneg.Of("MaxRetries", c.MaxRetries),
+		nonneg.Of("ProgressEvery", c.ProgressEvery),
+		nonneg.Of("ProgressMaxLen", c.ProgressMaxLen))
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/edl-nomad/edl/internal/nonneg"
 	"github.com/edl-nomad/edl/internal/periodic"
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/jobs/internal/records"
@@ -288,11 +289,7 @@ func (s *Store) List(ctx context.Context, tenant string, limit int, next string)
 
 // Validate names the field at fault; zero values take the defaults.
 func (c Config) Validate() error {
-	switch {
-	case c.IdempotencyTTL < 0:
-		return fmt.Errorf("sweepstore: IdempotencyTTL %s: must not be negative", c.IdempotencyTTL)
-	case c.EventsMaxLen < 0:
-		return fmt.Errorf("sweepstore: EventsMaxLen %d: must not be negative", c.EventsMaxLen)
-	}
-	return nil
+	return nonneg.First("sweepstore",
+		nonneg.Of("IdempotencyTTL", c.IdempotencyTTL),
+		nonneg.Of("EventsMaxLen", c.EventsMaxLen))
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/planner"
 )
 
 // Cluster is the planner loop's (planner/loop.Cluster), restated here so
@@ -52,6 +53,26 @@ func Run(t *testing.T, b Backend) {
 	}
 }
 
+// mustScale asks c for n workers of j and fails the test if it refuses.
+func mustScale(ctx context.Context, t *testing.T, c Cluster, j jobs.Job, n int, reason string) {
+	t.Helper()
+	if err := c.Scale(ctx, j, n, reason); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// grown is a fresh cluster of b with the job id grown to n workers, torn
+// down when the test ends.
+func grown(t *testing.T, b Backend, id string, n int) (Cluster, context.Context, jobs.Job) {
+	t.Helper()
+	c := b.New(t)
+	ctx := ctxFor(t)
+	j := b.Job(id)
+	t.Cleanup(func() { _ = c.Teardown(context.Background(), j.ID) })
+	mustScale(ctx, t, c, j, n, "contract: grow")
+	return c, ctx, j
+}
+
 func ctxFor(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
@@ -74,16 +95,6 @@ func eventually(t *testing.T, b Backend, what string, cond func() error) {
 	}
 }
 
-func live(ws []jobs.Worker) []jobs.Worker {
-	var out []jobs.Worker
-	for _, w := range ws {
-		if w.State == jobs.WorkerPending || w.State == jobs.WorkerRunning {
-			out = append(out, w)
-		}
-	}
-	return out
-}
-
 // liveCount waits until exactly n workers of id are pending or running
 // and returns them.
 func liveCount(t *testing.T, b Backend, c Cluster, id string, n int) []jobs.Worker {
@@ -103,7 +114,7 @@ func liveCount(t *testing.T, b Backend, c Cluster, id string, n int) []jobs.Work
 				return fmt.Errorf("worker %s: unknown state %q", w.ID, w.State)
 			}
 		}
-		got = live(ws)
+		got = planner.LiveWorkers(ws)
 		if len(got) != n {
 			return fmt.Errorf("%d live of %d listed", len(got), len(ws))
 		}
@@ -177,17 +188,13 @@ func testScaleUp(t *testing.T, b Backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Scale(ctx, j, 2, "contract: grow"); err != nil {
-		t.Fatal(err)
-	}
+	mustScale(ctx, t, c, j, 2, "contract: grow")
 	ws := liveCount(t, b, c, j.ID, 2)
 	if ws[0].ID == ws[1].ID {
 		t.Fatalf("two workers share an ID: %+v", ws)
 	}
 	// Asking again changes nothing.
-	if err := c.Scale(ctx, j, 2, "contract: same"); err != nil {
-		t.Fatal(err)
-	}
+	mustScale(ctx, t, c, j, 2, "contract: same")
 	again := liveCount(t, b, c, j.ID, 2)
 	ids := map[string]bool{ws[0].ID: true, ws[1].ID: true}
 	for _, w := range again {
@@ -211,28 +218,14 @@ func testScaleUp(t *testing.T, b Backend) {
 }
 
 func testScaleDown(t *testing.T, b Backend) {
-	c := b.New(t)
-	ctx := ctxFor(t)
-	j := b.Job("j-down")
-	t.Cleanup(func() { _ = c.Teardown(context.Background(), j.ID) })
-	if err := c.Scale(ctx, j, 3, "contract: grow"); err != nil {
-		t.Fatal(err)
-	}
+	c, ctx, j := grown(t, b, "j-down", 3)
 	liveCount(t, b, c, j.ID, 3)
-	if err := c.Scale(ctx, j, 1, "contract: shrink"); err != nil {
-		t.Fatal(err)
-	}
+	mustScale(ctx, t, c, j, 1, "contract: shrink")
 	liveCount(t, b, c, j.ID, 1)
 }
 
 func testStopWorker(t *testing.T, b Backend) {
-	c := b.New(t)
-	ctx := ctxFor(t)
-	j := b.Job("j-stop")
-	t.Cleanup(func() { _ = c.Teardown(context.Background(), j.ID) })
-	if err := c.Scale(ctx, j, 2, "contract: grow"); err != nil {
-		t.Fatal(err)
-	}
+	c, ctx, j := grown(t, b, "j-stop", 2)
 	var victim string
 	eventually(t, b, "2 running workers", func() error {
 		all, err := c.Workers(ctx, j.ID)
@@ -262,7 +255,7 @@ func testStopWorker(t *testing.T, b Backend) {
 		if err != nil {
 			return err
 		}
-		l := live(all)
+		l := planner.LiveWorkers(all)
 		for _, w := range l {
 			if w.ID == victim {
 				return fmt.Errorf("the stopped worker %s is still %s", victim, w.State)
@@ -289,9 +282,7 @@ func testTeardown(t *testing.T, b Backend) {
 	c := b.New(t)
 	ctx := ctxFor(t)
 	j := b.Job("j-gone")
-	if err := c.Scale(ctx, j, 2, "contract: grow"); err != nil {
-		t.Fatal(err)
-	}
+	mustScale(ctx, t, c, j, 2, "contract: grow")
 	liveCount(t, b, c, j.ID, 2)
 	if err := c.Teardown(ctx, j.ID); err != nil {
 		t.Fatal(err)

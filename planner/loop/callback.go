@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/edl-nomad/edl/internal/nonneg"
 	"github.com/edl-nomad/edl/jobs"
 )
 
@@ -317,13 +318,8 @@ func statusErr(code int) error {
 
 // Validate names the field at fault; zero values take the defaults.
 func (c CallbackConfig) Validate() error {
-	switch {
-	case c.Timeout < 0:
-		return fmt.Errorf("callbacks: Timeout %s: must not be negative", c.Timeout)
-	case c.Attempts < 0:
-		return fmt.Errorf("callbacks: Attempts %d: must not be negative", c.Attempts)
-	case c.Backoff < 0:
-		return fmt.Errorf("callbacks: Backoff %s: must not be negative", c.Backoff)
-	}
-	return nil
+	return nonneg.First("callbacks",
+		nonneg.Of("Timeout", c.Timeout),
+		nonneg.Of("Attempts", c.Attempts),
+		nonneg.Of("Backoff", c.Backoff))
 }

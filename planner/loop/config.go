@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -95,26 +96,14 @@ func (c Config) Validate() error {
 
 func (c Config) withDefaults() Config {
 	d := DefaultConfig()
-	if c.Interval == 0 {
-		c.Interval = d.Interval
-	}
-	if c.LeaseTTL == 0 {
-		c.LeaseTTL = d.LeaseTTL
-	}
-	if c.Prefix == "" {
-		c.Prefix = d.Prefix
-	}
-	if c.Policy == (planner.Config{}) {
-		c.Policy = d.Policy
-	}
+	c.Interval = cmp.Or(c.Interval, d.Interval)
+	c.LeaseTTL = cmp.Or(c.LeaseTTL, d.LeaseTTL)
+	c.Prefix = cmp.Or(c.Prefix, d.Prefix)
+	c.Policy = cmp.Or(c.Policy, d.Policy) // the zero Config: all defaults
+	c.SettleAfter = cmp.Or(c.SettleAfter, d.SettleAfter)
+	c.SaveEvery = cmp.Or(c.SaveEvery, d.SaveEvery)
 	if c.Now == nil {
 		c.Now = d.Now
-	}
-	if c.SettleAfter == 0 {
-		c.SettleAfter = d.SettleAfter
-	}
-	if c.SaveEvery == 0 {
-		c.SaveEvery = d.SaveEvery
 	}
 	return c
 }

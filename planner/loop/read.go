@@ -126,7 +126,7 @@ func (l *Loop) observe(ctx context.Context, j *jobs.Job, now time.Time, dt float
 		}
 		o.workers = ws
 	}
-	o.live = liveWorkers(o.workers)
+	o.live = planner.LiveWorkers(o.workers)
 	if j.State == jobs.Cancelling {
 		return o, nil
 	}
@@ -211,7 +211,7 @@ func estimateMoved(j *jobs.Job, tr *tracked, commRatio, measured float64) string
 // allExited: a starting or running job whose every worker has exited (and
 // none is still stopping) is a candidate for settling.
 func allExited(j *jobs.Job, ws []jobs.Worker) bool {
-	if (j.State != jobs.Starting && j.State != jobs.Running) || len(ws) == 0 || len(liveWorkers(ws)) > 0 {
+	if (j.State != jobs.Starting && j.State != jobs.Running) || len(ws) == 0 || len(planner.LiveWorkers(ws)) > 0 {
 		return false
 	}
 	for _, w := range ws {
@@ -252,18 +252,6 @@ func (l *Loop) mayHaveWorkers(j *jobs.Job, tr *tracked) bool {
 		return true
 	}
 	return false
-}
-
-// liveWorkers are the workers that hold or will hold resources and are not
-// on their way out.
-func liveWorkers(ws []jobs.Worker) []jobs.Worker {
-	var out []jobs.Worker
-	for _, w := range ws {
-		if w.State == jobs.WorkerPending || w.State == jobs.WorkerRunning {
-			out = append(out, w)
-		}
-	}
-	return out
 }
 
 // speeds lists j's running workers with what each last published.

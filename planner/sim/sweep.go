@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
@@ -40,24 +39,13 @@ func (c SweepCase) Set() string {
 // ReadSweepManifest reads a CSV with the columns vc, trace, gpus, set
 // (tune or heldout) and optionally window.
 func ReadSweepManifest(r io.Reader) ([]SweepCase, error) {
-	cr := csv.NewReader(r)
-	head, err := cr.Read()
-	if err != nil {
-		return nil, fmt.Errorf("read sweep manifest header: %w", err)
-	}
-	col, err := csvhead.Columns(head, "sweep manifest", "vc", "trace", "gpus", "set")
+	cr, err := csvhead.NewReader(r, "sweep manifest", "vc", "trace", "gpus", "set")
 	if err != nil {
 		return nil, err
 	}
+	col := cr.Col
 	var out []SweepCase
-	for line := 2; ; line++ {
-		rec, err := cr.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read sweep manifest line %d: %w", line, err)
-		}
+	for line, rec := range cr.Rows() {
 		c := SweepCase{VC: rec[col["vc"]], Trace: rec[col["trace"]]}
 		if c.VC == "" || c.Trace == "" {
 			return nil, fmt.Errorf("read sweep manifest line %d: empty vc or trace", line)
@@ -76,6 +64,9 @@ func ReadSweepManifest(r io.Reader) ([]SweepCase, error) {
 			c.Window = rec[k]
 		}
 		out = append(out, c)
+	}
+	if err := cr.Err(); err != nil {
+		return nil, err
 	}
 	if len(out) == 0 {
 		return nil, errors.New("read sweep manifest: no workloads")

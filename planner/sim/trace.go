@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
@@ -34,16 +33,11 @@ type TraceJob struct {
 // come back sorted by submission time then ID. Rows with no GPUs or no
 // duration, duplicate job IDs and unknown priorities are errors.
 func ReadTrace(r io.Reader) ([]TraceJob, error) {
-	cr := csv.NewReader(r)
-	cr.ReuseRecord = true
-	head, err := cr.Read()
-	if err != nil {
-		return nil, fmt.Errorf("read trace header: %w", err)
-	}
-	col, err := csvhead.Columns(head, "trace", "job_id", "submit_s", "num_gpus", "duration_s")
+	cr, err := csvhead.NewReader(r, "trace", "job_id", "submit_s", "num_gpus", "duration_s")
 	if err != nil {
 		return nil, err
 	}
+	col := cr.Col
 	vc, hasVC := col["vc"]
 	if !hasVC {
 		vc, hasVC = col["tenant"]
@@ -51,14 +45,7 @@ func ReadTrace(r io.Reader) ([]TraceJob, error) {
 	prio, hasPrio := col["priority"]
 	seen := map[string]int{}
 	var out []TraceJob
-	for line := 2; ; line++ {
-		rec, err := cr.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read trace line %d: %w", line, err)
-		}
+	for line, rec := range cr.Rows() {
 		j := TraceJob{ID: rec[col["job_id"]], Tenant: "default", Priority: jobs.Guaranteed}
 		if j.ID == "" {
 			return nil, fmt.Errorf("read trace line %d: empty job_id", line)
@@ -89,6 +76,9 @@ func ReadTrace(r io.Reader) ([]TraceJob, error) {
 			return nil, fmt.Errorf("read trace line %d: duration_s %q: not a finite positive number", line, rec[col["duration_s"]])
 		}
 		out = append(out, j)
+	}
+	if err := cr.Err(); err != nil {
+		return nil, err
 	}
 	if len(out) == 0 {
 		return nil, errors.New("read trace: no jobs")

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/edl-nomad/edl/internal/nonneg"
 	"github.com/edl-nomad/edl/internal/periodic"
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/jobs/jobmetrics"
@@ -31,10 +32,7 @@ type Config struct {
 
 // Validate names the field at fault.
 func (c Config) Validate() error {
-	if c.Interval < 0 {
-		return fmt.Errorf("sweeploop: Interval %s: must not be negative", c.Interval)
-	}
-	return nil
+	return nonneg.First("sweeploop", nonneg.Of("Interval", c.Interval))
 }
 
 // Controller runs sweeps.

@@ -64,27 +64,18 @@ func (r *Ring) AllReduceExactTail(ctx context.Context, buf []float32, exact int)
 }
 
 func (r *Ring) allReduce(ctx context.Context, name string, op byte, buf []float32, exact int, mean bool) error {
-	end, err := r.begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer end()
-	if r.world == 1 {
-		return nil
-	}
 	// The header's length says both parts: members that split differently
 	// fail with ErrMismatch instead of summing offsets into gradients.
-	if err := r.exchangeHeader(name, op, uint64(exact)<<40|uint64(len(buf))); err != nil {
-		return r.result(err)
-	}
-	if r.compression != CompressionFP16 {
-		return r.result(r.reduce(name, buf, mean, false)) // all exact: one pass
-	}
-	head := len(buf) - exact
-	if err := r.reduce(name, buf[:head], mean, true); err != nil {
-		return r.result(err)
-	}
-	return r.result(r.reduce(name, buf[head:], mean, false))
+	return r.run(ctx, name, op, uint64(exact)<<40|uint64(len(buf)), func() error {
+		if r.compression != CompressionFP16 {
+			return r.reduce(name, buf, mean, false) // all exact: one pass
+		}
+		head := len(buf) - exact
+		if err := r.reduce(name, buf[:head], mean, true); err != nil {
+			return err
+		}
+		return r.reduce(name, buf[head:], mean, false)
+	})
 }
 
 // reduce runs one pipelined ring all-reduce of buf, in halves when half.

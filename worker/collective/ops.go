@@ -30,6 +30,25 @@ const (
 	maxBroadcast = 1 << 40
 )
 
+// run is one operation with nothing to return but its error: under the
+// operation lock (begin), the members first agree on its header, then each
+// runs body, whose error it returns through result; in a world of one there
+// is nothing to do.
+func (r *Ring) run(ctx context.Context, name string, op byte, arg uint64, body func() error) error {
+	end, err := r.begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer end()
+	if r.world == 1 {
+		return nil
+	}
+	if err := r.exchangeHeader(name, op, arg); err != nil {
+		return r.result(err)
+	}
+	return r.result(body())
+}
+
 func (r *Ring) exchangeHeader(name string, op byte, arg uint64) error {
 	h := r.hdrW[:]
 	clear(h)
@@ -131,25 +150,16 @@ func (r *Ring) Broadcast(ctx context.Context, root int, data []byte) ([]byte, er
 // Barrier returns once every member has entered it: a token goes n-1 hops,
 // the header exchange being the first.
 func (r *Ring) Barrier(ctx context.Context) error {
-	end, err := r.begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer end()
-	if r.world == 1 {
+	return r.run(ctx, "barrier", opBarrier, 0, func() error {
+		var tok [1]byte
+		for i := 0; i < r.world-2; i++ {
+			if err := r.write(tok[:]); err != nil {
+				return r.peerErr("barrier", r.succ(), err)
+			}
+			if err := r.readFull(tok[:]); err != nil {
+				return r.peerErr("barrier", r.pred(), err)
+			}
+		}
 		return nil
-	}
-	if err := r.exchangeHeader("barrier", opBarrier, 0); err != nil {
-		return r.result(err)
-	}
-	var tok [1]byte
-	for i := 0; i < r.world-2; i++ {
-		if err := r.write(tok[:]); err != nil {
-			return r.result(r.peerErr("barrier", r.succ(), err))
-		}
-		if err := r.readFull(tok[:]); err != nil {
-			return r.result(r.peerErr("barrier", r.pred(), err))
-		}
-	}
-	return r.result(nil)
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edl-nomad/edl/worker/internal/rhash"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -105,21 +106,10 @@ func (c *Client) Report(ctx context.Context, gen, applied int64) error {
 // Reports reads the failure reports filed since the last generation. A
 // report names its generation; Decide counts only the current one's.
 func (c *Client) Reports(ctx context.Context) (map[string]Report, error) {
-	raw, err := c.rdb.HGetAll(ctx, c.keys.Reports()).Result()
-	if err != nil {
-		return nil, fmt.Errorf("read reports: %w", err)
-	}
-	out := make(map[string]Report, len(raw))
-	for w, v := range raw {
+	return rhash.Read(ctx, c.rdb, c.keys.Reports(), "reports", func(w, v string) (string, Report, bool) {
 		g, a, ok := strings.Cut(v, "|")
-		if !ok {
-			continue
-		}
 		gn, err1 := strconv.ParseInt(g, 10, 64)
 		an, err2 := strconv.ParseInt(a, 10, 64)
-		if err1 == nil && err2 == nil {
-			out[w] = Report{Worker: w, Gen: gn, Applied: an}
-		}
-	}
-	return out, nil
+		return w, Report{Worker: w, Gen: gn, Applied: an}, ok && err1 == nil && err2 == nil
+	})
 }

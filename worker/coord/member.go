@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/edl-nomad/edl/internal/periodic"
+	"github.com/edl-nomad/edl/worker/internal/rhash"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -134,19 +135,12 @@ func (c *Client) Leave(ctx context.Context) error {
 
 // Members reads every member record.
 func (c *Client) Members(ctx context.Context) (map[string]Member, error) {
-	raw, err := c.rdb.HGetAll(ctx, c.keys.Members()).Result()
-	if err != nil {
-		return nil, fmt.Errorf("read members: %w", err)
-	}
-	out := make(map[string]Member, len(raw))
-	for id, v := range raw {
+	return rhash.Read(ctx, c.rdb, c.keys.Members(), "members", func(id, v string) (string, Member, bool) {
 		var m Member
-		if json.Unmarshal([]byte(v), &m) == nil {
-			m.ID = id
-			out[id] = m
-		}
-	}
-	return out, nil
+		err := json.Unmarshal([]byte(v), &m)
+		m.ID = id
+		return id, m, err == nil
+	})
 }
 
 // Alive reports which of ids have a live heartbeat. It leaves ids as they

@@ -52,18 +52,25 @@ func (w *Watcher) Latest() int64 { return w.latest.Load() }
 // Changed is signalled when a generation may have been announced.
 func (w *Watcher) Changed() <-chan struct{} { return w.notify }
 
+// GenAfter reads once whether a generation numbered above after is out
+// (g) or, if not, whether the job is done; a Redis error reads as neither,
+// for callers that poll again.
+func (c *Client) GenAfter(ctx context.Context, after int64) (g *Generation, done bool) {
+	if g, err := c.ReadGen(ctx); err == nil && g != nil && g.Number > after {
+		return g, false
+	}
+	d, err := c.Done(ctx)
+	return nil, err == nil && d
+}
+
 // Next waits for a generation numbered above after, or the job's end
 // (done true). Redis errors are retried until ctx ends.
 func (w *Watcher) Next(ctx context.Context, after int64) (g *Generation, done bool, err error) {
 	t := time.NewTicker(w.poll)
 	defer t.Stop()
 	for {
-		g, err := w.c.ReadGen(ctx)
-		if err == nil && g != nil && g.Number > after {
-			return g, false, nil
-		}
-		if d, derr := w.c.Done(ctx); derr == nil && d {
-			return nil, true, nil
+		if g, done := w.c.GenAfter(ctx, after); g != nil || done {
+			return g, done, nil
 		}
 		select {
 		case <-ctx.Done():

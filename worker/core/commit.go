@@ -52,21 +52,14 @@ func (c *committer) add(cm *datapipe.Commit, debug ...datapipe.DebugRecord) {
 			c.pending = cm
 			c.mu.Unlock()
 			c.sendNow(old)
-			c.kickRun()
+			poke(c.kick)
 			return
 		}
 		c.pending = cm
 	}
 	c.debug = append(c.debug, debug...)
 	c.mu.Unlock()
-	c.kickRun()
-}
-
-func (c *committer) kickRun() {
-	select {
-	case c.kick <- struct{}{}:
-	default:
-	}
+	poke(c.kick)
 }
 
 // sendNow lands cm before anything queued after it, retrying until it
@@ -148,7 +141,7 @@ func (c *committer) Flush(ctx context.Context) error {
 		c.mu.Unlock()
 		close(done)
 	}()
-	c.kickRun()
+	poke(c.kick)
 	select {
 	case <-done:
 		return nil

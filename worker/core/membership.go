@@ -73,19 +73,22 @@ func (m *Membership) RequestLeave() {
 	if m.Watch != nil {
 		m.Watch.Poke()
 	}
-	m.poke()
+	poke(m.Wake)
 }
 
 // requestStop asks the step loop to stop: the job is being cancelled.
 func (m *Membership) requestStop() {
 	m.StopReq.Store(true)
-	m.poke()
+	poke(m.Wake)
 }
 
-// poke wakes the generation wait (waitGen), if any.
-func (m *Membership) poke() {
+// poke wakes whoever waits on ch (a buffered channel of one) without
+// blocking: a wake-up already pending covers this one. Membership pokes
+// Wake for the generation wait (WaitGen), the committer and the Reporter
+// their kick for their loops.
+func poke(ch chan<- struct{}) {
 	select {
-	case m.Wake <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
@@ -93,7 +96,7 @@ func (m *Membership) poke() {
 // Listen pokes on every event of the job's channel (reports, leaves,
 // member states, generations, the end).
 func (m *Membership) Listen(ctx context.Context, rdb redis.UniversalClient) {
-	pubsub.Each(ctx, rdb.Subscribe(ctx, m.Co.Keys().Channel()), func(string) { m.poke() })
+	pubsub.Each(ctx, rdb.Subscribe(ctx, m.Co.Keys().Channel()), func(string) { poke(m.Wake) })
 }
 
 // Poll notices, off the step loop, that this worker was marked leaving or
@@ -181,11 +184,8 @@ func (m *Membership) WaitGen(ctx context.Context, after int64, poll time.Duratio
 		if m.LeaveReq.Load() || m.StopReq.Load() || isClosed(exited) {
 			return nil, false, nil
 		}
-		if g, err := m.Co.ReadGen(ctx); err == nil && g != nil && g.Number > after {
-			return g, false, nil
-		}
-		if d, err := m.Co.Done(ctx); err == nil && d {
-			return nil, true, nil
+		if g, done := m.Co.GenAfter(ctx, after); g != nil || done {
+			return g, done, nil
 		}
 		select {
 		case <-ctx.Done():

@@ -63,7 +63,7 @@ func (r *Reporter) Event(typ jobs.EventType, msg string, data map[string]any) {
 	r.mu.Lock()
 	r.events = append(r.events, jobs.Event{Type: typ, Message: msg, Data: data})
 	r.mu.Unlock()
-	r.wake()
+	poke(r.kick)
 }
 
 // Checkpoint records a committed checkpoint on the job (and, through the
@@ -75,14 +75,7 @@ func (r *Reporter) Checkpoint(ref jobs.CheckpointRef) {
 	r.mu.Lock()
 	r.ckpt = &ref
 	r.mu.Unlock()
-	r.wake()
-}
-
-func (r *Reporter) wake() {
-	select {
-	case r.kick <- struct{}{}:
-	default:
-	}
+	poke(r.kick)
 }
 
 func (r *Reporter) Run(ctx context.Context) {

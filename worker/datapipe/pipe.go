@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/edl-nomad/edl/worker/coord"
+	"github.com/edl-nomad/edl/worker/internal/rhash"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -162,18 +163,10 @@ func (p *Pipe) Reconcile(ctx context.Context, r Reconciliation) (int, error) {
 
 // DebugRecords reads every debug record: step -> payload.
 func (p *Pipe) DebugRecords(ctx context.Context) (map[int64]string, error) {
-	raw, err := p.rdb.HGetAll(ctx, p.keys.Debug()).Result()
-	if err != nil {
-		return nil, fmt.Errorf("read debug records: %w", err)
-	}
-	out := make(map[int64]string, len(raw))
-	for s, v := range raw {
+	return rhash.Read(ctx, p.rdb, p.keys.Debug(), "debug records", func(s, v string) (int64, string, bool) {
 		n, err := strconv.ParseInt(s, 10, 64)
-		if err == nil {
-			out[n] = v
-		}
-	}
-	return out, nil
+		return n, v, err == nil
+	})
 }
 
 func boolArg(b bool) int {

@@ -13,6 +13,26 @@ local function fmt(r)
 end
 `
 
+// luaRequeue (after luaRecord) gives every unfinished partition of the
+// hash parts whose owner gives says so back to the queue todo at its
+// committed offset, unowned, and returns how many it gave back.
+const luaRequeue = `
+local function requeue(parts, todo, gives)
+  local n = 0
+  local all = redis.call('HGETALL', parts)
+  for i = 1, #all, 2 do
+    local r = parse(all[i + 1])
+    if r.fin == '0' and gives(r.o) then
+      r.o = ''
+      redis.call('HSET', parts, all[i], fmt(r))
+      redis.call('LPUSH', todo, all[i])
+      n = n + 1
+    end
+  end
+  return n
+end
+`
+
 // claimScript returns the caller's unfinished partition of the epoch, or
 // pops the next one from the queue (creating the queue from the given order
 // on the epoch's first claim). Only members of the current generation may
@@ -77,19 +97,10 @@ return cur`)
 // releaseScript gives the caller's unfinished partitions back to their
 // epochs' queues at their committed offsets (graceful leave).
 // KEYS: parts, todo (pairs, one per epoch). ARGV: worker.
-var releaseScript = redis.NewScript(luaRecord + `
+var releaseScript = redis.NewScript(luaRecord + luaRequeue + `
 local n = 0
 for k = 1, #KEYS, 2 do
-  local all = redis.call('HGETALL', KEYS[k])
-  for i = 1, #all, 2 do
-    local r = parse(all[i + 1])
-    if r.o == ARGV[1] and r.fin == '0' then
-      r.o = ''
-      redis.call('HSET', KEYS[k], all[i], fmt(r))
-      redis.call('LPUSH', KEYS[k + 1], all[i])
-      n = n + 1
-    end
-  end
+  n = n + requeue(KEYS[k], KEYS[k + 1], function(o) return o == ARGV[1] end)
 end
 return n`)
 
@@ -109,7 +120,7 @@ return n`)
 // debug, gennum.
 // ARGV: gen, L, members (comma list), debug payload for L (empty for none),
 // then worker, part, end, fin per consumption slot.
-var reconcileScript = redis.NewScript(luaRecord + `
+var reconcileScript = redis.NewScript(luaRecord + luaRequeue + `
 if tonumber(redis.call('GET', KEYS[10]) or '0') > tonumber(ARGV[1]) then return -2 end
 local L = tonumber(ARGV[2])
 local members = {}
@@ -137,16 +148,7 @@ for i = 5, #ARGV, 4 do
 end
 local returned = 0
 for k = 1, 5, 2 do
-  local all = redis.call('HGETALL', KEYS[k])
-  for i = 1, #all, 2 do
-    local r = parse(all[i + 1])
-    if r.o ~= '' and not members[r.o] and r.fin == '0' then
-      r.o = ''
-      redis.call('HSET', KEYS[k], all[i], fmt(r))
-      redis.call('LPUSH', KEYS[k + 1], all[i])
-      returned = returned + 1
-    end
-  end
+  returned = returned + requeue(KEYS[k], KEYS[k + 1], function(o) return o ~= '' and not members[o] end)
 end
 redis.call('SET', KEYS[8], ARGV[1] .. '|' .. ARGV[2])
 local steps = redis.call('HKEYS', KEYS[9])
