@@ -66,10 +66,10 @@ func runSweepSubmit(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	switch {
-	case fs.json():
-		if _, err := stdout.Write(raw); err != nil {
-			return err
-		}
+	case fs.json() && !*watch:
+		_, err = stdout.Write(raw)
+		return err
+	case fs.json(): // JSON lines only: watch's first line is the sweep
 	case replay:
 		fmt.Fprintf(stdout, "%s already submitted with this idempotency key (%s)\n", sw.ID, sw.State)
 	default:

@@ -19,21 +19,7 @@ import (
 )
 
 func TestClientSweepVerbs(t *testing.T) {
-	r := testenv.NewRedis(t)
-	store := jobstore.New(r.Client, jobstore.Config{Prefix: r.Prefix})
-	sws := sweepstore.New(r.Client, sweepstore.Config{Prefix: r.Prefix})
-	ts, err := jobs.NewTenants(jobs.Tenant{Name: "team-a", TokenSHA256: jobs.HashToken(cliTokA), RatePerS: 10000, Burst: 10000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(api.New(api.Config{Sweeps: sws}, store, ts, nil, nil).Handler())
-	t.Cleanup(hs.Close)
-	t.Setenv("EDL_CONFIG", filepath.Join(t.TempDir(), "edl", "config.json"))
-	run := func(args ...string) cliResult {
-		var out, errb bytes.Buffer
-		code := runMain(append(args, "--server", hs.URL, "--token", cliTokA), &out, &errb)
-		return cliResult{code: code, stdout: out.String(), stderr: errb.String()}
-	}
+	sws, run := sweepCLI(t)
 	example := filepath.Join("..", "..", "examples", "sweep.json")
 
 	res := run("sweep", "submit", example, "-o", "json")
@@ -91,4 +77,67 @@ func TestClientSweepVerbs(t *testing.T) {
 	if res = run("sweep", "get", "s-nope"); res.code != exitAPIError || !strings.Contains(res.stderr, "404") {
 		t.Fatalf("get unknown: exit %d %s", res.code, res.stderr)
 	}
+}
+
+// sweep submit --watch -o json writes JSON values, each a new version of the
+// sweep: the answer to the POST is not written beside the watch's first line.
+func TestClientSweepSubmitWatchJSON(t *testing.T) {
+	sws, run := sweepCLI(t)
+	go func() {
+		for range 200 {
+			time.Sleep(50 * time.Millisecond)
+			page, _, err := sws.List(context.Background(), "team-a", 10, "")
+			if err != nil || len(page) != 1 {
+				continue
+			}
+			time.Sleep(300 * time.Millisecond)
+			_, _ = sws.Update(context.Background(), page[0].ID, func(s *sweep.Sweep) ([]sweep.Event, error) {
+				s.State = sweep.Succeeded
+				return nil, nil
+			})
+			return
+		}
+	}()
+	res := run("sweep", "submit", filepath.Join("..", "..", "examples", "sweep.json"), "--watch", "-o", "json")
+	if res.code != 0 {
+		t.Fatalf("exit %d: %s", res.code, res.stderr)
+	}
+	seen := map[int64]bool{}
+	dec := json.NewDecoder(strings.NewReader(res.stdout))
+	n := 0
+	for ; dec.More(); n++ {
+		var sw sweep.Sweep
+		if err := dec.Decode(&sw); err != nil {
+			t.Fatalf("value %d is not a sweep: %v", n, err)
+		}
+		if seen[sw.Version] {
+			t.Fatalf("version %d written twice", sw.Version)
+		}
+		seen[sw.Version] = true
+	}
+	if n < 2 {
+		t.Fatalf("want the submitted and the succeeded sweep, got %d values", n)
+	}
+}
+
+// sweepCLI is an API server with a sweep store on a real Redis, and a run
+// of the CLI against it as team-a.
+func sweepCLI(t *testing.T) (*sweepstore.Store, func(args ...string) cliResult) {
+	t.Helper()
+	r := testenv.NewRedis(t)
+	store := jobstore.New(r.Client, jobstore.Config{Prefix: r.Prefix})
+	sws := sweepstore.New(r.Client, sweepstore.Config{Prefix: r.Prefix})
+	ts, err := jobs.NewTenants(jobs.Tenant{Name: "team-a", TokenSHA256: jobs.HashToken(cliTokA), RatePerS: 10000, Burst: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(api.New(api.Config{Sweeps: sws}, store, ts, nil, nil).Handler())
+	t.Cleanup(hs.Close)
+	t.Setenv("EDL_CONFIG", filepath.Join(t.TempDir(), "edl", "config.json"))
+	run := func(args ...string) cliResult {
+		var out, errb bytes.Buffer
+		code := runMain(append(args, "--server", hs.URL, "--token", cliTokA), &out, &errb)
+		return cliResult{code: code, stdout: out.String(), stderr: errb.String()}
+	}
+	return sws, run
 }
