@@ -58,27 +58,17 @@ func sweepPath(id string, rest ...string) (string, error) {
 func runSweepSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "edl sweep submit FILE [--watch] [--idempotency-key K] [-o table|json]"
 	fs := newVerb("sweep submit", usage, "Submits the sweep spec in FILE (JSON; - reads stdin) and prints the sweep's ID.", stderr, true)
-	watch := fs.Bool("watch", false, "follow the sweep until it ends, like 'edl sweep watch'")
-	key := fs.String("idempotency-key", "", "makes a retried submit return the same sweep")
-	var sw sweep.Sweep
-	c, raw, replay, err := fs.submitSpec(ctx, args, "/v1/sweeps", "a sweep spec: see examples/sweep.json", *key, &sw)
-	if err != nil {
-		return err
-	}
-	switch {
-	case fs.json() && !*watch:
-		_, err = stdout.Write(raw)
-		return err
-	case fs.json(): // JSON lines only: watch's first line is the sweep
-	case replay:
-		fmt.Fprintf(stdout, "%s already submitted with this idempotency key (%s)\n", sw.ID, sw.State)
-	default:
-		fmt.Fprintf(stdout, "submitted %s (%s, %d trials)\n", sw.ID, sw.Spec.Name, len(sw.Trials))
-	}
-	if !*watch {
-		return nil
-	}
-	return watchSweep(ctx, c, sw.ID, stdout, fs.json(), time.Second)
+	return submitVerb[sweep.Sweep]{
+		path: "/v1/sweeps", what: "a sweep spec: see examples/sweep.json",
+		watch: fs.Bool("watch", false, "follow the sweep until it ends, like 'edl sweep watch'"),
+		key:   fs.String("idempotency-key", "", "makes a retried submit return the same sweep"),
+		said: func(sw sweep.Sweep) (string, string, string) {
+			return sw.ID, string(sw.State), fmt.Sprintf("%s, %d trials", sw.Spec.Name, len(sw.Trials))
+		},
+		follow: func(c *client, sw sweep.Sweep) error {
+			return watchSweep(ctx, c, sw.ID, stdout, fs.json(), time.Second)
+		},
+	}.run(ctx, fs, args, stdout)
 }
 
 func getSweep(ctx context.Context, c *client, id string) (sweep.Sweep, error) {

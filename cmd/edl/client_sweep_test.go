@@ -141,3 +141,31 @@ func sweepCLI(t *testing.T) (*sweepstore.Store, func(args ...string) cliResult) 
 	}
 	return sws, run
 }
+
+// --idempotency-key reaches the server: a retried submit, job or sweep,
+// gives back what the first made and says so.
+func TestClientSubmitIdempotencyKey(t *testing.T) {
+	e := newCLIEnv(t)
+	spec := specFile(t, map[string]any{"name": "idem"})
+	first := e.run("submit", spec, "--idempotency-key", "k-1", "-o", "json")
+	var j jobs.Job
+	if first.code != 0 || json.Unmarshal([]byte(first.stdout), &j) != nil {
+		t.Fatalf("submit: exit %d %s%s", first.code, first.stdout, first.stderr)
+	}
+	again := e.run("submit", spec, "--idempotency-key", "k-1")
+	if again.code != 0 || again.stdout != j.ID+" already submitted with this idempotency key (pending)\n" {
+		t.Fatalf("retried submit: exit %d %q %s", again.code, again.stdout, again.stderr)
+	}
+
+	_, run := sweepCLI(t)
+	example := filepath.Join("..", "..", "examples", "sweep.json")
+	res := run("sweep", "submit", example, "--idempotency-key", "s-1", "-o", "json")
+	var sw sweep.Sweep
+	if res.code != 0 || json.Unmarshal([]byte(res.stdout), &sw) != nil {
+		t.Fatalf("sweep submit: exit %d %s%s", res.code, res.stdout, res.stderr)
+	}
+	res = run("sweep", "submit", example, "--idempotency-key", "s-1")
+	if res.code != 0 || !strings.HasPrefix(res.stdout, sw.ID+" already submitted with this idempotency key") {
+		t.Fatalf("retried sweep submit: exit %d %q %s", res.code, res.stdout, res.stderr)
+	}
+}

@@ -42,50 +42,67 @@ func (l *labelFlags) Set(v string) error {
 }
 
 func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	const usage = "edl submit FILE [--watch] [-o table|json]"
+	const usage = "edl submit FILE [--watch] [--idempotency-key K] [-o table|json]"
 	fs := newVerb("submit", usage, "Submits the job spec in FILE (JSON; - reads stdin) and prints the job's ID.\nWith --watch it then follows the job like 'edl watch' and exits with the job's status.", stderr, true)
-	watch := fs.Bool("watch", false, "follow the job until it ends (exit 0 succeeded, 3 failed, 4 cancelled)")
-	key := fs.String("idempotency-key", "", "makes a retried submit return the same job")
-	var j jobs.Job
-	c, raw, replay, err := fs.submitSpec(ctx, args, "/v1/jobs", "a job spec: see examples/job.json", *key, &j)
-	if err != nil {
-		return err
-	}
-	switch {
-	case fs.json() && !*watch:
-		_, err = stdout.Write(raw)
-		return err
-	case fs.json(): // JSON lines only: watch's first line is the job
-	case replay:
-		fmt.Fprintf(stdout, "%s already submitted with this idempotency key (%s)\n", j.ID, j.State)
-	default:
-		fmt.Fprintf(stdout, "submitted %s (%s)\n", j.ID, j.Spec.Name)
-	}
-	if !*watch {
-		return nil
-	}
-	return watchJob(ctx, c, j.ID, stdout, fs.json())
+	return submitVerb[jobs.Job]{
+		path: "/v1/jobs", what: "a job spec: see examples/job.json",
+		watch: fs.Bool("watch", false, "follow the job until it ends (exit 0 succeeded, 3 failed, 4 cancelled)"),
+		key:   fs.String("idempotency-key", "", "makes a retried submit return the same job"),
+		said: func(j jobs.Job) (string, string, string) {
+			return j.ID, string(j.State), j.Spec.Name
+		},
+		follow: func(c *client, j jobs.Job) error { return watchJob(ctx, c, j.ID, stdout, fs.json()) },
+	}.run(ctx, fs, args, stdout)
 }
 
-// submitSpec is a submit verb up to the answer: it reads the spec its one
-// argument names (what says what it should hold, for the error), opens the
-// client, and POSTs the spec to path with the idempotency key, decoding the
-// answer into out. It returns the client, the answer as sent and whether
-// it was a replay of an earlier submit.
-func (v *verb) submitSpec(ctx context.Context, args []string, path, what, key string, out any) (c *client, raw []byte, replay bool, err error) {
-	pos, err := v.parse(args, 1)
+// submitVerb is a verb that submits the spec in its one argument and
+// prints what the server made of it, then follows it with --watch.
+type submitVerb[T any] struct {
+	path, what string // where it is POSTed; what the spec should be, for errors
+	watch      *bool
+	key        *string // the Idempotency-Key, "" for none
+	// said is the ID, the state and the summary of what was made.
+	said   func(T) (id, state, summary string)
+	follow func(*client, T) error
+}
+
+// run reads the spec, POSTs it with the idempotency key and prints the
+// answer: as sent with -o json, else a line, which says so when the key
+// had made it before. With --watch and -o json only the watch's values are
+// written (its first is the answer).
+func (s submitVerb[T]) run(ctx context.Context, fs *verb, args []string, stdout io.Writer) error {
+	pos, err := fs.parse(args, 1)
 	if err != nil {
-		return nil, nil, false, err
+		return err
 	}
-	body, err := readSpec(v.name, pos[0], what)
+	body, err := readSpec(fs.name, pos[0], s.what)
 	if err != nil {
-		return nil, nil, false, err
+		return err
 	}
-	if c, err = v.client(); err != nil {
-		return nil, nil, false, err
+	c, err := fs.client()
+	if err != nil {
+		return err
 	}
-	raw, replay, err = c.postIdempotent(ctx, path, body, key, v.name, out)
-	return c, raw, replay, err
+	var made T
+	raw, replay, err := c.postIdempotent(ctx, s.path, body, *s.key, fs.name, &made)
+	if err != nil {
+		return err
+	}
+	id, state, summary := s.said(made)
+	switch {
+	case fs.json() && !*s.watch:
+		_, err = stdout.Write(raw)
+		return err
+	case fs.json():
+	case replay:
+		fmt.Fprintf(stdout, "%s already submitted with this idempotency key (%s)\n", id, state)
+	default:
+		fmt.Fprintf(stdout, "submitted %s (%s)\n", id, summary)
+	}
+	if !*s.watch {
+		return nil
+	}
+	return s.follow(c, made)
 }
 
 // readSpec reads the JSON spec a submit verb is given: the file at path,
