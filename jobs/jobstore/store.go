@@ -122,29 +122,6 @@ func (s *Store) idemKey(tenant, key string) string {
 // Ping checks that Redis answers.
 func (s *Store) Ping(ctx context.Context) error { return s.rdb.Ping(ctx).Err() }
 
-// createScript stores a new job unless the idempotency key already names one.
-// KEYS: job, tenant index, active, events, idem, seq, changes, chgseq.
-// ARGV: id, job JSON, idem value ("" = no key), idem TTL ms, event JSON,
-// events maxlen, notify channel, tenant.
-// Returns {1, seq} when created, {0, idem value} when the key was seen before.
-var createScript = redis.NewScript(`
-if ARGV[3] ~= '' then
-  local prev = redis.call('GET', KEYS[5])
-  if prev then return {0, prev} end
-end
-local seq = redis.call('INCR', KEYS[6])
-redis.call('HSET', KEYS[1], 'v', 1, 'd', ARGV[2], 's', seq, 't', ARGV[8])
-redis.call('ZADD', KEYS[2], seq, ARGV[1])
-redis.call('ZADD', KEYS[3], seq, ARGV[1])
-redis.call('ZADD', KEYS[7], redis.call('INCR', KEYS[8]), ARGV[1])
-redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[6], '*', 'e', ARGV[5])
-if ARGV[3] ~= '' then
-  redis.call('SET', KEYS[5], ARGV[3], 'PX', ARGV[4])
-end
-redis.call('PUBLISH', ARGV[7], ARGV[1])
-return {1, seq}
-`)
-
 // casScript replaces a job if its version is still the one read.
 // KEYS: job, active, events, changes, chgseq, finished, service. ARGV:
 // expected version, new version, job JSON, terminal ("0": live, recorded in
@@ -227,17 +204,17 @@ func (s *Store) CreateJSON(ctx context.Context, tenant string, spec jobs.Spec, i
 		return jobs.Job{}, nil, false, err
 	}
 	idemVal := records.IdemValue(idempotencyKey, job.ID, specHash)
-	keys := []string{s.jobKey(job.ID), s.tenantKey(tenant), s.activeKey(), s.eventsKey(job.ID),
-		s.idemKey(tenant, idempotencyKey), s.seqKey(), s.changesKey(), s.chgSeqKey()}
-	res, err := createScript.Run(ctx, s.rdb, keys, job.ID, data, idemVal,
-		s.cfg.IdempotencyTTL.Milliseconds(), ev, s.cfg.EventsMaxLen, s.notifyChannel(), tenant).Slice()
+	created, prev, err := records.Create(ctx, s.rdb, records.New{ID: job.ID, Tenant: tenant, Data: data, Event: ev,
+		IdemValue: idemVal, IdemTTL: s.cfg.IdempotencyTTL, EventsMaxLen: s.cfg.EventsMaxLen,
+		Key: s.jobKey(job.ID), TenantKey: s.tenantKey(tenant), ActiveKey: s.activeKey(), EventsKey: s.eventsKey(job.ID),
+		IdemKey: s.idemKey(tenant, idempotencyKey), SeqKey: s.seqKey(),
+		ChangesKey: s.changesKey(), ChangeSeqKey: s.chgSeqKey(), Notify: s.notifyChannel()})
 	if err != nil {
 		return jobs.Job{}, nil, false, fmt.Errorf("create job: %w", err)
 	}
-	if len(res) == 2 && res[0] == int64(1) {
+	if created {
 		return job, data, true, nil
 	}
-	prev, _ := res[1].(string)
 	old, err := s.replayed(ctx, prev, specHash)
 	return old, nil, false, err
 }

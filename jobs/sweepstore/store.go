@@ -69,26 +69,6 @@ func (s *Store) idemKey(tenant, key string) string {
 	return records.IdemKey(s.cfg.Prefix+"sweepidem:", tenant, key)
 }
 
-// createScript stores a new sweep unless the idempotency key names one.
-// KEYS: sweep, tenant index, active, events, idem, seq. ARGV: id, sweep
-// JSON, idem value ("" = none), idem TTL ms, event JSON, events maxlen,
-// tenant. Returns {1, seq} when created, {0, idem value} for a replay.
-var createScript = redis.NewScript(`
-if ARGV[3] ~= '' then
-  local prev = redis.call('GET', KEYS[5])
-  if prev then return {0, prev} end
-end
-local seq = redis.call('INCR', KEYS[6])
-redis.call('HSET', KEYS[1], 'v', 1, 'd', ARGV[2], 's', seq, 't', ARGV[7])
-redis.call('ZADD', KEYS[2], seq, ARGV[1])
-redis.call('ZADD', KEYS[3], seq, ARGV[1])
-redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[6], '*', 'e', ARGV[5])
-if ARGV[3] ~= '' then
-  redis.call('SET', KEYS[5], ARGV[3], 'PX', ARGV[4])
-end
-return {1, seq}
-`)
-
 // casScript replaces a sweep if its version is still the one read.
 // KEYS: sweep, active, events. ARGV: expected version, new version, sweep
 // JSON, terminal ("1" = out of active), id, events maxlen, then events.
@@ -132,15 +112,16 @@ func (s *Store) Create(ctx context.Context, tenant string, spec sweep.Spec, idem
 		return sweep.Sweep{}, false, err
 	}
 	idemVal := records.IdemValue(idempotencyKey, sw.ID, specHash)
-	keys := []string{s.key(sw.ID), s.tenantKey(tenant), s.activeKey(), s.eventsKey(sw.ID), s.idemKey(tenant, idempotencyKey), s.seqKey()}
-	res, err := createScript.Run(ctx, s.rdb, keys, sw.ID, data, idemVal, s.cfg.IdempotencyTTL.Milliseconds(), ev, s.cfg.EventsMaxLen, tenant).Slice()
+	created, prev, err := records.Create(ctx, s.rdb, records.New{ID: sw.ID, Tenant: tenant, Data: data, Event: ev,
+		IdemValue: idemVal, IdemTTL: s.cfg.IdempotencyTTL, EventsMaxLen: s.cfg.EventsMaxLen,
+		Key: s.key(sw.ID), TenantKey: s.tenantKey(tenant), ActiveKey: s.activeKey(), EventsKey: s.eventsKey(sw.ID),
+		IdemKey: s.idemKey(tenant, idempotencyKey), SeqKey: s.seqKey()})
 	if err != nil {
 		return sweep.Sweep{}, false, fmt.Errorf("create sweep: %w", err)
 	}
-	if len(res) == 2 && res[0] == int64(1) {
+	if created {
 		return sw, true, nil
 	}
-	prev, _ := res[1].(string)
 	prevID, err := records.Replayed(prev, specHash)
 	if err != nil {
 		return sweep.Sweep{}, false, err
