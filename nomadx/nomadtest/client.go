@@ -230,7 +230,7 @@ func (s *Server) drainDeadline(n *node) {
 			evalID = e.ID
 			s.finishEval(e, js)
 		}
-		s.stopAlloc(a, "alloc is being migrated", evalID)
+		s.stopAlloc(a, "alloc is being migrated")
 		if js != nil && (js.job.Stop == nil || !*js.job.Stop) {
 			s.after(s.cfg.PlacementDelay, func() { s.replace(js, a, evalID) })
 		}

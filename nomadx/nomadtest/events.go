@@ -135,8 +135,11 @@ func (s *Server) collectEvents(st *streamState, from uint64) []map[string]any {
 			continue
 		}
 		typ := "AllocationUpdated"
-		if !ok || seen.desired != a.a.DesiredStatus {
+		switch {
+		case !ok || seen.desired != a.a.DesiredStatus:
 			typ = "PlanResult"
+		case a.transition == ix:
+			typ = "AllocationUpdateDesiredStatus"
 		}
 		st.allocs[a.a.ID] = allocSeen{modify: ix, desired: a.a.DesiredStatus}
 		m := s.allocWire(a)

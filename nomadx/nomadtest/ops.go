@@ -336,7 +336,11 @@ func (s *Server) scale(jobID, ns string, req *api.ScalingRequest) (map[string]an
 }
 
 // stopAllocation stops one allocation; its job places a replacement under
-// the same name index when the count is unchanged.
+// the same name index when the count is unchanged. As in Nomad, the
+// request only marks the allocation for migration (DesiredTransition,
+// an AllocationUpdateDesiredStatus event; it stays desired "run") and
+// answers with a pending evaluation; the scheduler then stops it and
+// places its replacement in one plan.
 func (s *Server) stopAllocation(id string) (map[string]any, *apiError) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -345,24 +349,35 @@ func (s *Server) stopAllocation(id string) (map[string]any, *apiError) {
 		return nil, errf(http.StatusNotFound, "allocation not found")
 	}
 	ix := s.bump()
-	js := s.jobs[jobKey(a.a.Namespace, a.a.JobID)]
-	evalID := newID()
-	if js != nil {
-		e := s.newEval(js, "alloc-stop")
-		evalID = e.ID
-		defer s.finishEval(e, js)
+	key := jobKey(a.a.Namespace, a.a.JobID)
+	js := s.jobs[key]
+	if js == nil {
+		return map[string]any{"EvalID": newID(), "Index": ix}, nil
 	}
+	e := s.newEval(js, "alloc-stop")
 	if a.a.DesiredStatus != "run" || terminalClient(a.a.ClientStatus) {
-		return map[string]any{"EvalID": evalID, "Index": ix}, nil
+		s.finishEval(e, js)
+		return map[string]any{"EvalID": e.ID, "Index": ix}, nil
 	}
 	a.a.DesiredTransition = api.DesiredTransition{Migrate: ptr(true), NoShutdownDelay: ptr(false)}
-	s.stopAlloc(a, "alloc is being migrated", "")
-	a.a.AllocModifyIndex = s.bump()
-	if js != nil && (js.job.Stop == nil || !*js.job.Stop) {
-		s.after(s.placementDelay(), func() { s.replace(js, a, evalID) })
+	a.a.ModifyIndex, a.a.AllocModifyIndex, a.a.ModifyTime = ix, ix, s.now()
+	a.transition = ix
+	if s.cfg.Sync {
+		s.bump()
+	} else {
+		e.Status = "pending"
 	}
-	s.unblock()
-	return map[string]any{"EvalID": evalID, "Index": ix}, nil
+	s.after(s.placementDelay(), func() {
+		if cur := s.jobs[key]; cur == js && a.a.DesiredStatus == "run" && !terminalClient(a.a.ClientStatus) {
+			s.stopAlloc(a, "alloc is being migrated")
+			if js.job.Stop == nil || !*js.job.Stop {
+				s.replace(js, a, e.ID)
+			}
+		}
+		s.finishEval(e, js)
+		s.unblock()
+	})
+	return map[string]any{"EvalID": e.ID, "Index": ix}, nil
 }
 
 // replace places a migrated allocation's replacement under its name index.
@@ -403,7 +418,7 @@ func (s *Server) deregister(jobID, ns string, purge bool) map[string]any {
 	e := s.newEval(js, "job-deregister")
 	for _, a := range s.allocs {
 		if a.a.JobID == jobID && a.a.Namespace == ns && a.a.DesiredStatus == "run" {
-			s.stopAlloc(a, "alloc not needed due to job update", e.ID)
+			s.stopAlloc(a, "alloc not needed due to job update")
 		}
 	}
 	if js.blockedEval != "" {

@@ -35,6 +35,9 @@ type allocState struct {
 	// what it was sent.
 	restarts []time.Time
 	signals  []string
+	// transition is the index at which an allocation stop set its
+	// DesiredTransition (an AllocationUpdateDesiredStatus event).
+	transition uint64
 }
 
 func terminalClient(status string) bool {
@@ -241,24 +244,31 @@ func (s *Server) reconcile(js *jobState, evalID string) int {
 				used[a.index] = true
 			}
 		}
-		// Live allocations are updated in place to the current version.
+		// Scale-in: stop the highest name indexes. A stopped allocation
+		// keeps its job version and evaluation (recorded).
+		excess := len(used) - count
+		sort.Slice(live, func(i, j int) bool { return live[i].index > live[j].index })
+		kept := live[:0:0]
 		for _, a := range live {
+			if excess > 0 {
+				s.stopAlloc(a, "alloc not needed due to job update")
+				delete(used, a.index)
+				excess--
+				continue
+			}
+			kept = append(kept, a)
+		}
+		// The others are updated in place to the current version, by this
+		// evaluation (recorded: JobVersion, EvalID, AllocModifyIndex).
+		for _, a := range kept {
 			if a.version != js.version {
 				a.version = js.version
 				a.a.Job = js.job
-				a.a.ModifyIndex = s.index
+				a.a.ModifyIndex, a.a.AllocModifyIndex = s.index, s.index
+				if evalID != "" {
+					a.a.EvalID = evalID
+				}
 			}
-		}
-		// Scale-in: stop the highest name indexes.
-		excess := len(used) - count
-		sort.Slice(live, func(i, j int) bool { return live[i].index > live[j].index })
-		for _, a := range live {
-			if excess <= 0 {
-				break
-			}
-			s.stopAlloc(a, "alloc not needed due to job update", evalID)
-			delete(used, a.index)
-			excess--
 		}
 		// Scale-out: fill the lowest free name indexes.
 		missing := count - len(used)
@@ -290,16 +300,14 @@ func (s *Server) reconcile(js *jobState, evalID string) int {
 	return queuedTotal
 }
 
-// stopAlloc marks an allocation for stopping. Callers hold mu.
-func (s *Server) stopAlloc(a *allocState, why, evalID string) {
+// stopAlloc marks an allocation for stopping. As in Nomad's plans, it
+// keeps its EvalID and job version. Callers hold mu.
+func (s *Server) stopAlloc(a *allocState, why string) {
 	s.freed++
 	a.a.DesiredStatus = "stop"
 	a.a.DesiredDescription = why
-	a.a.ModifyIndex = s.index
+	a.a.ModifyIndex, a.a.AllocModifyIndex = s.index, s.index
 	a.a.ModifyTime = s.now()
-	if evalID != "" {
-		a.a.EvalID = evalID
-	}
 	if !s.cfg.ManualClient && !terminalClient(a.a.ClientStatus) {
 		// The task got kill_signal; it stays client-running until it exits
 		// (its devices are already free for placement: terminal()).
