@@ -192,3 +192,43 @@ func streamFrames(t *testing.T, s *Server, path string) func() []any {
 		return append([]any(nil), frames...)
 	}
 }
+
+// TestListsAreOrderedByIDAsRecorded: Nomad lists a job's allocations and
+// evaluations, and /v1/allocations, by ID (every recorded list is), not
+// by creation: a replacement may come before the allocation it replaces.
+func TestListsAreOrderedByIDAsRecorded(t *testing.T) {
+	byID := func(v any) bool {
+		var ids []string
+		for _, e := range v.([]any) {
+			ids = append(ids, e.(map[string]any)["ID"].(string))
+		}
+		return sort.StringsAreSorted(ids)
+	}
+	for _, f := range []string{"job-allocations-over-capacity.json", "job-allocations-after-purge.json", "job-evaluations-blocked.json"} {
+		if !byID(fixture(t, f)) {
+			t.Fatalf("recording %s is not ordered by ID", f)
+		}
+	}
+	s := New(t, Config{Sync: true})
+	c := s.Client()
+	for i := 0; i < 4; i++ { // placements and replacements: creation order is not ID order
+		if _, _, err := c.Jobs().Register(batchJob("a", 3+i%2, nil), nil); err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range s.Allocations("default", "a") {
+			if a.DesiredStatus == "run" {
+				do(t, "POST", s.URL()+"/v1/allocation/"+a.ID+"/stop", nil)
+				break
+			}
+		}
+	}
+	for _, path := range []string{"/v1/job/a/allocations", "/v1/allocations", "/v1/allocations?namespace=*", "/v1/job/a/evaluations"} {
+		v := decode(t, do(t, "GET", s.URL()+path, nil).body)
+		if n := len(v.([]any)); n < 5 {
+			t.Fatalf("%s: %d entries, want several", path, n)
+		}
+		if !byID(v) {
+			t.Errorf("%s is not ordered by ID", path)
+		}
+	}
+}

@@ -129,9 +129,14 @@ func stubWire(as *allocState, resources bool) map[string]any {
 	return m
 }
 
+// allocStubs lists allocations in Nomad's order: by ID (its state store's
+// indexes end in the ID), so a replacement may come before or after the
+// allocation it replaces. Callers hold mu.
 func (s *Server) allocStubs(keep func(*allocState) bool, resources bool) []any {
+	all := s.sortedAllocs(keep)
+	sort.Slice(all, func(i, j int) bool { return all[i].a.ID < all[j].a.ID })
 	out := []any{}
-	for _, a := range s.sortedAllocs(keep) {
+	for _, a := range all {
 		out = append(out, stubWire(a, resources))
 	}
 	return out
