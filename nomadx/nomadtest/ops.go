@@ -417,7 +417,9 @@ func (s *Server) deregister(jobID, ns string, purge bool) map[string]any {
 	js.jobModify = ix
 	e := s.newEval(js, "job-deregister")
 	for _, a := range s.allocs {
-		if a.a.JobID == jobID && a.a.Namespace == ns && a.a.DesiredStatus == "run" {
+		// Nomad's reconciler (handleStop) drops terminal allocations
+		// first: a finished one keeps desired "run".
+		if a.a.JobID == jobID && a.a.Namespace == ns && a.a.DesiredStatus == "run" && !terminalClient(a.a.ClientStatus) {
 			s.stopAlloc(a, "alloc not needed due to job update")
 		}
 	}
