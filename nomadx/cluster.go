@@ -335,8 +335,20 @@ func (c *Cluster) finishLeaving(ctx context.Context, v *view) {
 			continue
 		}
 		id := c.cfg.NomadJobID(jobID)
+		stub := v.jobs[id]
+		if stub == nil {
+			// Not in the view's job list, read with it: the job was purged
+			// (its finished allocations stay listed until Nomad's GC).
+			// There is no count to lower, and the info cached from edl's
+			// last write is no evidence of a job.
+			c.cache.mu.Lock()
+			delete(c.cache.leaving, allocID)
+			delete(c.cache.info, id)
+			c.cache.mu.Unlock()
+			continue
+		}
 		err := c.do(ctx, "scale", id, func(ctx context.Context) error {
-			return c.release(ctx, jobID, id, allocID, a.JobVersion, a.NextAllocation, v.jobs[id], "worker left")
+			return c.release(ctx, jobID, id, allocID, a.JobVersion, a.NextAllocation, stub, "worker left")
 		})
 		if err != nil {
 			c.log.Warn("nomad remove worker: lower count", "job", jobID, "alloc", allocID, "err", err)
