@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/nomad/api"
 )
@@ -390,7 +391,7 @@ func (s *Server) nodeStub(n *node, resources bool) api.NodeListStub {
 	}
 	if resources {
 		st.NodeResources = &api.NodeResources{
-			Cpu:    api.NodeCpuResources{CpuShares: n.spec.CPUShares},
+			Cpu:    nodeCPU(n.spec.CPUShares),
 			Memory: api.NodeMemoryResources{MemoryMB: n.spec.MemoryMB},
 			Disk:   api.NodeDiskResources{DiskMB: 72071}, Devices: n.devices,
 			MinDynamicPort: 20000, MaxDynamicPort: 32000,
@@ -434,9 +435,35 @@ func (s *Server) nodeView(id string) (any, *apiError) {
 		nodeWire(m)
 		del(m, "GCVolumesOnNodeGC")
 		m["SecretID"] = ""
+		// What a 1.6.1 agent always sends (recorded node.json): the
+		// default connect meta, the registration event, empty plugin and
+		// link maps, and the legacy Resources/Reserved.
+		m["Meta"] = map[string]any{"connect.gateway_image": "docker.io/envoyproxy/envoy:v${NOMAD_envoy_version}",
+			"connect.log_level": "info", "connect.proxy_concurrency": "1",
+			"connect.sidecar_image": "docker.io/envoyproxy/envoy:v${NOMAD_envoy_version}"}
+		m["Events"] = []any{map[string]any{"CreateIndex": 0, "Details": nil, "Message": "Node registered",
+			"Subsystem": "Cluster", "Timestamp": time.Unix(0, s.now()).UTC().Format(time.RFC3339)}}
+		m["Links"], m["CSIControllerPlugins"], m["CSINodePlugins"] = map[string]any{}, map[string]any{}, map[string]any{}
+		legacy := func(cpu, mem, disk int64) map[string]any {
+			return map[string]any{"CPU": cpu, "Cores": 0, "Devices": nil, "DiskMB": disk, "IOPS": 0,
+				"MemoryMB": mem, "MemoryMaxMB": 0, "Networks": nil}
+		}
+		m["Reserved"] = legacy(0, 0, 0)
+		m["Resources"] = legacy(n.spec.CPUShares, n.spec.MemoryMB, 72071)
 		return m, nil
 	}
 	return nil, errf(http.StatusNotFound, "node not found")
+}
+
+// nodeCPU is a node's CPU as the agent fingerprints it: shares and whole
+// cores (the recorded agent: 5192 MHz, 2 cores, both reservable).
+func nodeCPU(shares int64) api.NodeCpuResources {
+	cores := max(1, int(shares/2596))
+	c := api.NodeCpuResources{CpuShares: shares, TotalCpuCores: uint16(cores)}
+	for i := range cores {
+		c.ReservableCpuCores = append(c.ReservableCpuCores, uint16(i))
+	}
+	return c
 }
 
 // nodeWire adds the node fields Nomad 1.6.1 sends that the api struct
