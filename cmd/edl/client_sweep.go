@@ -59,7 +59,7 @@ func runSweepSubmit(ctx context.Context, args []string, stdout, stderr io.Writer
 	const usage = "edl sweep submit FILE [--watch] [--idempotency-key K] [-o table|json]"
 	fs := newVerb("sweep submit", usage, "Submits the sweep spec in FILE (JSON; - reads stdin) and prints the sweep's ID.", stderr, true)
 	return submitVerb[sweep.Sweep]{
-		path: "/v1/sweeps", what: "a sweep spec: see examples/sweep.json",
+		path: "/v1/sweeps", what: "a sweep spec: see examples/sweep.json", clientFirst: true,
 		watch: fs.Bool("watch", false, "follow the sweep until it ends, like 'edl sweep watch'"),
 		key:   fs.String("idempotency-key", "", "makes a retried submit return the same sweep"),
 		said: func(sw sweep.Sweep) (string, string, string) {

@@ -169,3 +169,24 @@ func TestClientSubmitIdempotencyKey(t *testing.T) {
 		t.Fatalf("retried sweep submit: exit %d %q %s", res.code, res.stdout, res.stderr)
 	}
 }
+
+// sweep submit checks --server (and the client config) before it reads
+// the spec, as before submitVerb; submit reads the spec first. Each error
+// that comes first is the one shown.
+func TestClientSubmitErrorOrder(t *testing.T) {
+	t.Setenv("EDL_CONFIG", filepath.Join(t.TempDir(), "edl", "config.json"))
+	missing := filepath.Join(t.TempDir(), "missing.json")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"sweep", "submit", missing, "--server", "ftp://x"}, `--server "ftp://x": must be an http:// or https:// URL`},
+		{[]string{"submit", missing, "--server", "ftp://x"}, "submit: open " + missing},
+	} {
+		var out, errb bytes.Buffer
+		code := runMain(tc.args, &out, &errb)
+		if code != 2 || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("%v: exit %d %q, want 2 and %q", tc.args, code, errb.String(), tc.want)
+		}
+	}
+}

@@ -59,8 +59,13 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // prints what the server made of it, then follows it with --watch.
 type submitVerb[T any] struct {
 	path, what string // where it is POSTed; what the spec should be, for errors
-	watch      *bool
-	key        *string // the Idempotency-Key, "" for none
+	// clientFirst opens the client (--server, --token, the client config)
+	// before the spec is read, so that their errors come first and stdin
+	// is not read in vain (sweep submit); else the spec is read first
+	// (submit).
+	clientFirst bool
+	watch       *bool
+	key         *string // the Idempotency-Key, "" for none
 	// said is the ID, the state and the summary of what was made.
 	said   func(T) (id, state, summary string)
 	follow func(*client, T) error
@@ -75,13 +80,20 @@ func (s submitVerb[T]) run(ctx context.Context, fs *verb, args []string, stdout 
 	if err != nil {
 		return err
 	}
+	var c *client
+	if s.clientFirst {
+		if c, err = fs.client(); err != nil {
+			return err
+		}
+	}
 	body, err := readSpec(fs.name, pos[0], s.what)
 	if err != nil {
 		return err
 	}
-	c, err := fs.client()
-	if err != nil {
-		return err
+	if c == nil {
+		if c, err = fs.client(); err != nil {
+			return err
+		}
 	}
 	var made T
 	raw, replay, err := c.postIdempotent(ctx, s.path, body, *s.key, fs.name, &made)
