@@ -84,15 +84,37 @@ def _edl_run(spec):
         if not safe:
             sys.path[0] = os.getcwd()
         return lambda: runpy._run_module_as_main(spec["module"], alter_argv=True)
-    path = os.path.abspath(spec["script"])
-    sys.argv = [spec["script"]] + spec["args"]
+    # CPython 3.9+ makes the script's name absolute without normalising it
+    # (_Py_abspath): `./x.py` is CWD/./x.py in __file__ and tracebacks.
+    given = spec["script"]
+    path = given if os.path.isabs(given) else os.path.join(os.getcwd(), given)
+    sys.argv = [given] + spec["args"]
+    import pkgutil
+
+    if pkgutil.get_importer(path) is not None:
+        # A folder or zip file: its __main__.py, with the folder first on
+        # sys.path (pymain_run_python's main_importer_path), -P or not.
+        if safe:
+            sys.path.insert(0, path)
+        else:
+            sys.path[0] = path
+        import runpy
+
+        return lambda: runpy._run_module_as_main("__main__", alter_argv=False)
     if not safe:
         sys.path[0] = os.path.dirname(os.path.realpath(path))
     main.__dict__.update(__builtins__=builtins, __file__=path, __cached__=None,
                          __loader__=importlib.machinery.SourceFileLoader("__main__", path))
 
     def go():
-        with open(path, "rb") as f:
+        try:
+            f = open(path, "rb")
+        except OSError as e:  # pymain_run_file_obj's message and exit status
+            prog = (getattr(sys, "orig_argv", None) or [sys.executable])[0]
+            sys.stderr.write("%s: can't open file %r: [Errno %d] %s\n" % (prog, path, e.errno, e.strerror))
+            sys.stderr.flush()
+            sys.exit(2)
+        with f:
             code = compile(f.read(), path, "exec", dont_inherit=True)
         exec(code, main.__dict__)
 
