@@ -105,3 +105,25 @@ func TestProgramGetsFiles(t *testing.T) {
 		t.Fatalf("program read %q, exit %+v (output %q)", got, p.Res, out.String())
 	}
 }
+
+// The program gets descriptors 0, 1, 2 and those handed to StartProgram,
+// nothing else, as torchrun's workers (Popen's close_fds): not its
+// reaper's status and environment pipes (a program could write a status
+// line of its own), not second copies of its files (a warm interpreter's
+// pipes held open past its closing them), not what the worker inherited.
+func TestProgramGetsNoOtherDescriptors(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var out, errb childproc.Buffer
+	// ls's own listing is the one descriptor past the program's.
+	p := StartProgram([]string{"/bin/ls", "/proc/self/fd"}, "", nil, &out, &errb, 5, w)
+	w.Close()
+	<-p.Done
+	got := strings.Fields(out.String())
+	if p.Res.Code != 0 || len(got) != 5 || strings.Join(got[:4], " ") != "0 1 2 3" {
+		t.Fatalf("the program's descriptors: %q (exit %+v, stderr %q); want 0 1 2 3 and ls's own", got, p.Res, errb.String())
+	}
+}
