@@ -75,6 +75,7 @@ def _edl_run(spec):
     import types
 
     main = types.ModuleType("__main__")
+    main.__annotations__ = {}  # what CPython's own __main__ starts with (add_main_module)
     sys.modules["__main__"] = main
     safe = getattr(sys.flags, "safe_path", False)
     if spec.get("module"):

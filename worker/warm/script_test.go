@@ -13,18 +13,19 @@ import (
 // normalised (`./prog.py` is `CWD/./prog.py` in __file__ and tracebacks),
 // a script that cannot be opened is exit 2 with the interpreter's own
 // "can't open file" line (a typo in a job's command reads as it does under
-// torchrun), and a folder or zip file with a __main__.py runs that.
+// torchrun), and a folder or zip file with a __main__.py runs that; the
+// module's globals are those CPython gives __main__ (__annotations__ too).
 func TestWarmScriptPathLikeCold(t *testing.T) {
 	needPython(t)
 	dir := t.TempDir()
-	show := "import sys\nprint(repr(__file__), sys.argv, repr(sys.path[0]))\n"
+	show := "import sys\nprint(repr(__file__), sys.argv, repr(sys.path[0]), sorted(globals()))\n"
 	if err := os.WriteFile(filepath.Join(dir, "prog.py"), []byte(show), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "app"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	mainSrc := "import sys\nprint(repr(__file__), sys.argv, repr(sys.path[0]), __name__)\n"
+	mainSrc := "import sys\nprint(repr(__file__), sys.argv, repr(sys.path[0]), __name__, sorted(globals()))\n"
 	if err := os.WriteFile(filepath.Join(dir, "app", "__main__.py"), []byte(mainSrc), 0o644); err != nil {
 		t.Fatal(err)
 	}
