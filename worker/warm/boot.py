@@ -65,6 +65,23 @@ def _edl_warm():
     return spec
 
 
+def _edl_importer(path):
+    # PyImport_GetImporter, as CPython asks it of the script's path: a
+    # folder's or zip file's importer, else None (cached either way),
+    # without importing pkgutil into the program's modules.
+    if path in sys.path_importer_cache:
+        return sys.path_importer_cache[path]
+    importer = None
+    for hook in sys.path_hooks:
+        try:
+            importer = hook(path)
+            break
+        except ImportError:
+            pass
+    sys.path_importer_cache[path] = importer
+    return importer
+
+
 def _edl_run(spec):
     # How `python [OPTS] SCRIPT` and `python -m MODULE` set up __main__
     # (CPython 3.11's pymain_run_file and runpy), in a fresh module: boot.py's
@@ -90,9 +107,7 @@ def _edl_run(spec):
     given = spec["script"]
     path = given if os.path.isabs(given) else os.path.join(os.getcwd(), given)
     sys.argv = [given] + spec["args"]
-    import pkgutil
-
-    if pkgutil.get_importer(path) is not None:
+    if _edl_importer(path) is not None:
         # A folder or zip file: its __main__.py, with the folder first on
         # sys.path (pymain_run_python's main_importer_path), -P or not.
         if safe:
@@ -157,7 +172,7 @@ def _edl_threads(spec):
 _edl_spec = _edl_warm()
 _edl_go = _edl_run(_edl_spec)
 _edl_threads(_edl_spec)
-del _edl_warm, _edl_run, _edl_comm, _edl_threads, _edl_spec
+del _edl_warm, _edl_run, _edl_importer, _edl_comm, _edl_threads, _edl_spec
 try:
     _edl_go()
 except (SystemExit, KeyboardInterrupt):
