@@ -50,6 +50,12 @@ type Config struct {
 	Grace time.Duration
 	// RestartDelay is the pause before a failed worker is restarted.
 	RestartDelay time.Duration
+	// JobDir, when set, names a folder of the job's (edl dev: its programs'
+	// exec folders, each with a copy of the job's checkpoint) that is
+	// removed once the job is forgotten: torn down or scaled to 0, and its
+	// workers all gone. Worker IDs are never reused, so nothing reads it
+	// again (a later worker restores from the checkpoint store).
+	JobDir func(jobID string) string
 	// Now reads the clock (tests may fix it); default time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -259,7 +265,7 @@ func (c *Cluster) Teardown(ctx context.Context, jobID string) error {
 		c.stopLocked(p)
 	}
 	if !c.anyLiveLocked(jr) {
-		delete(c.jobs, jobID)
+		c.forgetLocked(jobID)
 	}
 	return nil
 }
@@ -501,7 +507,21 @@ func (c *Cluster) wait(jobID string, p *proc, logs io.Closer) {
 		}
 	}
 	if jr.desired == 0 && !c.anyLiveLocked(jr) {
-		delete(c.jobs, jobID)
+		c.forgetLocked(jobID)
+	}
+}
+
+// forgetLocked drops a job whose workers are all gone, and its folder
+// (Config.JobDir).
+func (c *Cluster) forgetLocked(jobID string) {
+	delete(c.jobs, jobID)
+	if c.cfg.JobDir == nil {
+		return
+	}
+	if dir := c.cfg.JobDir(jobID); dir != "" {
+		if err := os.RemoveAll(dir); err != nil {
+			c.log.Warn("remove the job's folder", "job", jobID, "dir", dir, "err", err)
+		}
 	}
 }
 

@@ -200,6 +200,7 @@ func startDev(parent context.Context, c devConfig, log *slog.Logger) (_ *devEnv,
 				"--worker-id", id, "--listen", "127.0.0.1:0", "--log-level", c.workerLogLevel,
 				"--exec-dir", filepath.Join(dataDir, "exec", job.ID, id)}
 		},
+		JobDir:    func(jobID string) string { return filepath.Join(dataDir, "exec", jobID) },
 		Env:       c.workerEnv,
 		RedisAuth: acl.Credentials,
 		LogDir:    filepath.Join(dataDir, "workers"),

@@ -236,11 +236,14 @@ func (r ProgramResult) Describe() string {
 }
 
 // lineTail keeps the last n lines written to it (each cut at 512 bytes).
+// A "\r" not followed by "\n" starts its line over, as a terminal shows a
+// progress bar (tqdm's): its last state, not its first 512 bytes.
 type lineTail struct {
 	mu    sync.Mutex
 	n     int
 	lines []string
 	part  []byte
+	cr    bool // the last write ended in "\r": a line end if "\n" follows
 }
 
 func newLineTail(n int) *lineTail { return &lineTail{n: max(n, 1)} }
@@ -250,18 +253,34 @@ func (t *lineTail) Write(b []byte) (int, error) {
 	defer t.mu.Unlock()
 	n := len(b)
 	for len(b) > 0 {
-		i := bytes.IndexByte(b, '\n')
-		if i < 0 {
-			t.part = append(t.part, b...)
-			if len(t.part) > 512 {
-				t.part = t.part[:512]
+		if t.cr {
+			t.cr = false
+			if b[0] != '\n' {
+				t.part = t.part[:0]
 			}
+		}
+		i := bytes.IndexAny(b, "\r\n")
+		if i < 0 {
+			t.keep(b)
 			break
 		}
-		t.add(append(t.part, b[:i]...))
-		t.part, b = t.part[:0], b[i+1:]
+		t.keep(b[:i])
+		if b[i] == '\n' {
+			t.add(t.part)
+			t.part = t.part[:0]
+		} else {
+			t.cr = true
+		}
+		b = b[i+1:]
 	}
 	return n, nil
+}
+
+// keep adds b to the unfinished line, up to 512 bytes.
+func (t *lineTail) keep(b []byte) {
+	if room := 512 - len(t.part); room > 0 {
+		t.part = append(t.part, b[:min(len(b), room)]...)
+	}
 }
 
 func (t *lineTail) add(line []byte) {

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -103,5 +104,53 @@ func TestProgramGetsFiles(t *testing.T) {
 	<-p.Done
 	if string(got) != "got hello\n" || p.Res.Code != 0 {
 		t.Fatalf("program read %q, exit %+v (output %q)", got, p.Res, out.String())
+	}
+}
+
+// The program gets descriptors 0, 1, 2 and those handed to StartProgram,
+// nothing else, as torchrun's workers (Popen's close_fds): not its
+// reaper's status and environment pipes (a program could write a status
+// line of its own), not second copies of its files (a warm interpreter's
+// pipes held open past its closing them), not what the worker inherited.
+func TestProgramGetsNoOtherDescriptors(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var out, errb childproc.Buffer
+	// ls's own listing is the one descriptor past the program's.
+	p := StartProgram([]string{"/bin/ls", "/proc/self/fd"}, "", nil, &out, &errb, 5, w)
+	w.Close()
+	<-p.Done
+	got := strings.Fields(out.String())
+	if p.Res.Code != 0 || len(got) != 5 || strings.Join(got[:4], " ") != "0 1 2 3" {
+		t.Fatalf("the program's descriptors: %q (exit %+v, stderr %q); want 0 1 2 3 and ls's own", got, p.Res, errb.String())
+	}
+}
+
+// A progress bar (tqdm's: "\r" and the bar again, no newline) is one line
+// whose last state counts, as a terminal shows it: a failed job's reason
+// shows the bar where it stopped and the traceback after it, not the first
+// 512 bytes of the bar's first states. "\r\n" ends a line.
+func TestTailKeepsWhatATerminalShows(t *testing.T) {
+	tail := newLineTail(3)
+	var bar strings.Builder
+	for i := range 200 {
+		fmt.Fprintf(&bar, "\rEpoch 1: %3d%%|%-10s| %d/200", i/2, strings.Repeat("#", i/20), i)
+	}
+	for _, chunk := range []string{bar.String(), "Traceback (most recent call last):\r", "\n  File \"train.py\", line 6\r\n", "RuntimeError: boom\n"} {
+		if _, err := tail.Write([]byte(chunk)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "Epoch 1:  99%|######### | 199/200Traceback (most recent call last):\n  File \"train.py\", line 6\nRuntimeError: boom"
+	if got := tail.String(); got != want {
+		t.Errorf("tail:\n%q\nwant:\n%q", got, want)
+	}
+	tail = newLineTail(2)
+	_, _ = tail.Write([]byte("done\n\r 10%\r 20%"))
+	if got := tail.String(); got != "done\n 20%" {
+		t.Errorf("unfinished bar: %q, want %q", got, "done\n 20%")
 	}
 }

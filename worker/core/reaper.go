@@ -21,6 +21,7 @@ package core
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"runtime"
@@ -87,6 +88,7 @@ func reaperMain(mode containMode, args []string) int {
 	for i := range min(max(n, 0), maxPassFiles) {
 		files = append(files, os.NewFile(uintptr(5+i), "program-fd"))
 	}
+	closeOnExec()
 	start := func() (*os.Process, error) {
 		attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		if cg != nil {
@@ -176,4 +178,27 @@ func reaperMain(mode containMode, args []string) int {
 		fmt.Fprintf(status, "exit %s\n", strconv.Itoa(ws.ExitStatus()))
 	}
 	return 0
+}
+
+// closeOnExec marks every descriptor from 3 up close-on-exec, so that the
+// program gets only what start hands it (0, 1, 2 and its files, which
+// os.StartProcess dup2s into place), as torchrun's workers get only
+// theirs (Popen's close_fds): not the reaper's status pipe (a program
+// writing to it could forge its own exit), not the originals of the files
+// it passes on (a warm interpreter's pipes stayed open after boot.py
+// closed them), not whatever the worker inherited from its own parent.
+func closeOnExec() {
+	const closeRangeCloexec = 1 << 2 // CLOSE_RANGE_CLOEXEC, Linux 5.11
+	if unix.CloseRange(3, math.MaxUint32, closeRangeCloexec) == nil {
+		return
+	}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC)
+		}
+	}
 }

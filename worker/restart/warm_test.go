@@ -196,3 +196,41 @@ func TestWarmDelay(t *testing.T) {
 		}
 	}
 }
+
+// An interpreter that dies before it is ready says so in its cold-start
+// event with its last stderr lines when it wrote some, and without an
+// empty "last stderr lines:" when it wrote none.
+func TestWarmDeathEventTail(t *testing.T) {
+	needTorch(t)
+	for _, tc := range []struct {
+		name, module, want string
+	}{
+		{"silent", "import os\nos._exit(7)\n", "(exit code 7)"},
+		{"says why", "import os, sys\nsys.stderr.write('no GPU here\\n')\nsys.stderr.flush()\nos._exit(7)\n", "(exit code 7); last stderr lines: no GPU here"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "edl_test_preload.py"), []byte(tc.module), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "prog.py"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r := newExecRunOf(t, 1, 1, 0, func(e *jobs.ExecTrainer) {
+				e.Command = []string{python, "prog.py"}
+				e.Workdir = dir
+				e.Preload = []string{"edl_test_preload"}
+				e.Env["PYTHONPATH"] = dir
+			})
+			r.add("w0")
+			if st, reason := r.wait(60 * time.Second); st != jobs.Succeeded {
+				t.Fatalf("job %s (%s), want succeeded", st, reason)
+			}
+			for _, e := range r.jobs.Events {
+				if strings.Contains(e.Message, "starts its program cold") && !strings.HasSuffix(e.Message, tc.want) {
+					t.Errorf("cold-start event %q, want it to end %q", e.Message, tc.want)
+				}
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/edl-nomad/edl/jobs"
@@ -136,14 +137,27 @@ func (wm *warmer) waitReady(ctx context.Context) {
 		wm.failed(fmt.Sprintf("the warm interpreter was not ready within %s (a preload hangs?)", wm.w.Ecfg.WarmTimeout))
 		return
 	case err != nil:
-		wm.discard()
-		wm.failed(fmt.Sprintf("the warm interpreter was not ready: %v; last stderr lines: %s", err, p.prog.Res.Tail))
+		wm.discard() // gone after it: its exit and stderr are known
+		wm.failed(notReady(err, p.prog.Res))
 		return
 	case len(fails) > 0:
 		// The program's own import of them fails the same way, cold or warm.
 		wm.w.Log.Warn("preloads did not import", "failed", fails)
 	}
 	wm.w.Log.Debug("warm interpreter ready", "pid", p.prog.Pid(), "took", time.Since(p.at).Round(time.Millisecond))
+}
+
+// notReady is why an interpreter that ended was not ready: err, its exit
+// (unless err tells it) and its last stderr lines when it wrote some.
+func notReady(err error, res core.ProgramResult) string {
+	msg := fmt.Sprintf("the warm interpreter was not ready: %v", err)
+	if d := res.Describe(); !strings.Contains(msg, d) {
+		msg += " (" + d + ")"
+	}
+	if tail := strings.TrimSpace(res.Tail); tail != "" {
+		msg += "; last stderr lines: " + tail
+	}
+	return msg
 }
 
 // start runs the program in the next interpreter with the generation's

@@ -65,6 +65,23 @@ def _edl_warm():
     return spec
 
 
+def _edl_importer(path):
+    # PyImport_GetImporter, as CPython asks it of the script's path: a
+    # folder's or zip file's importer, else None (cached either way),
+    # without importing pkgutil into the program's modules.
+    if path in sys.path_importer_cache:
+        return sys.path_importer_cache[path]
+    importer = None
+    for hook in sys.path_hooks:
+        try:
+            importer = hook(path)
+            break
+        except ImportError:
+            pass
+    sys.path_importer_cache[path] = importer
+    return importer
+
+
 def _edl_run(spec):
     # How `python [OPTS] SCRIPT` and `python -m MODULE` set up __main__
     # (CPython 3.11's pymain_run_file and runpy), in a fresh module: boot.py's
@@ -75,6 +92,7 @@ def _edl_run(spec):
     import types
 
     main = types.ModuleType("__main__")
+    main.__annotations__ = {}  # what CPython's own __main__ starts with (add_main_module)
     sys.modules["__main__"] = main
     safe = getattr(sys.flags, "safe_path", False)
     if spec.get("module"):
@@ -84,15 +102,35 @@ def _edl_run(spec):
         if not safe:
             sys.path[0] = os.getcwd()
         return lambda: runpy._run_module_as_main(spec["module"], alter_argv=True)
-    path = os.path.abspath(spec["script"])
-    sys.argv = [spec["script"]] + spec["args"]
+    # CPython 3.9+ makes the script's name absolute without normalising it
+    # (_Py_abspath): `./x.py` is CWD/./x.py in __file__ and tracebacks.
+    given = spec["script"]
+    path = given if os.path.isabs(given) else os.path.join(os.getcwd(), given)
+    sys.argv = [given] + spec["args"]
+    if _edl_importer(path) is not None:
+        # A folder or zip file: its __main__.py, with the folder first on
+        # sys.path (pymain_run_python's main_importer_path), -P or not.
+        if safe:
+            sys.path.insert(0, path)
+        else:
+            sys.path[0] = path
+        import runpy
+
+        return lambda: runpy._run_module_as_main("__main__", alter_argv=False)
     if not safe:
         sys.path[0] = os.path.dirname(os.path.realpath(path))
     main.__dict__.update(__builtins__=builtins, __file__=path, __cached__=None,
                          __loader__=importlib.machinery.SourceFileLoader("__main__", path))
 
     def go():
-        with open(path, "rb") as f:
+        try:
+            f = open(path, "rb")
+        except OSError as e:  # pymain_run_file_obj's message and exit status
+            prog = (getattr(sys, "orig_argv", None) or [sys.executable])[0]
+            sys.stderr.write("%s: can't open file %r: [Errno %d] %s\n" % (prog, path, e.errno, e.strerror))
+            sys.stderr.flush()
+            sys.exit(2)
+        with f:
             code = compile(f.read(), path, "exec", dont_inherit=True)
         exec(code, main.__dict__)
 
@@ -134,7 +172,7 @@ def _edl_threads(spec):
 _edl_spec = _edl_warm()
 _edl_go = _edl_run(_edl_spec)
 _edl_threads(_edl_spec)
-del _edl_warm, _edl_run, _edl_comm, _edl_threads, _edl_spec
+del _edl_warm, _edl_run, _edl_importer, _edl_comm, _edl_threads, _edl_spec
 try:
     _edl_go()
 except (SystemExit, KeyboardInterrupt):
