@@ -70,3 +70,7 @@ func (w *ExecWorker) Run(ctx context.Context) error {
 	}
 	return restart.New(w.pw).Run(ctx)
 }
+
+// ExecLastCall is the last call of an exec job's workers when
+// Config.LastCall is 0 (see restart.DefaultLastCall).
+const ExecLastCall = restart.DefaultLastCall

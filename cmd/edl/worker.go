@@ -45,6 +45,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	threads := fs.Int("threads", 1, "goroutines per gradient")
 	stepLog := fs.String("step-log", "", "append one line per applied step to this file (benchmarks)")
 	minStart := fs.Int("min-start", 0, "ready workers before the first generation (default: the spec's minimum)")
+	lastCall := fs.Duration("last-call", 0, "how long ready workers wait for the job's workers still preparing before they start or join together (0: the mode's default, "+worker.ExecLastCall.String()+" for exec jobs, none for the others; negative: no wait)")
 	restore := fs.String("restore", "", "start a fresh job from this state file")
 	save := fs.String("save", "", "rank 0 writes the training state here when the job stops or ends")
 	staticWorld := fs.Int("static-world", 0, "run the fixed-world baseline without Redis with this many ranks (benchmarks)")
@@ -91,7 +92,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	cfg := worker.DefaultConfig(*job, *id)
 	cfg.Prefix, cfg.Lease, cfg.Heartbeat = *prefix, *lease, *heartbeat
 	cfg.RingTimeout, cfg.ReportWindow = *ringTimeout, *window
-	cfg.DebugSamples, cfg.Threads, cfg.MinStart = *debugSamples, *threads, *minStart
+	cfg.DebugSamples, cfg.Threads, cfg.MinStart, cfg.LastCall = *debugSamples, *threads, *minStart, *lastCall
 	cfg.RestoreFile, cfg.SaveFile = *restore, *save
 	newRedis := func() (*redis.Client, error) {
 		opts, err := redis.ParseURL(*redisURL)

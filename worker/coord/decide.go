@@ -16,6 +16,15 @@ type Snapshot struct {
 	FirstReport time.Time
 	MinStart    int // workers ready before generation 1 forms
 	MaxWorkers  int // 0: no limit
+	// LastCall is how long ready newcomers wait for live workers still
+	// preparing before a first generation or a join admits them, so that
+	// workers started together start (or join) together: a program that
+	// restarts at every change (exec mode) starts once, not once per
+	// worker. 0: no wait. Failures, leaves and restores never wait.
+	LastCall time.Duration
+	// ReadySince is when the leader first saw the ready newcomers it has
+	// not admitted yet; the last call ends LastCall after it.
+	ReadySince time.Time
 }
 
 // NoState is the applied step a worker reports when it holds no training
@@ -106,10 +115,13 @@ const ReasonStart = "start"
 func (s Snapshot) decide(now time.Time, window time.Duration) Decision {
 	newcomers := s.newcomers()
 	if s.Gen == nil {
-		if len(newcomers) >= max(1, s.MinStart) {
-			return Decision{Next: s.next(nil, newcomers, -1, false, -1, ReasonStart)}
+		if len(newcomers) < max(1, s.MinStart) {
+			return Decision{}
 		}
-		return Decision{}
+		if wait := s.lastCall(now, len(newcomers)); wait > 0 {
+			return Decision{Recheck: wait}
+		}
+		return Decision{Next: s.next(nil, newcomers, -1, false, -1, ReasonStart)}
 	}
 	g := s.Gen
 	reports := s.current()
@@ -155,6 +167,9 @@ func (s Snapshot) decide(now time.Time, window time.Duration) Decision {
 		return Decision{Next: s.next(stay, newcomers, 0, false, -1, "leave")}
 	}
 	if len(newcomers) > 0 && len(stay) > 0 && (s.MaxWorkers == 0 || len(stay) < s.MaxWorkers) {
+		if wait := s.lastCall(now, len(stay)+len(newcomers)); wait > 0 {
+			return Decision{Recheck: wait}
+		}
 		g := s.next(stay, newcomers, 0, false, -1, "join")
 		g.Joiners = slices.Clone(g.Members[len(stay):])
 		return Decision{Next: g}
@@ -188,6 +203,33 @@ func (s Snapshot) restore(survivors, newcomers []string, window time.Duration) D
 	g := s.next(survivors, newcomers, 0, true, -1, "restore")
 	g.Restore = true
 	return Decision{Next: g}
+}
+
+// lastCall is how much longer the ready newcomers wait, a generation of
+// size members being possible now, for live workers outside the
+// generation still preparing (0: form it now). The wait ends LastCall
+// after ReadySince, when no worker prepares any more, or when the
+// generation would be full without them.
+func (s Snapshot) lastCall(now time.Time, size int) time.Duration {
+	if s.LastCall <= 0 || s.MaxWorkers > 0 && size >= s.MaxWorkers {
+		return 0
+	}
+	wait := s.ReadySince.Add(s.LastCall).Sub(now)
+	if wait <= 0 || !s.preparing() {
+		return 0
+	}
+	return wait
+}
+
+// preparing says whether a live worker outside the current generation is
+// still preparing (it will be ready soon).
+func (s Snapshot) preparing() bool {
+	for id, m := range s.Members {
+		if m.State == Preparing && s.Alive[id] && s.Gen.Rank(id) < 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // newcomers are live, ready workers outside the current generation, oldest first.

@@ -59,10 +59,13 @@ return n`)
 
 // LeaderOptions tune the leader's decisions.
 type LeaderOptions struct {
-	MinStart   int           // ready workers before generation 1
-	MaxWorkers int           // 0: no limit
-	Window     time.Duration // wait for failure reports this long
-	Poll       time.Duration // look again at least this often
+	MinStart   int // ready workers before generation 1
+	MaxWorkers int // 0: no limit
+	// LastCall is how long ready newcomers wait for workers still
+	// preparing (Snapshot.LastCall); 0: no wait.
+	LastCall time.Duration
+	Window   time.Duration // wait for failure reports this long
+	Poll     time.Duration // look again at least this often
 	// OnFormed, when set, is called after this leader wrote generation g,
 	// with the members g dropped without a graceful leave (Decision.Lost).
 	// It runs on the leader's goroutine: it must not block.
@@ -78,6 +81,7 @@ type Leader struct {
 	fence atomic.Int64 // > 0 while this worker leads
 
 	firstReport time.Time
+	readySince  time.Time // when the ready newcomers were first seen
 	lastGC      time.Time
 }
 
@@ -135,7 +139,7 @@ func (l *Leader) tick(ctx context.Context) (time.Duration, error) {
 	}
 	if old := l.fence.Swap(f); old != f && f > 0 {
 		l.c.log.Info("leading", "fence", f)
-		l.firstReport = time.Time{}
+		l.firstReport, l.readySince = time.Time{}, time.Time{}
 	}
 	if f == 0 {
 		return 0, nil
@@ -177,7 +181,13 @@ func (l *Leader) decide(ctx context.Context, fence int64) (time.Duration, error)
 		l.firstReport = now
 	}
 	snap := Snapshot{Gen: g, Members: members, Alive: alive, Reports: reports, FirstReport: l.firstReport,
-		MinStart: l.opts.MinStart, MaxWorkers: l.opts.MaxWorkers}
+		MinStart: l.opts.MinStart, MaxWorkers: l.opts.MaxWorkers, LastCall: l.opts.LastCall}
+	if len(snap.newcomers()) == 0 {
+		l.readySince = time.Time{}
+	} else if l.readySince.IsZero() {
+		l.readySince = now
+	}
+	snap.ReadySince = l.readySince
 	d := Decide(snap, now, l.opts.Window)
 	if now.Sub(l.lastGC) > l.c.cfg.Lease {
 		l.lastGC = now
@@ -194,7 +204,7 @@ func (l *Leader) decide(ctx context.Context, fence int64) (time.Duration, error)
 	if err := l.write(ctx, fence, expect, d.Next); err != nil {
 		return 0, err
 	}
-	l.firstReport = time.Time{}
+	l.firstReport, l.readySince = time.Time{}, time.Time{}
 	l.c.log.Info("generation formed", "gen", d.Next.Number, "members", d.Next.Members, "root", d.Next.Root,
 		"sync", d.Next.Sync, "last_applied", d.Next.LastApplied, "reason", d.Next.Reason, "lost", d.Lost)
 	if l.opts.OnFormed != nil {

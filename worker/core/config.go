@@ -45,6 +45,11 @@ type Config struct {
 	// MinStart is how many ready workers generation 1 waits for (default
 	// the spec's minimum workers).
 	MinStart int
+	// LastCall is how long ready newcomers wait for workers of the job
+	// still preparing before a first generation or a join admits them
+	// (coord.Snapshot.LastCall); 0: no wait, negative: none either (an
+	// explicit off where a mode has a default).
+	LastCall time.Duration
 	// MaxWorkers caps a generation's size (0: the API's limit of 1024; the planner decides the count).
 	MaxWorkers int
 	// DebugSamples records, per applied step, which samples it consumed.

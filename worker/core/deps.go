@@ -90,7 +90,8 @@ func (d Deps) ReadSpec(ctx context.Context, job string) (*jobs.Spec, error) {
 // cfg.MinStart ready workers (default the spec's minimum), a generation
 // holds up to cfg.MaxWorkers (default the API's limit: the planner decides
 // how many run; the spec's max read at start may be stale, a PATCH can
-// raise it). onFormed may be nil.
+// raise it). Ready newcomers wait cfg.LastCall for workers still
+// preparing. onFormed may be nil.
 func NewLeader(cfg Config, spec jobs.Spec, co *coord.Client, now func() time.Time, onFormed func(*coord.Generation, []coord.Loss)) *coord.Leader {
 	minStart, maxW := cfg.MinStart, cfg.MaxWorkers
 	if minStart == 0 {
@@ -99,5 +100,6 @@ func NewLeader(cfg Config, spec jobs.Spec, co *coord.Client, now func() time.Tim
 	if maxW == 0 {
 		maxW = 1024
 	}
-	return coord.NewLeader(co, coord.LeaderOptions{MinStart: minStart, MaxWorkers: maxW, Window: cfg.ReportWindow, OnFormed: onFormed}, now)
+	return coord.NewLeader(co, coord.LeaderOptions{MinStart: minStart, MaxWorkers: maxW,
+		LastCall: max(cfg.LastCall, 0), Window: cfg.ReportWindow, OnFormed: onFormed}, now)
 }

@@ -72,6 +72,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	return w.loop(bg)
 }
 
+// DefaultLastCall is how long an exec job's ready workers wait for
+// those still preparing (core.Config.LastCall 0): a program restarts at
+// every change of the world, so workers started together start it
+// together (torchrun's rendezvous has a last call too).
+const DefaultLastCall = 10 * time.Second
+
 func (w *Worker) prepare(ctx context.Context) error {
 	spec, err := w.ReadSpec(ctx)
 	if err != nil {
@@ -102,7 +108,11 @@ func (w *Worker) prepare(ctx context.Context) error {
 			return err
 		}
 	}
-	w.Leader = core.NewLeader(w.Cfg, *spec, w.Co, w.Deps.Now, nil)
+	lc := w.Cfg
+	if lc.LastCall == 0 {
+		lc.LastCall = DefaultLastCall
+	}
+	w.Leader = core.NewLeader(lc, *spec, w.Co, w.Deps.Now, nil)
 	w.Watch = w.Co.Watch(context.WithoutCancel(ctx), 100*time.Millisecond)
 	// A newcomer's interpreter is warm before the leader may admit it: a
 	// join does not wait for Python's start and its imports.
