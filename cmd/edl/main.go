@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 )
 
@@ -95,6 +96,28 @@ func printUsage(w io.Writer) {
 		fmt.Fprintf(w, "  %-12s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Run 'edl <command> --help' for a command's flags. Every flag can also be set")
-	fmt.Fprintln(w, "with an EDL_* environment variable: --data-dir is EDL_DATA_DIR.")
+	text := "Run 'edl <command> --help' for a command's flags. The flags of " +
+		strings.Join(envFlagCommands, ", ") + " can also be set with an EDL_* environment variable: " +
+		"--data-dir is EDL_DATA_DIR. The client verbs (" + strings.Join(clientVerbs, ", ") +
+		") read only EDL_SERVER (--server) and EDL_TOKEN (--token)."
+	line := ""
+	for _, word := range strings.Fields(text) {
+		if line != "" && len(line)+1+len(word) > 88 {
+			fmt.Fprintln(w, line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += word
+	}
+	fmt.Fprintln(w, line)
 }
+
+// envFlagCommands read every flag from EDL_<NAME> (internal/cli); the
+// clientVerbs only --server and --token (client.go). TestUsageSaysWhichFlagsReadTheEnvironment
+// holds both lists to each command's own --help.
+var (
+	envFlagCommands = []string{"dev", "serve", "worker", "sim", "bench", "gpus", "tenant-token"}
+	clientVerbs     = []string{"submit", "ls", "get", "watch", "scale", "events", "logs", "checkpoints", "model", "cancel", "sweep"}
+)
