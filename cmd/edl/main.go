@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -55,8 +56,20 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return exitCode(c.run(ctx, args[1:], stdout, stderr), stderr)
+	err := c.run(ctx, args[1:], stdout, stderr)
+	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) && slices.Contains(clientVerbs, c.name) {
+		// Ctrl-C (or SIGTERM) ended what a client verb was doing, such as
+		// following events or logs: no "edl: context canceled", and the
+		// shell's status for an interrupt, not 1 (a problem from the API).
+		// dev, serve and worker keep theirs.
+		return exitInterrupted
+	}
+	return exitCode(err, stderr)
 }
+
+// exitInterrupted is the status of a client verb that a signal ended (128 +
+// SIGINT, as a shell reports it).
+const exitInterrupted = 130
 
 // exitCode maps a command's error to the process exit status: 0 for success
 // or --help, 2 for usage errors, an error's own ExitCode() (edl watch: the
