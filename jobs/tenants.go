@@ -38,7 +38,7 @@ type Tenant struct {
 	RatePerS float64 `json:"rate_per_s" yaml:"rate_per_s"`
 	Burst    int     `json:"burst" yaml:"burst"`
 	// CallbackSecret signs the tenant's completion callbacks (HMAC-SHA256,
-	// header X-Edl-Signature; see docs/api.md); empty: unsigned. Never
+	// header X-Edl-Signature; see docs/planner-loop.md); empty: unsigned. Never
 	// shown by the API.
 	CallbackSecret string `json:"-" yaml:"callback_secret"`
 	// Limits bound each job the tenant submits (limits.go); 0 is the

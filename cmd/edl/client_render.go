@@ -117,9 +117,14 @@ func age(d time.Duration) string {
 
 // totalSamples is how many samples the whole job trains on, when the spec
 // says (0 when it does not, as for an exec job without a dataset size).
-func totalSamples(s jobs.Spec) int64 {
-	if b := s.Trainer.Builtin; b != nil && b.Epochs > 0 && b.Dataset.Samples > 0 {
+func totalSamples(j jobs.Job) int64 {
+	if b := j.Spec.Trainer.Builtin; b != nil && b.Epochs > 0 && b.Dataset.Samples > 0 {
 		return int64(b.Epochs) * int64(b.Dataset.Samples)
+	}
+	// A live-mode program's samples are the spec's data set times the
+	// epochs its loop reported (the spec does not say how many it runs).
+	if e := j.Spec.Trainer.Exec; e != nil && e.Dataset != nil && e.Dataset.Samples > 0 && j.Progress.TotalEpochs > 0 {
+		return int64(j.Progress.TotalEpochs) * e.Dataset.Samples
 	}
 	return 0
 }
@@ -129,8 +134,11 @@ func fraction(j jobs.Job) float64 {
 	if j.State == jobs.Succeeded {
 		return 1
 	}
-	if total := totalSamples(j.Spec); total > 0 {
+	if total := totalSamples(j); total > 0 {
 		return min(1, float64(j.Progress.Samples)/float64(total))
+	}
+	if e := j.Spec.Trainer.Exec; e != nil && e.TotalSteps > 0 {
+		return min(1, float64(j.Progress.Step)/float64(e.TotalSteps))
 	}
 	if j.Progress.TotalEpochs > 0 {
 		return min(1, float64(j.Progress.Epoch)/float64(j.Progress.TotalEpochs))
@@ -140,7 +148,7 @@ func fraction(j jobs.Job) float64 {
 
 // eta is the time left at the current rate, or 0 when it cannot be told.
 func eta(j jobs.Job) time.Duration {
-	total := totalSamples(j.Spec)
+	total := totalSamples(j)
 	if total == 0 || j.Progress.SamplesPerS <= 0 || j.State.Terminal() {
 		return 0
 	}

@@ -8,7 +8,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
+	"strings"
 	"syscall"
 )
 
@@ -54,8 +56,20 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return exitCode(c.run(ctx, args[1:], stdout, stderr), stderr)
+	err := c.run(ctx, args[1:], stdout, stderr)
+	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) && slices.Contains(clientVerbs, c.name) {
+		// Ctrl-C (or SIGTERM) ended what a client verb was doing, such as
+		// following events or logs: no "edl: context canceled", and the
+		// shell's status for an interrupt, not 1 (a problem from the API).
+		// dev, serve and worker keep theirs.
+		return exitInterrupted
+	}
+	return exitCode(err, stderr)
 }
+
+// exitInterrupted is the status of a client verb that a signal ended (128 +
+// SIGINT, as a shell reports it).
+const exitInterrupted = 130
 
 // exitCode maps a command's error to the process exit status: 0 for success
 // or --help, 2 for usage errors, an error's own ExitCode() (edl watch: the
@@ -95,6 +109,28 @@ func printUsage(w io.Writer) {
 		fmt.Fprintf(w, "  %-12s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Run 'edl <command> --help' for a command's flags. Every flag can also be set")
-	fmt.Fprintln(w, "with an EDL_* environment variable: --data-dir is EDL_DATA_DIR.")
+	text := "Run 'edl <command> --help' for a command's flags. The flags of " +
+		strings.Join(envFlagCommands, ", ") + " can also be set with an EDL_* environment variable: " +
+		"--data-dir is EDL_DATA_DIR. The client verbs (" + strings.Join(clientVerbs, ", ") +
+		") read only EDL_SERVER (--server) and EDL_TOKEN (--token)."
+	line := ""
+	for _, word := range strings.Fields(text) {
+		if line != "" && len(line)+1+len(word) > 88 {
+			fmt.Fprintln(w, line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += word
+	}
+	fmt.Fprintln(w, line)
 }
+
+// envFlagCommands read every flag from EDL_<NAME> (internal/cli); the
+// clientVerbs only --server and --token (client.go). TestUsageSaysWhichFlagsReadTheEnvironment
+// holds both lists to each command's own --help.
+var (
+	envFlagCommands = []string{"dev", "serve", "worker", "sim", "bench", "gpus", "tenant-token"}
+	clientVerbs     = []string{"submit", "ls", "get", "watch", "scale", "events", "logs", "checkpoints", "model", "cancel", "sweep"}
+)

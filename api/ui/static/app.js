@@ -62,6 +62,10 @@
     if (j.state === "succeeded") return 1;
     const b = j.spec.trainer && j.spec.trainer.builtin;
     if (b && b.epochs > 0 && b.dataset && b.dataset.samples > 0) return Math.min(1, j.progress.samples / (b.epochs * b.dataset.samples));
+    // Live mode: the spec's data set times the epochs the program's loop reported.
+    const e = j.spec.trainer && j.spec.trainer.exec;
+    if (e && e.dataset && e.dataset.samples > 0 && j.progress.total_epochs > 0) return Math.min(1, j.progress.samples / (j.progress.total_epochs * e.dataset.samples));
+    if (e && e.total_steps > 0) return Math.min(1, j.progress.step / e.total_steps);
     if (j.progress.total_epochs > 0) return Math.min(1, j.progress.epoch / j.progress.total_epochs);
     return -1;
   }
