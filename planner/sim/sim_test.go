@@ -46,6 +46,8 @@ func TestReadTrace(t *testing.T) {
 			want: []TraceJob{{ID: "a", Tenant: "nlp", GPUs: 2, Duration: 10, Priority: jobs.Opportunistic}, {ID: "b", Tenant: "default", Submit: 1, GPUs: 1, Duration: 5, Priority: jobs.Guaranteed}}},
 		{name: "unknown priority", csv: "job_id,submit_s,num_gpus,duration_s,priority\na,0,1,5,urgent\n", err: `priority "urgent"`},
 		{name: "duplicate job", csv: "job_id,submit_s,num_gpus,duration_s\na,0,1,5\na,1,1,5\n", err: `job_id "a" already on line 2`},
+		// Blank lines are skipped: the lines named are the file's.
+		{name: "duplicate after a blank line", csv: "job_id,submit_s,num_gpus,duration_s\n\na,0,1,5\n\na,1,1,5\n", err: `line 5: job_id "a" already on line 3`},
 		{name: "empty job id", csv: "job_id,submit_s,num_gpus,duration_s\n,0,1,5\n", err: "empty job_id"},
 		{name: "missing column", csv: "job_id,submit_s,num_gpus\na,0,1\n", err: `no column "duration_s"`},
 		{name: "zero GPUs", csv: "job_id,submit_s,num_gpus,duration_s\na,0,0,5\n", err: "num_gpus"},
