@@ -12,11 +12,11 @@ import (
 // its errors name what it reads and the line.
 type Reader struct {
 	// Col maps each header name to its column (Columns).
-	Col  map[string]int
+	Col   map[string]int
 	width int // the header's fields
-	cr   *csv.Reader
-	what string
-	err  error
+	cr    *csv.Reader
+	what  string
+	err   error
 }
 
 // NewReader reads the header row of r, which must name every column of
