@@ -255,3 +255,24 @@ func TestRunCountsFromTheFirstArrival(t *testing.T) {
 		t.Errorf("duration 1e300: %v, want it refused", err)
 	}
 }
+
+// Arrivals closer than the clock's resolution (eps) were taken in at the
+// earliest one's time: a job could then finish before it was submitted
+// (negative JCTs, a negative average queue).
+func TestNoJobFinishesBeforeItsSubmission(t *testing.T) {
+	var tr []TraceJob
+	for i := range 40 {
+		tr = append(tr, TraceJob{ID: fmt.Sprintf("j%02d", i), Tenant: "default", Submit: float64(i) * 1e-7, GPUs: 1 + i%3, Duration: 1e-7 * float64(1+i%5), Priority: jobs.Guaranteed})
+	}
+	for _, p := range Policies {
+		o := DefaultOptions(p)
+		o.GPUs = 3
+		r, err := Run(context.Background(), tr, o)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if r.JCTs[0] < 0 || r.AvgQueue < 0 || r.AvgJCT < r.IdealAvgJCT {
+			t.Errorf("%s: shortest JCT %g s, average %g s (ideal %g s), average queue %g s", p, r.JCTs[0], r.AvgJCT, r.IdealAvgJCT, r.AvgQueue)
+		}
+	}
+}
