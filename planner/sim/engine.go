@@ -226,6 +226,9 @@ func (e *engine) run(ctx context.Context) error {
 		if err := e.sweepRounds(); err != nil {
 			return err
 		}
+		if e.next == len(e.all) && len(e.active) == 0 && !e.sweepsLeft() {
+			break // the last sweep ended in this round, after every job
+		}
 		e.decide()
 		t := e.nextEvent()
 		if math.IsInf(t, 1) || t > limit {
