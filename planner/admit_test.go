@@ -95,6 +95,11 @@ func TestAdmit(t *testing.T) {
 					t.Errorf("2 s before its earliest feasible deadline it is admitted")
 				}
 			}
+			// AdmitVerdict is the same answer without the bisection.
+			a.EarliestFeasible = time.Time{}
+			if v := AdmitVerdict(s, tt.cand, t0); v != a {
+				t.Errorf("AdmitVerdict %+v, want Admit's %+v without EarliestFeasible", v, a)
+			}
 		})
 	}
 }

@@ -14,7 +14,12 @@ func Columns(head []string, what string, need ...string) (map[string]int, error)
 		if i == 0 {
 			h = strings.TrimPrefix(h, "\ufeff") // the byte-order mark spreadsheets write
 		}
-		col[strings.TrimSpace(h)] = i
+		h = strings.TrimSpace(h)
+		if _, dup := col[h]; dup && h != "" {
+			// Which of the two a reader took would be a guess.
+			return nil, fmt.Errorf("read %s: column %q twice in the header", what, h)
+		}
+		col[h] = i
 	}
 	for _, n := range need {
 		if _, ok := col[n]; !ok {

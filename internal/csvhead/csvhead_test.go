@@ -48,3 +48,38 @@ func TestReaderRows(t *testing.T) {
 		t.Errorf("empty file: %v", err)
 	}
 }
+
+// The line an error names is the file's: blank lines are skipped and a
+// quoted field spans lines, so a count of records named line 3 for a bad
+// row on line 5.
+func TestReaderNamesTheFilesLine(t *testing.T) {
+	r, err := NewReader(strings.NewReader("a,b\n1,2\n\n\"x\ny\",3\n\n5,6\n7\n"), "trace", "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for line, rec := range r.Rows() {
+		got = append(got, fmt.Sprintf("%d:%s", line, rec[r.Col["b"]]))
+	}
+	if fmt.Sprint(got) != "[2:2 4:3 7:6]" {
+		t.Errorf("rows %v, want [2:2 4:3 7:6]", got)
+	}
+	if err := r.Err(); err == nil || err.Error() != "read trace line 8: 1 fields, the header has 2" {
+		t.Errorf("Err = %v", err)
+	}
+	r, _ = NewReader(strings.NewReader("a,b\n\n1,x\"y\n"), "trace")
+	for range r.Rows() {
+	}
+	if err := r.Err(); err == nil || !strings.HasPrefix(err.Error(), "read trace line 3, column 4: ") {
+		t.Errorf("bare quote: %v", err)
+	}
+}
+
+func TestColumnsRefusesANameTwice(t *testing.T) {
+	if _, err := Columns([]string{"job_id", "submit_s", " job_id"}, "trace", "job_id"); err == nil || err.Error() != `read trace: column "job_id" twice in the header` {
+		t.Errorf("duplicate column: %v", err)
+	}
+	if _, err := Columns([]string{"job_id", "", ""}, "trace", "job_id"); err != nil {
+		t.Errorf("unnamed columns: %v", err)
+	}
+}

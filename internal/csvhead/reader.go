@@ -12,10 +12,11 @@ import (
 // its errors name what it reads and the line.
 type Reader struct {
 	// Col maps each header name to its column (Columns).
-	Col  map[string]int
-	cr   *csv.Reader
-	what string
-	err  error
+	Col   map[string]int
+	width int // the header's fields
+	cr    *csv.Reader
+	what  string
+	err   error
 }
 
 // NewReader reads the header row of r, which must name every column of
@@ -31,24 +32,28 @@ func NewReader(r io.Reader, what string, need ...string) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Reader{Col: col, cr: cr, what: what}, nil
+	return &Reader{Col: col, width: len(head), cr: cr, what: what}, nil
 }
 
-// Rows yields each record after the header with its line number (the
-// header is line 1) until the end or an error, which Err then returns. A
+// Rows yields each record after the header with the line of the file it
+// starts on (the header is line 1 when the file starts with it) until the end or an error, which Err then returns. A
 // record is valid until the next one: its strings may be kept, not the
 // slice.
 func (r *Reader) Rows() iter.Seq2[int, []string] {
 	return func(yield func(int, []string) bool) {
-		for line := 2; ; line++ {
+		for {
 			rec, err := r.cr.Read()
 			if errors.Is(err, io.EOF) {
 				return
 			}
 			if err != nil {
-				r.err = fmt.Errorf("read %s line %d: %w", r.what, line, err)
+				r.err = lineError(r.what, err, len(rec), r.width)
 				return
 			}
+			// The line the record starts on in the file: blank lines are
+			// skipped and a quoted field may span lines, so counting
+			// records would name the wrong line.
+			line, _ := r.cr.FieldPos(0)
 			if !yield(line, rec) {
 				return
 			}
@@ -58,3 +63,17 @@ func (r *Reader) Rows() iter.Seq2[int, []string] {
 
 // Err is the error that ended Rows, nil at the end of the file.
 func (r *Reader) Err() error { return r.err }
+
+// lineError names the line a csv.Reader's error is on (its ParseError's
+// line, not a count of records) and, for a row of the wrong width, how
+// many fields it has and the header has.
+func lineError(what string, err error, got, want int) error {
+	var pe *csv.ParseError
+	if !errors.As(err, &pe) {
+		return fmt.Errorf("read %s: %w", what, err)
+	}
+	if errors.Is(pe.Err, csv.ErrFieldCount) {
+		return fmt.Errorf("read %s line %d: %d fields, the header has %d", what, pe.StartLine, got, want)
+	}
+	return fmt.Errorf("read %s line %d, column %d: %w", what, pe.Line, pe.Column, pe.Err)
+}

@@ -175,6 +175,19 @@ func TestReadElasticFlowErrors(t *testing.T) {
 	}
 }
 
+// A bad row after blank lines is named by its line in the file (the
+// reader counted records: line 3 here).
+func TestReadElasticFlowNamesTheFilesLine(t *testing.T) {
+	tb := Tables{"m": {64: {1: 2, 2: 3}}}
+	body := "job_id,submit_time,iteration,model_name,ddl,batch_size,num_gpu\r\n\r\na,0,100,m,60,64,1\r\n\r\nb,0,lots,m,60,64,1\r\n"
+	if _, err := ReadElasticFlow(strings.NewReader(body), tb); err == nil || !strings.HasPrefix(err.Error(), "read trace line 5: iteration ") {
+		t.Errorf("err %v, want line 5's iteration named", err)
+	}
+	if _, err := ReadElasticFlow(strings.NewReader("job_id,submit_time,iteration,model_name,ddl,batch_size,num_gpu\n"), tb); err == nil || err.Error() != "read trace: no jobs" {
+		t.Errorf("header only: %v", err)
+	}
+}
+
 func TestFromEDLTraceDrawsDeadlines(t *testing.T) {
 	rows := []EDLRow{{ID: "a", Submit: 0, GPUs: 2, Duration: 100}, {ID: "b", Submit: 10, GPUs: 1, Duration: 1000}}
 	d := DeadlineDraw{Min: 0.5, Max: 1.5, Seed: 7}

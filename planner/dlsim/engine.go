@@ -129,6 +129,9 @@ func Run(ctx context.Context, js []Job, o Options) (Result, error) {
 			return Result{}, fmt.Errorf("simulate: stopped at %.0f s: %w", e.now, err)
 		}
 		for e.next < len(e.all) && e.all[e.next].j.Submit <= e.now+eps {
+			if err := ctx.Err(); err != nil { // a burst's admissions take a while
+				return Result{}, fmt.Errorf("simulate: stopped at %.0f s: %w", e.now, err)
+			}
 			r := e.all[e.next]
 			e.next++
 			if e.p.arrive(e, r) {

@@ -126,17 +126,11 @@ func ReadTables(fsys fs.FS, dir string) (Tables, error) {
 // best_effort]) and looks each job's speed up in the tables. Jobs come back
 // in submission order.
 func ReadElasticFlow(r io.Reader, t Tables) ([]Job, error) {
-	recs, err := csv.NewReader(r).ReadAll()
-	if err != nil {
-		return nil, fmt.Errorf("read trace: %w", err)
-	}
-	if len(recs) < 2 {
-		return nil, errors.New("read trace: no jobs")
-	}
-	col, err := csvhead.Columns(recs[0], "trace", "job_id", "submit_time", "iteration", "model_name", "ddl", "batch_size", "num_gpu")
+	cr, err := csvhead.NewReader(r, "trace", "job_id", "submit_time", "iteration", "model_name", "ddl", "batch_size", "num_gpu")
 	if err != nil {
 		return nil, err
 	}
+	col := cr.Col
 	num := func(rec []string, c string, line int) (float64, error) {
 		v, err := strconv.ParseFloat(strings.TrimSpace(rec[col[c]]), 64)
 		if err != nil || !(v >= 0) || math.IsInf(v, 0) {
@@ -146,8 +140,7 @@ func ReadElasticFlow(r io.Reader, t Tables) ([]Job, error) {
 	}
 	var out []Job
 	seen := map[string]int{}
-	for k, rec := range recs[1:] {
-		line := k + 2
+	for line, rec := range cr.Rows() {
 		j := Job{ID: rec[col["job_id"]]}
 		if first, dup := seen[j.ID]; dup {
 			return nil, fmt.Errorf("read trace line %d: job_id %q already on line %d", line, j.ID, first)
@@ -178,6 +171,12 @@ func ReadElasticFlow(r io.Reader, t Tables) ([]Job, error) {
 			return nil, fmt.Errorf("read trace line %d: job %s: %d GPUs (not a size of its table), %g iterations: cannot run", line, j.ID, j.GPUs, j.Work)
 		}
 		out = append(out, j)
+	}
+	if err := cr.Err(); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, errors.New("read trace: no jobs")
 	}
 	slices.SortStableFunc(out, func(a, b Job) int {
 		if a.Submit != b.Submit {

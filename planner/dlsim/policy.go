@@ -70,7 +70,7 @@ func (e *engine) deadlineState(r *run) planner.JobState {
 }
 
 func (deadlinePolicy) arrive(e *engine, r *run) bool {
-	a := planner.Admit(e.deadlineSnapshot(), e.deadlineState(r), at(e.now))
+	a := planner.AdmitVerdict(e.deadlineSnapshot(), e.deadlineState(r), at(e.now))
 	if !a.Admitted {
 		return false
 	}

@@ -222,12 +222,12 @@ func (e *engine) run(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("simulate: stopped at %.0f s: %w", e.now, err)
 		}
-		for e.next < len(e.all) && e.all[e.next].t.Submit <= e.now+eps {
-			e.active = append(e.active, e.all[e.next])
-			e.next++
-		}
+		e.arrive()
 		if err := e.sweepRounds(); err != nil {
 			return err
+		}
+		if e.next == len(e.all) && len(e.active) == 0 && !e.sweepsLeft() {
+			break // the last sweep ended in this round, after every job
 		}
 		e.decide()
 		t := e.nextEvent()
@@ -237,6 +237,21 @@ func (e *engine) run(ctx context.Context) error {
 		e.advance(t)
 	}
 	return nil
+}
+
+// arrive takes in the jobs submitted by now, and those submitted less
+// than eps after it at the latest of their times: the clock moves there
+// first, so that no job starts (or finishes) before its submission.
+func (e *engine) arrive() {
+	k, last := e.next, e.now
+	for ; k < len(e.all) && e.all[k].t.Submit <= e.now+eps; k++ {
+		last = max(last, e.all[k].t.Submit)
+	}
+	if last > e.now {
+		e.advance(last)
+	}
+	e.active = append(e.active, e.all[e.next:k]...)
+	e.next = k
 }
 
 // maxSpan is the most seconds a job may arrive after the first, or run:

@@ -46,6 +46,8 @@ func TestReadTrace(t *testing.T) {
 			want: []TraceJob{{ID: "a", Tenant: "nlp", GPUs: 2, Duration: 10, Priority: jobs.Opportunistic}, {ID: "b", Tenant: "default", Submit: 1, GPUs: 1, Duration: 5, Priority: jobs.Guaranteed}}},
 		{name: "unknown priority", csv: "job_id,submit_s,num_gpus,duration_s,priority\na,0,1,5,urgent\n", err: `priority "urgent"`},
 		{name: "duplicate job", csv: "job_id,submit_s,num_gpus,duration_s\na,0,1,5\na,1,1,5\n", err: `job_id "a" already on line 2`},
+		// Blank lines are skipped: the lines named are the file's.
+		{name: "duplicate after a blank line", csv: "job_id,submit_s,num_gpus,duration_s\n\na,0,1,5\n\na,1,1,5\n", err: `line 5: job_id "a" already on line 3`},
 		{name: "empty job id", csv: "job_id,submit_s,num_gpus,duration_s\n,0,1,5\n", err: "empty job_id"},
 		{name: "missing column", csv: "job_id,submit_s,num_gpus\na,0,1\n", err: `no column "duration_s"`},
 		{name: "zero GPUs", csv: "job_id,submit_s,num_gpus,duration_s\na,0,0,5\n", err: "num_gpus"},
@@ -251,5 +253,26 @@ func TestRunCountsFromTheFirstArrival(t *testing.T) {
 	long := []TraceJob{{ID: "a", Tenant: "t", GPUs: 1, Duration: 1e300}}
 	if _, err := Run(ctx, long, o); err == nil || !strings.Contains(err.Error(), "job a runs") {
 		t.Errorf("duration 1e300: %v, want it refused", err)
+	}
+}
+
+// Arrivals closer than the clock's resolution (eps) were taken in at the
+// earliest one's time: a job could then finish before it was submitted
+// (negative JCTs, a negative average queue).
+func TestNoJobFinishesBeforeItsSubmission(t *testing.T) {
+	var tr []TraceJob
+	for i := range 40 {
+		tr = append(tr, TraceJob{ID: fmt.Sprintf("j%02d", i), Tenant: "default", Submit: float64(i) * 1e-7, GPUs: 1 + i%3, Duration: 1e-7 * float64(1+i%5), Priority: jobs.Guaranteed})
+	}
+	for _, p := range Policies {
+		o := DefaultOptions(p)
+		o.GPUs = 3
+		r, err := Run(context.Background(), tr, o)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if r.JCTs[0] < 0 || r.AvgQueue < 0 || r.AvgJCT < r.IdealAvgJCT {
+			t.Errorf("%s: shortest JCT %g s, average %g s (ideal %g s), average queue %g s", p, r.JCTs[0], r.AvgJCT, r.IdealAvgJCT, r.AvgQueue)
+		}
 	}
 }

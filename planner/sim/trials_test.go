@@ -115,3 +115,19 @@ func TestSweepArrivalValidation(t *testing.T) {
 		}
 	}
 }
+
+// A sweep that outlasts every trace job ends the run: its last round,
+// with nothing left, failed it as "stuck ... with 0 jobs waiting".
+func TestSweepOutlastingTheTraceEndsTheRun(t *testing.T) {
+	o := DefaultOptions(Elastic)
+	o.GPUs, o.GPUsPerNode = 7, 8
+	o.Sweeps = []SweepArrival{{ID: "sweep0", Tenant: "search", Spec: exampleSweep(t), StepS: 10, Curves: sweepsim.NewSeeded(1)}}
+	tr := []TraceJob{{ID: "short", Tenant: "t", Submit: 60, GPUs: 3, Duration: 120, Priority: jobs.Guaranteed}}
+	r, err := Run(context.Background(), tr, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Sweeps) != 1 || !r.Sweeps[0].State.Terminal() || r.Jobs != 1 {
+		t.Errorf("jobs %d, sweeps %+v", r.Jobs, r.Sweeps)
+	}
+}

@@ -124,9 +124,11 @@ type Result struct {
 	BestMetric        float64        `json:"best_metric"`
 	// OracleBest is the trial whose curve is best at scheduler.max: what
 	// a sweep that cut nobody would find.
-	OracleBest      int `json:"oracle_best_index"`
-	Cut             int `json:"cut"`
-	Completed       int `json:"completed"`
+	OracleBest int `json:"oracle_best_index"`
+	Cut        int `json:"cut"`
+	Completed  int `json:"completed"`
+	// Grown counts the grows the cluster carried out (a grow the
+	// controller pinned where no slot was free is not one).
 	Grown           int `json:"grown"`
 	MaxTrialWorkers int `json:"max_trial_workers"`
 }
@@ -202,11 +204,6 @@ func Run(cfg Config, mode string) (Result, error) {
 				j.state, j.busyUntil = jobs.Cancelling, now+cfg.StopS
 			}
 		}
-		for _, e := range plan.Events {
-			if e.Type == sweep.EventGrown {
-				res.Grown++
-			}
-		}
 		sw = plan.Sweep
 		if sw.State.Terminal() {
 			break
@@ -235,6 +232,9 @@ func Run(cfg Config, mode string) (Result, error) {
 				j.state, j.sizeSince = jobs.Running, now
 			case j.state == jobs.Running && now >= j.busyUntil && j.pinned != j.held:
 				if add := j.pinned - j.held; add <= free() {
+					if add > 0 { // grown on the cluster, not only pinned larger
+						res.Grown++
+					}
 					j.held, j.busyUntil, j.sizeSince = j.pinned, now+cfg.ResizeS, now+cfg.ResizeS
 				}
 			}

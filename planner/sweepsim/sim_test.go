@@ -138,3 +138,17 @@ func TestEpochRungs(t *testing.T) {
 		t.Fatalf("wall %.1f s, below the %.1f s the last rung needs", r.WallS, min)
 	}
 }
+
+// On one slot no trial can grow: the grows the controller pinned were
+// counted as done (grown 3, max_trial_workers 1).
+func TestGrownCountsOnlyGrowsTheClusterMade(t *testing.T) {
+	for _, gpus := range []int{1, 3} {
+		e, err := Run(Config{Spec: exampleSpec(t), Curves: NewSeeded(1), GPUs: gpus}, "elastic")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.MaxTrialWorkers == 1 && e.Grown != 0 || e.MaxTrialWorkers > 1 && e.Grown == 0 {
+			t.Errorf("%d slots: grown %d, largest trial %d workers", gpus, e.Grown, e.MaxTrialWorkers)
+		}
+	}
+}
