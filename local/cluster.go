@@ -125,6 +125,9 @@ type proc struct {
 	exitCode int
 	started  time.Time
 	version  int
+	// interrupted: Close stopped it, not its job (edl dev stopped); its
+	// exit record says so, and it is no worker of the job after a restart.
+	interrupted bool
 }
 
 // New returns a cluster with no workers.
@@ -217,6 +220,9 @@ func (c *Cluster) Scale(ctx context.Context, job jobs.Job, count int, reason str
 	if jr == nil {
 		jr = &jobRun{procs: map[string]*proc{}}
 		c.jobs[job.ID] = jr
+		// A job this process has not run may have run before it (edl dev
+		// restarted): its new workers' IDs come after its old ones'.
+		c.seq = max(c.seq, c.lastSeq(job.ID))
 	}
 	jr.job = job
 	if jr.desired != count {
@@ -285,6 +291,9 @@ func (c *Cluster) Close(ctx context.Context) error {
 		jr.desired = 0
 		for _, p := range jr.procs {
 			p.replace = false
+			if p.state.Live() && !p.stopping {
+				p.interrupted = true
+			}
 			c.stopLocked(p)
 		}
 	}
@@ -465,7 +474,10 @@ func (c *Cluster) wait(jobID string, p *proc, logs io.Closer) {
 			code = ee.ExitCode()
 		}
 	}
-	c.recordExit(jobID, p, code)
+	c.mu.Lock()
+	interrupted := p.interrupted
+	c.mu.Unlock()
+	c.recordExit(jobID, p, code, interrupted)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p.exitCode = code

@@ -23,6 +23,9 @@ type exitRecord struct {
 	Index    int       `json:"index"`
 	Started  time.Time `json:"started"`
 	ExitCode int       `json:"exit_code"`
+	// Interrupted: the cluster stopped it because it was itself closing
+	// (edl dev stopped), not because its job ended or shrank.
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 const exitSuffix = ".exit.json"
@@ -33,8 +36,8 @@ func exitPath(logDir, jobID, workerID string) string {
 
 // recordExit writes a worker's exit record; a failure is logged (the
 // worker is then listed as failed with no exit code once its job is gone).
-func (c *Cluster) recordExit(jobID string, p *proc, code int) {
-	b, _ := json.Marshal(exitRecord{ID: p.id, Index: p.index, Started: p.started, ExitCode: code})
+func (c *Cluster) recordExit(jobID string, p *proc, code int, interrupted bool) {
+	b, _ := json.Marshal(exitRecord{ID: p.id, Index: p.index, Started: p.started, ExitCode: code, Interrupted: interrupted})
 	path := exitPath(c.cfg.LogDir, jobID, p.id)
 	tmp := path + ".tmp"
 	err := os.WriteFile(tmp, b, 0o644)
@@ -47,54 +50,70 @@ func (c *Cluster) recordExit(jobID string, p *proc, code int) {
 }
 
 // finishedWorkers lists the workers of a job the cluster no longer runs,
-// from what LogDir keeps: each worker with a log, complete or failed by
-// its exit record (none: the edl dev that ran it was killed; failed, exit
-// code unknown). A job with no logs has no workers.
+// from what LogDir keeps: each worker with a log and an exit record,
+// complete or failed by its exit code. A worker whose edl dev stopped
+// under it (an interrupted record), or was killed (no record), did not
+// end with its job: it is left out, so that a job still running when edl
+// dev stopped has no workers here, and the planner places it again (it
+// resumes from its checkpoint) instead of settling it as failed. Its logs
+// stay readable. A job with no logs has no workers.
 func (c *Cluster) finishedWorkers(jobID string) ([]jobs.Worker, error) {
-	if !safeName(jobID) {
-		return nil, nil
-	}
-	dir := filepath.Join(c.cfg.LogDir, jobID)
-	ents, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("workers of %s: %w", jobID, err)
-	}
 	var out []jobs.Worker
-	for _, e := range ents {
-		id, ok := strings.CutSuffix(e.Name(), ".stdout.log")
-		if !ok || !safeName(id) {
-			continue
+	err := c.eachLoggedWorker(jobID, func(id string) {
+		b, err := os.ReadFile(filepath.Join(c.cfg.LogDir, jobID, id+exitSuffix))
+		if err != nil {
+			return
 		}
-		w := jobs.Worker{ID: id, JobID: jobID, Index: indexOfID(jobID, id), Node: "local", State: jobs.WorkerFailed}
-		if b, err := os.ReadFile(filepath.Join(dir, id+exitSuffix)); err == nil {
-			var r exitRecord
-			if json.Unmarshal(b, &r) == nil && r.ID == id {
-				code := r.ExitCode
-				w.Index, w.Started, w.ExitCode = r.Index, r.Started, &code
-				if code == 0 {
-					w.State = jobs.WorkerComplete
-				}
-			}
+		var r exitRecord
+		if json.Unmarshal(b, &r) != nil || r.ID != id || r.Interrupted {
+			return
+		}
+		code := r.ExitCode
+		w := jobs.Worker{ID: id, JobID: jobID, Index: r.Index, Node: "local", Started: r.Started, ExitCode: &code, State: jobs.WorkerFailed}
+		if code == 0 {
+			w.State = jobs.WorkerComplete
 		}
 		out = append(out, w)
+	})
+	if err != nil {
+		return nil, err
 	}
 	sortWorkers(out)
 	return out, nil
 }
 
-// indexOfID reads the index out of a worker ID (<job>-w<index>-<seq>);
-// -1 when it has none.
-func indexOfID(jobID, id string) int {
-	rest, ok := strings.CutPrefix(id, jobID+"-w")
-	if !ok {
-		return -1
+// lastSeq is the highest sequence number of the job's workers that LogDir
+// keeps logs of (IDs are <job>-w<index>-<seq>), 0 for none.
+func (c *Cluster) lastSeq(jobID string) int {
+	last := 0
+	_ = c.eachLoggedWorker(jobID, func(id string) {
+		rest, _ := strings.CutPrefix(id, jobID+"-w")
+		if _, seq, ok := strings.Cut(rest, "-"); ok {
+			if n, err := strconv.Atoi(seq); err == nil {
+				last = max(last, n)
+			}
+		}
+	})
+	return last
+}
+
+// eachLoggedWorker calls f with the ID of every worker of the job that
+// LogDir keeps a log of.
+func (c *Cluster) eachLoggedWorker(jobID string, f func(id string)) error {
+	if !safeName(jobID) {
+		return nil
 	}
-	n, err := strconv.Atoi(strings.SplitN(rest, "-", 2)[0])
+	ents, err := os.ReadDir(filepath.Join(c.cfg.LogDir, jobID))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	if err != nil {
-		return -1
+		return fmt.Errorf("workers of %s: %w", jobID, err)
 	}
-	return n
+	for _, e := range ents {
+		if id, ok := strings.CutSuffix(e.Name(), ".stdout.log"); ok && safeName(id) {
+			f(id)
+		}
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/edl-nomad/edl/jobs"
 )
@@ -51,5 +52,45 @@ func TestFinishedJobKeepsItsWorkers(t *testing.T) {
 	}
 	if ws, err := again.Workers(ctx, "../g"); err != nil || len(ws) != 0 {
 		t.Errorf("a job ID with a path in it: %+v %v", ws, err)
+	}
+}
+
+// A job still running when edl dev stopped was settled as failed after the
+// restart ("all 2 workers exited before the job finished (exit codes 0,
+// 0)"): the workers Close stopped were listed as its finished workers. They
+// are not its workers now, so the planner places the job again, and the
+// new workers' IDs come after the old ones' (an ID is never reused: logs,
+// exit records and Redis membership are by ID).
+func TestWorkersStoppedByCloseAreNotTheJobsAfterARestart(t *testing.T) {
+	c, ctl := newTestCluster(t, 4)
+	ctx := context.Background()
+	if err := c.Scale(ctx, job("r"), 2, "test"); err != nil {
+		t.Fatal(err)
+	}
+	old := waitWorkers(t, c, "r", func(ws []jobs.Worker) bool { return liveIndexes(ws) == "0,1" })
+	waitTrapped(t, ctl, 0, 1)
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := c.Close(cctx); err != nil {
+		t.Fatal(err)
+	}
+	again, err := New(c.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = again.Close(context.Background()) })
+	if ws, err := again.Workers(ctx, "r"); err != nil || len(ws) != 0 {
+		t.Fatalf("after the restart the job has workers %+v (%v), want none", ws, err)
+	}
+	if err := again.Scale(ctx, job("r"), 2, "test"); err != nil {
+		t.Fatal(err)
+	}
+	ws := waitWorkers(t, again, "r", func(ws []jobs.Worker) bool { return liveIndexes(ws) == "0,1" })
+	for _, w := range ws {
+		for _, o := range old {
+			if w.ID == o.ID {
+				t.Fatalf("new worker %s reuses an old worker's ID", w.ID)
+			}
+		}
 	}
 }

@@ -20,7 +20,8 @@ type Snapshot struct {
 	// preparing before a first generation or a join admits them, so that
 	// workers started together start (or join) together: a program that
 	// restarts at every change (exec mode) starts once, not once per
-	// worker. 0: no wait. Failures, leaves and restores never wait.
+	// worker; likewise a restore when every member is gone. 0: no wait.
+	// Failures with survivors and leaves never wait.
 	LastCall time.Duration
 	// ReadySince is when the leader first saw the ready newcomers it has
 	// not admitted yet; the last call ends LastCall after it.
@@ -161,6 +162,10 @@ func (s Snapshot) decide(now time.Time, window time.Duration) Decision {
 	}
 	if len(stay) == 0 || !anyAlive {
 		// Every member left or died without a report (all killed at once).
+		// Nothing runs: newcomers may as well wait for those preparing.
+		if wait := s.lastCall(now, len(newcomers)); len(newcomers) > 0 && wait > 0 {
+			return Decision{Recheck: wait}
+		}
 		return s.restore(nil, newcomers, window)
 	}
 	if len(stay) < len(g.Members) && len(stay) > 0 {
