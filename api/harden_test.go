@@ -3,7 +3,6 @@ package api_test
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -66,45 +65,6 @@ func TestSecurityHeaders(t *testing.T) {
 	}
 }
 
-// openSSE starts GET path (an event stream) as tokA and returns its events
-// as they arrive; the channel closes when the server ends the stream.
-func openSSE(t *testing.T, e *env, path string) <-chan sseEvent {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	hr, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.url+path, nil)
-	hr.Header.Set("Authorization", "Bearer "+tokA)
-	resp, err := http.DefaultClient.Do(hr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
-		t.Fatalf("%s: %d %s", path, resp.StatusCode, resp.Header.Get("Content-Type"))
-	}
-	out := make(chan sseEvent, 100)
-	go func() {
-		defer close(out)
-		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		var cur sseEvent
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case strings.HasPrefix(line, "id: "):
-				cur.id = strings.TrimPrefix(line, "id: ")
-			case strings.HasPrefix(line, "event: "):
-				cur.event = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: "):
-				json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &cur.data)
-			case line == "" && cur.id != "":
-				out <- cur
-				cur = sseEvent{}
-			}
-		}
-	}()
-	return out
-}
-
 // Sweep event streams each blocked in an XREAD of their own, a pooled Redis
 // connection per open stream (100 streams on a pool of 64: every connection
 // held, the API starved). They share one reader now, as job streams do:
@@ -125,7 +85,7 @@ func TestManySweepStreamsHoldNoConnections(t *testing.T) {
 	}
 	var streams []<-chan sseEvent
 	for i := 0; i < 100; i++ {
-		s := openSSE(t, e, "/v1/sweeps/"+ids[i%len(ids)]+"/events?follow=true")
+		s := openSSE(t, e, "/v1/sweeps/"+ids[i%len(ids)]+"/events?follow=true", "")
 		next(t, s) // the first event: the stream is live
 		streams = append(streams, s)
 	}
@@ -278,7 +238,7 @@ func TestSlowReadersAreCutOff(t *testing.T) {
 		time.Sleep(3 * time.Second) // past StreamWriteTimeout
 		// The stalled stream was dropped, so the tenant's one stream is free
 		// (openSSE fails on a 429).
-		s := openSSE(t, e, "/v1/jobs/"+id+"/events?follow=true")
+		s := openStream(t, e, id, "")
 		if ev := next(t, s); ev.data.Message != "submitted" {
 			t.Fatalf("first event %+v", ev)
 		}

@@ -27,9 +27,17 @@ type sseEvent struct {
 // they arrive; the channel closes when the server ends the stream.
 func openStream(t *testing.T, e *env, jobID, lastID string) <-chan sseEvent {
 	t.Helper()
+	return openSSE(t, e, "/v1/jobs/"+jobID+"/events?follow=true", lastID)
+}
+
+// openSSE starts GET path (an event stream) as tokA, after lastID when
+// set, and returns its events as they arrive; the channel closes when the
+// server ends the stream.
+func openSSE(t *testing.T, e *env, path, lastID string) <-chan sseEvent {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	hr, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.url+"/v1/jobs/"+jobID+"/events?follow=true", nil)
+	hr, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.url+path, nil)
 	hr.Header.Set("Authorization", "Bearer "+tokA)
 	if lastID != "" {
 		hr.Header.Set("Last-Event-ID", lastID)
@@ -39,7 +47,7 @@ func openStream(t *testing.T, e *env, jobID, lastID string) <-chan sseEvent {
 		t.Fatal(err)
 	}
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
-		t.Fatalf("stream: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+		t.Fatalf("%s: %d %s", path, resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 	out := make(chan sseEvent, 100)
 	go func() {
