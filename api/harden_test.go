@@ -89,17 +89,7 @@ func TestManySweepStreamsHoldNoConnections(t *testing.T) {
 		next(t, s) // the first event: the stream is live
 		streams = append(streams, s)
 	}
-	time.Sleep(300 * time.Millisecond) // a poll of the shared reader
-	stats := rdb.PoolStats()
-	if inUse := stats.TotalConns - stats.IdleConns; inUse > 4 {
-		t.Errorf("100 idle sweep streams hold %d Redis connections (of %d); want the shared reader's one", inUse, stats.TotalConns)
-	}
-	if g := e.get("/v1/sweeps/"+ids[0], tokA); g.code != 200 {
-		t.Errorf("GET with 100 sweep streams open: %d", g.code)
-	}
-	if g := e.get("/readyz", ""); g.code != 200 {
-		t.Errorf("/readyz with 100 sweep streams open: %d", g.code)
-	}
+	checkIdleStreams(t, e, rdb, "100 idle sweep streams", "/v1/sweeps/"+ids[0])
 	if d := e.do(req{method: http.MethodDelete, path: "/v1/sweeps/" + ids[1], token: tokA}); d.code != http.StatusAccepted {
 		t.Fatalf("cancel: %d %s", d.code, d.body)
 	}

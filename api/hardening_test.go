@@ -75,19 +75,7 @@ func TestManyIdleStreamsHoldNoConnections(t *testing.T) {
 		next(t, s) // the "submitted" event: the stream is live
 		streams = append(streams, s)
 	}
-	time.Sleep(300 * time.Millisecond) // a poll of the shared reader
-	// Connections in use, not idle in the pool (the opening burst of
-	// reads grows the pool; an idle stream must not hold one).
-	stats := rdb.PoolStats()
-	if inUse := stats.TotalConns - stats.IdleConns; inUse > 4 {
-		t.Errorf("200 idle streams hold %d Redis connections (of %d); want the shared reader's one", inUse, stats.TotalConns)
-	}
-	if g := e.get("/v1/jobs/"+ids[0], tokA); g.code != 200 {
-		t.Errorf("GET with 200 streams open: %d", g.code)
-	}
-	if g := e.get("/readyz", ""); g.code != 200 {
-		t.Errorf("/readyz with 200 streams open: %d", g.code)
-	}
+	checkIdleStreams(t, e, rdb, "200 idle streams", "/v1/jobs/"+ids[0])
 	if _, err := e.store.AppendEvent(t.Context(), ids[3], jobs.Event{Type: jobs.EventWorker, Message: "w joined"}); err != nil {
 		t.Fatal(err)
 	}
@@ -302,5 +290,24 @@ func TestStrictBodiesAndLimits(t *testing.T) {
 	e.get("/v1/tenants/me", tokCapped).json(t, &me)
 	if me.MaxWorkers != 2 || me.MaxParameters != 100000 {
 		t.Errorf("tenants/me limits: %+v", me)
+	}
+}
+
+// checkIdleStreams checks, a poll of the shared reader after the streams
+// (what) opened, that they hold no Redis connection (in use, not idle in
+// the pool: the opening burst of reads grows the pool) and that the API
+// still answers GET path and /readyz.
+func checkIdleStreams(t *testing.T, e *env, rdb *redis.Client, what, path string) {
+	t.Helper()
+	time.Sleep(300 * time.Millisecond)
+	stats := rdb.PoolStats()
+	if inUse := stats.TotalConns - stats.IdleConns; inUse > 4 {
+		t.Errorf("%s hold %d Redis connections (of %d); want the shared reader's one", what, inUse, stats.TotalConns)
+	}
+	if g := e.get(path, tokA); g.code != 200 {
+		t.Errorf("GET %s with %s: %d", path, what, g.code)
+	}
+	if g := e.get("/readyz", ""); g.code != 200 {
+		t.Errorf("/readyz with %s: %d", what, g.code)
 	}
 }
