@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edl-nomad/edl/internal/nonneg"
 	"github.com/edl-nomad/edl/jobs"
 	"github.com/edl-nomad/edl/jobs/jobstore"
 	"github.com/edl-nomad/edl/jobs/sweepstore"
@@ -90,23 +91,16 @@ func DefaultConfig() Config {
 
 // Validate names the field at fault; zero values take the defaults.
 func (c Config) Validate() error {
-	for _, f := range []struct {
-		name     string
-		value    any
-		negative bool
-	}{
-		{"MaxBodyBytes", c.MaxBodyBytes, c.MaxBodyBytes < 0},
-		{"BodyReadTimeout", c.BodyReadTimeout, c.BodyReadTimeout < 0},
-		{"MaxStreamsPerTenant", c.MaxStreamsPerTenant, c.MaxStreamsPerTenant < 0},
-		{"WriteTimeout", c.WriteTimeout, c.WriteTimeout < 0},
-		{"StreamWriteTimeout", c.StreamWriteTimeout, c.StreamWriteTimeout < 0},
-		{"SSEKeepAlive", c.SSEKeepAlive, c.SSEKeepAlive < 0},
-		{"StoreTimeout", c.StoreTimeout, c.StoreTimeout < 0},
-		{"ShutdownGrace", c.ShutdownGrace, c.ShutdownGrace < 0},
-	} {
-		if f.negative {
-			return fmt.Errorf("api: %s %v: must not be negative", f.name, f.value)
-		}
+	if err := nonneg.First("api",
+		nonneg.Of("MaxBodyBytes", c.MaxBodyBytes),
+		nonneg.Of("BodyReadTimeout", c.BodyReadTimeout),
+		nonneg.Of("MaxStreamsPerTenant", c.MaxStreamsPerTenant),
+		nonneg.Of("WriteTimeout", c.WriteTimeout),
+		nonneg.Of("StreamWriteTimeout", c.StreamWriteTimeout),
+		nonneg.Of("SSEKeepAlive", c.SSEKeepAlive),
+		nonneg.Of("StoreTimeout", c.StoreTimeout),
+		nonneg.Of("ShutdownGrace", c.ShutdownGrace)); err != nil {
+		return err
 	}
 	if t := c.MetricsToken; t != "" && (len(t) < 16 || strings.ContainsAny(t, " \t\r\n")) {
 		return errors.New("api: MetricsToken must be at least 16 characters without spaces")
