@@ -188,8 +188,7 @@ func reaperMain(mode containMode, args []string) int {
 // it passes on (a warm interpreter's pipes stayed open after boot.py
 // closed them), not whatever the worker inherited from its own parent.
 func closeOnExec() {
-	const closeRangeCloexec = 1 << 2 // CLOSE_RANGE_CLOEXEC, Linux 5.11
-	if unix.CloseRange(3, math.MaxUint32, closeRangeCloexec) == nil {
+	if unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC) == nil { // Linux 5.11
 		return
 	}
 	ents, err := os.ReadDir("/proc/self/fd")
