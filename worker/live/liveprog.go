@@ -174,8 +174,8 @@ func (w *Worker) programGone(ctx context.Context) (*liveConn, error) {
 	for c == nil {
 		w.restarts++
 		if w.restarts > w.Ex.Restarts() {
-			reason := fmt.Sprintf("live program of worker %s failed %d times (max_restarts %d); last: %s; last stderr lines:\n%s",
-				w.Cfg.Worker, w.restarts, w.Ex.Restarts(), goneDescribe(res), res.Tail)
+			reason := fmt.Sprintf("live program of worker %s failed %s (max_restarts %d); last: %s; last stderr lines:\n%s",
+				w.Cfg.Worker, core.Times(w.restarts), w.Ex.Restarts(), goneDescribe(res), res.Tail)
 			_ = core.Retry(ctx, w.Log, "mark done", func() error { return w.Co.MarkDone(ctx, string(jobs.Failed)) })
 			w.Rep.Transition(ctx, jobs.Failed, reason)
 			return nil, w.Exit(ctx, reason)
@@ -367,8 +367,8 @@ func (w *Worker) failStart(ctx context.Context, err error) error {
 	switch {
 	case errors.Is(err, errExitedBeforeHello):
 		res := w.prog.Res
-		reason = fmt.Sprintf("live program of worker %s failed %d times before it connected to its worker (max_restarts %d); last: %s",
-			w.Cfg.Worker, w.restarts+1, w.Ex.Restarts(), res.Describe())
+		reason = fmt.Sprintf("live program of worker %s failed %s before it connected to its worker (max_restarts %d); last: %s",
+			w.Cfg.Worker, core.Times(w.restarts+1), w.Ex.Restarts(), res.Describe())
 		if w.prog.Res.Tail != "" {
 			reason += "; last stderr lines:\n" + res.Tail
 		}

@@ -159,7 +159,7 @@ func (w *Worker) failedReason(ctx context.Context, restarts, max int) string {
 	if b, err := w.Deps.Redis.Get(ctx, w.keys.base+"lastfailure").Bytes(); err == nil {
 		_ = json.Unmarshal(b, &f)
 	}
-	reason := fmt.Sprintf("program failed %d times (max_restarts %d); last: worker %s (rank %d): %s", restarts, max, f.Worker, f.Rank, f.describe())
+	reason := fmt.Sprintf("program failed %s (max_restarts %d); last: worker %s (rank %d): %s", core.Times(restarts), max, f.Worker, f.Rank, f.describe())
 	if strings.TrimSpace(f.Tail) == "" {
 		return reason // it wrote nothing to stderr (or never started)
 	}
