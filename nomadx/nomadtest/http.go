@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -148,15 +149,13 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte) {
 }
 
 // read answers a GET, honouring blocking queries: with ?index=N it waits
-// until the index passes N or ?wait (default 5m) runs out.
+// until the index passes N or ?wait runs out. As Nomad's servers do, wait
+// is 5 minutes when absent and at most 5 minutes, plus a random stagger of
+// up to wait/16 so that many watchers do not all wake at once.
 func (s *Server) read(w http.ResponseWriter, r *http.Request, f func() (any, *apiError)) {
 	q := r.URL.Query()
 	if idx, err := strconv.ParseUint(q.Get("index"), 10, 64); err == nil && idx > 0 {
-		wait := 5 * time.Minute
-		if d, err := time.ParseDuration(q.Get("wait")); err == nil && d > 0 {
-			wait = min(d, 10*time.Minute)
-		}
-		deadline := time.NewTimer(wait)
+		deadline := time.NewTimer(blockFor(q.Get("wait")))
 		defer deadline.Stop()
 		for {
 			s.mu.Lock()
@@ -190,8 +189,12 @@ func (s *Server) writeResult(w http.ResponseWriter, f func() (any, *apiError), i
 		w.Header().Set("X-Nomad-Lastcontact", "0")
 	}
 	if aerr != nil {
-		if !isRead {
+		switch {
+		case !isRead:
 			ix = 0
+		case aerr.unindexed:
+			ix = 0
+			w.Header().Set("X-Nomad-Index", "0")
 		}
 		writeError(w, aerr, ix)
 		return
@@ -231,4 +234,16 @@ func writeError(w http.ResponseWriter, e *apiError, index uint64) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(e.status)
 	_, _ = io.WriteString(w, e.body)
+}
+
+// maxBlock is Nomad's longest and default blocking-query wait.
+const maxBlock = 5 * time.Minute
+
+// blockFor is how long a blocking query with ?wait=v waits.
+func blockFor(v string) time.Duration {
+	wait := maxBlock
+	if d, err := time.ParseDuration(v); err == nil && d > 0 {
+		wait = min(d, maxBlock)
+	}
+	return wait + rand.N(wait/16+1)
 }

@@ -12,6 +12,9 @@ import (
 type apiError struct {
 	status int
 	body   string
+	// unindexed: the agent answers before reading its state, so a read's
+	// X-Nomad-Index is 0 (a scale status of an unknown job).
+	unindexed bool
 }
 
 func errf(status int, format string, args ...any) *apiError {

@@ -238,10 +238,41 @@ func checkErrors(t *testing.T, u string) {
 		if c.req != "" {
 			body = readFixture(t, c.req)
 		}
-		wantError(t, c.method+" "+c.path, do(t, c.method, u+c.path, body), errorFixture(t, c.file))
+		r := do(t, c.method, u+c.path, body)
+		wantError(t, c.method+" "+c.path, r, errorFixture(t, c.file))
+		wantIndexHeader(t, c.method+" "+c.path, r.index, recordedIndex(t, c.file))
 	}
 	r := do(t, "GET", u+"/v1/job/no-such-job/allocations", nil)
 	if r.status != 200 || string(r.body) != "[]" {
 		t.Errorf("allocations of unknown job: %d %s, recorded 200 []", r.status, r.body)
+	}
+}
+
+// recordedIndex is the X-Nomad-Index the agent sent with file's answer, ""
+// where it sent none.
+func recordedIndex(t *testing.T, file string) string {
+	t.Helper()
+	var entries []struct {
+		File    string            `json:"file"`
+		Headers map[string]string `json:"headers"`
+	}
+	if err := json.Unmarshal(readFixture(t, "index.json"), &entries); err != nil {
+		t.Fatalf("index.json: %v", err)
+	}
+	for _, e := range entries {
+		if e.File == file {
+			return e.Headers["X-Nomad-Index"]
+		}
+	}
+	t.Fatalf("index.json lists no %s", file)
+	return ""
+}
+
+// wantIndexHeader checks an error answer's X-Nomad-Index against the
+// recorded one: absent where it was absent, 0 where it was 0, else an index.
+func wantIndexHeader(t *testing.T, what, got, recorded string) {
+	t.Helper()
+	if (got == "") != (recorded == "") || (got == "0") != (recorded == "0") {
+		t.Errorf("%s: X-Nomad-Index %q, recorded %q", what, got, recorded)
 	}
 }

@@ -182,7 +182,9 @@ func (s *Server) jobSub(id, sub, ns string) (any, *apiError) {
 		return wire(js.deployment), nil
 	}
 	if js == nil {
-		return nil, errf(http.StatusNotFound, "job not found")
+		e := errf(http.StatusNotFound, "job not found")
+		e.unindexed = sub == "scale"
+		return nil, e
 	}
 	switch sub {
 	case "summary":
