@@ -432,6 +432,17 @@ func callAndShow[T any](ctx context.Context, v *verb, args []string, stdout io.W
 	return text(x)
 }
 
+// cancelByID is the body of edl cancel and edl sweep cancel: it DELETEs the
+// resource whose ID args give (path makes its API path: jobPath, sweepPath)
+// and prints its ID and state, the answer being a T that idState reads.
+func cancelByID[T any](ctx context.Context, v *verb, args []string, stdout io.Writer, path idPath, idState func(T) (id, state string)) error {
+	return callAndShow(ctx, v, args, stdout, http.MethodDelete, path, func(x T) error {
+		id, state := idState(x)
+		fmt.Fprintf(stdout, "%s %s\n", id, state)
+		return nil
+	})
+}
+
 // isAPIError reports whether err came from the API (exit 1 either way, but
 // tests and watch branch on the status).
 func isAPIError(err error, status int) bool {
