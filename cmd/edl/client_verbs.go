@@ -307,11 +307,7 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil || n < 0 {
 		return usageErrorf("scale: N %q: must be a number of workers, 0 or more (usage: %s)", pos[1], usage)
 	}
-	c, err := fs.client()
-	if err != nil {
-		return err
-	}
-	p, err := jobPath(pos[0], "/scale")
+	c, p, err := fs.clientAt(pos[0], jobPath, "/scale")
 	if err != nil {
 		return err
 	}
