@@ -432,6 +432,17 @@ func callAndShow[T any](ctx context.Context, v *verb, args []string, stdout io.W
 	return text(x)
 }
 
+// cancelByID is the body of edl cancel and edl sweep cancel: it DELETEs the
+// resource whose ID args give (path makes its API path: jobPath, sweepPath)
+// and prints its ID and state, the answer being a T that idState reads.
+func cancelByID[T any](ctx context.Context, v *verb, args []string, stdout io.Writer, path idPath, idState func(T) (id, state string)) error {
+	return callAndShow(ctx, v, args, stdout, http.MethodDelete, path, func(x T) error {
+		id, state := idState(x)
+		fmt.Fprintf(stdout, "%s %s\n", id, state)
+		return nil
+	})
+}
+
 // isAPIError reports whether err came from the API (exit 1 either way, but
 // tests and watch branch on the status).
 func isAPIError(err error, status int) bool {
@@ -496,11 +507,23 @@ func (v *verb) openJob(args []string, suffix ...string) (*client, string, error)
 // returns the API path that path (jobPath, sweepPath) makes of the ID and
 // suffix.
 func (v *verb) openID(args []string, path idPath, suffix ...string) (*client, string, error) {
-	c, pos, err := v.open(args, 1)
+	pos, err := v.parse(args, 1)
 	if err != nil {
 		return nil, "", err
 	}
-	p, err := path(pos[0], suffix...)
+	return v.clientAt(pos[0], path, suffix...)
+}
+
+// clientAt is openID's second half, for a verb that checks its arguments
+// between parse and opening the client (scale, logs): it opens the client
+// from the flags already parsed and returns the API path that path makes
+// of id and suffix.
+func (v *verb) clientAt(id string, path idPath, suffix ...string) (*client, string, error) {
+	c, err := v.client()
+	if err != nil {
+		return nil, "", err
+	}
+	p, err := path(id, suffix...)
 	if err != nil {
 		return nil, "", err
 	}

@@ -266,8 +266,5 @@ func watchSweep(ctx context.Context, c *client, id string, w io.Writer, asJSON b
 func runSweepCancel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "edl sweep cancel ID"
 	fs := newVerb("sweep cancel", usage, "Cancels the sweep: it goes cancelling at once, every trial's job is cancelled, and it is cancelled when they are gone.", stderr, true)
-	return callAndShow(ctx, fs, args, stdout, http.MethodDelete, sweepPath, func(sw sweep.Sweep) error {
-		fmt.Fprintf(stdout, "%s %s\n", sw.ID, sw.State)
-		return nil
-	})
+	return cancelByID(ctx, fs, args, stdout, sweepPath, func(sw sweep.Sweep) (string, string) { return sw.ID, string(sw.State) })
 }

@@ -307,11 +307,7 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil || n < 0 {
 		return usageErrorf("scale: N %q: must be a number of workers, 0 or more (usage: %s)", pos[1], usage)
 	}
-	c, err := fs.client()
-	if err != nil {
-		return err
-	}
-	p, err := jobPath(pos[0], "/scale")
+	c, p, err := fs.clientAt(pos[0], jobPath, "/scale")
 	if err != nil {
 		return err
 	}
@@ -333,10 +329,7 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "edl cancel ID"
 	fs := newVerb("cancel", usage, "Cancels the job: it goes cancelling at once and cancelled when its workers are gone.", stderr, true)
-	return callAndShow(ctx, fs, args, stdout, http.MethodDelete, jobPath, func(j jobs.Job) error {
-		fmt.Fprintf(stdout, "%s %s\n", j.ID, j.State)
-		return nil
-	})
+	return cancelByID(ctx, fs, args, stdout, jobPath, func(j jobs.Job) (string, string) { return j.ID, string(j.State) })
 }
 
 func listCheckpoints(ctx context.Context, c *client, id string) ([]api.Checkpoint, error) {

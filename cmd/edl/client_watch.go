@@ -227,11 +227,7 @@ func runLogs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *stream != "stdout" && *stream != "stderr" {
 		return usageErrorf("logs: --stream %q: must be stdout or stderr", *stream)
 	}
-	c, err := fs.client()
-	if err != nil {
-		return err
-	}
-	p, err := jobPath(pos[0], "/logs")
+	c, p, err := fs.clientAt(pos[0], jobPath, "/logs")
 	if err != nil {
 		return err
 	}
