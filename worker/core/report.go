@@ -55,7 +55,9 @@ func (r *Reporter) Progress(p jobs.Progress) {
 
 // Event queues an event and wakes Run to write it now.
 func (r *Reporter) Event(typ jobs.EventType, msg string, data map[string]any) {
-	r.keep(true, func() { r.events = append(r.events, jobs.Event{Type: typ, Message: msg, Data: data}) })
+	r.keep(true, func() {
+		r.events = append(r.events, jobs.Event{Type: typ, Message: msg, Data: data})
+	})
 }
 
 // Checkpoint records a committed checkpoint on the job (and, through the
