@@ -4,9 +4,8 @@
 # information. Idempotent: does nothing when that version is already there.
 set -euo pipefail
 VERSITYGW_VERSION="${VERSITYGW_VERSION:-v1.8.0}"
-BIN_DIR="${1:-.tools/bin}"
-mkdir -p "$BIN_DIR"
-BIN_DIR="$(cd "$BIN_DIR" && pwd)"
+. "$(dirname "$0")/bin-dir.sh"
+bin_dir "${1:-}"
 if [ -x "$BIN_DIR/versitygw" ]; then
   # Read it whole first: with pipefail, grep -q closing the pipe early
   # would make an up-to-date binary look stale.

@@ -5,9 +5,8 @@
 # of the downloaded module. Idempotent: does nothing when the binary exists.
 set -euo pipefail
 WEED_VERSION="${WEED_VERSION:-v0.0.0-20261109003541-7506e5f91cd6}"
-BIN_DIR="${1:-.tools/bin}"
-mkdir -p "$BIN_DIR"
-BIN_DIR="$(cd "$BIN_DIR" && pwd)"
+. "$(dirname "$0")/bin-dir.sh"
+bin_dir "${1:-}"
 if [ -x "$BIN_DIR/weed" ]; then
   exit 0
 fi

@@ -47,35 +47,38 @@ func NewReporter(js JobSource, job string, every time.Duration, log *slog.Logger
 	return &Reporter{jobs: js, job: job, every: every, log: log, kick: make(chan struct{}, 1)}
 }
 
+// Progress keeps p as the newest progress, for Run to write at its next
+// tick.
 func (r *Reporter) Progress(p jobs.Progress) {
-	if r.jobs == nil {
-		return
-	}
-	r.mu.Lock()
-	r.prog = &p
-	r.mu.Unlock()
+	r.keep(false, func() { r.prog = &p })
 }
 
+// Event queues an event and wakes Run to write it now.
 func (r *Reporter) Event(typ jobs.EventType, msg string, data map[string]any) {
-	if r.jobs == nil {
-		return
-	}
-	r.mu.Lock()
-	r.events = append(r.events, jobs.Event{Type: typ, Message: msg, Data: data})
-	r.mu.Unlock()
-	poke(r.kick)
+	r.keep(true, func() {
+		r.events = append(r.events, jobs.Event{Type: typ, Message: msg, Data: data})
+	})
 }
 
 // Checkpoint records a committed checkpoint on the job (and, through the
-// store, as an event).
+// store, as an event), waking Run to write it now.
 func (r *Reporter) Checkpoint(ref jobs.CheckpointRef) {
+	r.keep(true, func() { r.ckpt = &ref })
+}
+
+// keep runs set (which fills in the queue) under mu and, with wake, wakes
+// Run at once rather than at its next tick. A Reporter without a
+// JobSource keeps nothing.
+func (r *Reporter) keep(wake bool, set func()) {
 	if r.jobs == nil {
 		return
 	}
 	r.mu.Lock()
-	r.ckpt = &ref
+	set()
 	r.mu.Unlock()
-	poke(r.kick)
+	if wake {
+		poke(r.kick)
+	}
 }
 
 func (r *Reporter) Run(ctx context.Context) {

@@ -6,6 +6,49 @@
 // registers) while 16 remain, then one block of 8, then one float at a time.
 // AX is the index; R8..R11 point at x0..x3 (at x alone in dot1).
 
+// X0X3 points R8..R11 at x0..x3.
+#define X0X3 \
+	MOVQ x0_base+24(FP), R8; \
+	MOVQ x1_base+48(FP), R9; \
+	MOVQ x2_base+72(FP), R10; \
+	MOVQ x3_base+96(FP), R11
+
+// START: AX = 0 and DX = the length, CX, rounded down to 16.
+#define START \
+	XORQ AX, AX; \
+	MOVQ CX, DX; \
+	ANDQ $-16, DX
+
+// WHILE16(loop, next) ... AGAIN16(loop): the loop over blocks of 16 from
+// AX, on to next when fewer remain.
+#define WHILE16(loop, next) \
+loop: \
+	CMPQ AX, DX; \
+	JGE  next
+
+#define AGAIN16(loop) \
+	ADDQ $16, AX; \
+	JMP  loop
+
+// IF8(next): DX = CX rounded down to 8; to next unless a block of 8
+// remains from AX (the block then ends with ADDQ $8, AX).
+#define IF8(next) \
+	MOVQ CX, DX; \
+	ANDQ $-8, DX; \
+	CMPQ AX, DX; \
+	JGE  next
+
+// WHILE1(loop, done) ... AGAIN1(loop): the loop over the floats left, one
+// at a time, on to done at the end.
+#define WHILE1(loop, done) \
+loop: \
+	CMPQ AX, CX; \
+	JGE  done
+
+#define AGAIN1(loop) \
+	INCQ AX; \
+	JMP  loop
+
 // FMA4(OP, M0, D0, ..., M3, D3): Dk += Mk * xk from AX on, k = 0..3 in that
 // order; OP picks the width: VFMADD231PS 8 floats, VFMADD231SS one.
 #define FMA4(OP, M0, D0, M1, D1, M2, D2, M3, D3) \
@@ -27,21 +70,14 @@
 TEXT ·axpy4AVX2(SB), NOSPLIT, $0-136
 	MOVQ y_base+0(FP), DI
 	MOVQ y_len+8(FP), CX
-	MOVQ x0_base+24(FP), R8
-	MOVQ x1_base+48(FP), R9
-	MOVQ x2_base+72(FP), R10
-	MOVQ x3_base+96(FP), R11
+	X0X3
 	VBROADCASTSS a0+120(FP), Y0
 	VBROADCASTSS a1+124(FP), Y1
 	VBROADCASTSS a2+128(FP), Y2
 	VBROADCASTSS a3+132(FP), Y3
-	XORQ AX, AX
-	MOVQ CX, DX
-	ANDQ $-16, DX
+	START
 
-axpy16:
-	CMPQ AX, DX
-	JGE  axpy8
+	WHILE16(axpy16, axpy8)
 	VMOVUPS (DI)(AX*4), Y4
 	VMOVUPS 32(DI)(AX*4), Y5
 	AXPY16(R8, Y0)
@@ -50,27 +86,20 @@ axpy16:
 	AXPY16(R11, Y3)
 	VMOVUPS Y4, (DI)(AX*4)
 	VMOVUPS Y5, 32(DI)(AX*4)
-	ADDQ $16, AX
-	JMP  axpy16
+	AGAIN16(axpy16)
 
 axpy8:
-	MOVQ CX, DX
-	ANDQ $-8, DX
-	CMPQ AX, DX
-	JGE  axpy1
+	IF8(axpy1)
 	VMOVUPS (DI)(AX*4), Y4
 	AXPY4(VFMADD231PS, Y4, Y0, Y1, Y2, Y3)
 	VMOVUPS Y4, (DI)(AX*4)
 	ADDQ $8, AX
 
-axpy1:
-	CMPQ AX, CX
-	JGE  axpydone
+	WHILE1(axpy1, axpydone)
 	VMOVSS (DI)(AX*4), X4
 	AXPY4(VFMADD231SS, X4, X0, X1, X2, X3)
 	VMOVSS X4, (DI)(AX*4)
-	INCQ AX
-	JMP  axpy1
+	AGAIN1(axpy1)
 
 axpydone:
 	VZEROUPPER
@@ -87,8 +116,13 @@ axpydone:
 // DOT4(OP, W, S0, S1, S2, S3): Sk += W * xk, k = 0..3 in that order.
 #define DOT4(OP, W, S0, S1, S2, S3) FMA4(OP, W, S0, W, S1, W, S2, W, S3)
 
+// W16: Y8:Y9 = w's 16 floats from AX on.
+#define W16 \
+	VMOVUPS (SI)(AX*4), Y8; \
+	VMOVUPS 32(SI)(AX*4), Y9
+
 // DOT16(X, S, T): S += Y8 * X and T += Y9 * X's next 8 floats from AX on
-// (Y8:Y9 holding w's 16 floats there).
+// (Y8:Y9 holding w's 16 floats there: W16).
 #define DOT16(X, S, T) \
 	VFMADD231PS (X)(AX*4), Y8, S; \
 	VFMADD231PS 32(X)(AX*4), Y9, T
@@ -101,10 +135,7 @@ axpydone:
 TEXT ·dot4AVX2(SB), NOSPLIT, $0-136
 	MOVQ w_base+0(FP), SI
 	MOVQ w_len+8(FP), CX
-	MOVQ x0_base+24(FP), R8
-	MOVQ x1_base+48(FP), R9
-	MOVQ x2_base+72(FP), R10
-	MOVQ x3_base+96(FP), R11
+	X0X3
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
@@ -113,31 +144,22 @@ TEXT ·dot4AVX2(SB), NOSPLIT, $0-136
 	VXORPS Y5, Y5, Y5
 	VXORPS Y6, Y6, Y6
 	VXORPS Y7, Y7, Y7
-	XORQ AX, AX
-	MOVQ CX, DX
-	ANDQ $-16, DX
+	START
 
-dot4x16:
-	CMPQ AX, DX
-	JGE  dot4x8
-	VMOVUPS (SI)(AX*4), Y8
-	VMOVUPS 32(SI)(AX*4), Y9
+	WHILE16(dot4x16, dot4x8)
+	W16
 	DOT16(R8, Y0, Y4)
 	DOT16(R9, Y1, Y5)
 	DOT16(R10, Y2, Y6)
 	DOT16(R11, Y3, Y7)
-	ADDQ $16, AX
-	JMP  dot4x16
+	AGAIN16(dot4x16)
 
 dot4x8:
 	VADDPS Y4, Y0, Y0
 	VADDPS Y5, Y1, Y1
 	VADDPS Y6, Y2, Y2
 	VADDPS Y7, Y3, Y3
-	MOVQ CX, DX
-	ANDQ $-8, DX
-	CMPQ AX, DX
-	JGE  dot4h
+	IF8(dot4h)
 	VMOVUPS (SI)(AX*4), Y8
 	DOT4(VFMADD231PS, Y8, Y0, Y1, Y2, Y3)
 	ADDQ $8, AX
@@ -148,13 +170,10 @@ dot4h:
 	HSUM(Y2, X2, X8)
 	HSUM(Y3, X3, X8)
 
-dot4x1:
-	CMPQ AX, CX
-	JGE  dot4done
+	WHILE1(dot4x1, dot4done)
 	VMOVSS (SI)(AX*4), X8
 	DOT4(VFMADD231SS, X8, X0, X1, X2, X3)
-	INCQ AX
-	JMP  dot4x1
+	AGAIN1(dot4x1)
 
 dot4done:
 	VMOVSS X0, s0+120(FP)
@@ -171,25 +190,16 @@ TEXT ·dot1AVX2(SB), NOSPLIT, $0-52
 	MOVQ x_base+24(FP), R8
 	VXORPS Y0, Y0, Y0
 	VXORPS Y4, Y4, Y4
-	XORQ AX, AX
-	MOVQ CX, DX
-	ANDQ $-16, DX
+	START
 
-dot1x16:
-	CMPQ AX, DX
-	JGE  dot1x8
-	VMOVUPS (SI)(AX*4), Y8
-	VMOVUPS 32(SI)(AX*4), Y9
+	WHILE16(dot1x16, dot1x8)
+	W16
 	DOT16(R8, Y0, Y4)
-	ADDQ $16, AX
-	JMP  dot1x16
+	AGAIN16(dot1x16)
 
 dot1x8:
 	VADDPS Y4, Y0, Y0
-	MOVQ CX, DX
-	ANDQ $-8, DX
-	CMPQ AX, DX
-	JGE  dot1h
+	IF8(dot1h)
 	VMOVUPS (SI)(AX*4), Y8
 	VFMADD231PS (R8)(AX*4), Y8, Y0
 	ADDQ $8, AX
@@ -197,13 +207,10 @@ dot1x8:
 dot1h:
 	HSUM(Y0, X0, X8)
 
-dot1x1:
-	CMPQ AX, CX
-	JGE  dot1done
+	WHILE1(dot1x1, dot1done)
 	VMOVSS (SI)(AX*4), X8
 	VFMADD231SS (R8)(AX*4), X8, X0
-	INCQ AX
-	JMP  dot1x1
+	AGAIN1(dot1x1)
 
 dot1done:
 	VMOVSS X0, ret+48(FP)
