@@ -17,6 +17,7 @@ type Reader struct {
 	cr    *csv.Reader
 	what  string
 	err   error
+	seen  map[[2]string]int // Unique's column and value: its line
 }
 
 // NewReader reads the header row of r, which must name every column of
@@ -63,6 +64,33 @@ func (r *Reader) Rows() iter.Seq2[int, []string] {
 
 // Err is the error that ended Rows, nil at the end of the file.
 func (r *Reader) Err() error { return r.err }
+
+// Unique returns an error when value, column c of the record on line,
+// stood in that column of an earlier record Unique was given (a duplicate
+// key): "read <what> line N: c "value" already on line M".
+func (r *Reader) Unique(c, value string, line int) error {
+	k := [2]string{c, value}
+	if first, dup := r.seen[k]; dup {
+		return fmt.Errorf("read %s line %d: %s %q already on line %d", r.what, line, c, value, first)
+	}
+	if r.seen == nil {
+		r.seen = map[[2]string]int{}
+	}
+	r.seen[k] = line
+	return nil
+}
+
+// Done is how the read ended once Rows has: Err's error, else, when the
+// caller kept none of the records (kept is 0), "read <what>: no <rows>".
+func (r *Reader) Done(kept int, rows string) error {
+	if r.err != nil {
+		return r.err
+	}
+	if kept == 0 {
+		return fmt.Errorf("read %s: no %s", r.what, rows)
+	}
+	return nil
+}
 
 // lineError names the line a csv.Reader's error is on (its ParseError's
 // line, not a count of records) and, for a row of the wrong width, how
