@@ -114,3 +114,22 @@ func TestReaderUniqueAndDone(t *testing.T) {
 		t.Errorf("Done after a bad record = %v, want Err's %v", err, bad.Err())
 	}
 }
+
+func TestSortedJobs(t *testing.T) {
+	type job struct {
+		submit float64
+		id     string
+	}
+	r, err := NewReader(strings.NewReader("id\n"), "trace", "id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(j job) (float64, string) { return j.submit, j.id }
+	got, err := SortedJobs(r, []job{{2, "a"}, {1, "c"}, {1, "b"}, {0, "z"}}, key)
+	if err != nil || fmt.Sprint(got) != "[{0 z} {1 b} {1 c} {2 a}]" {
+		t.Errorf("SortedJobs = %v, %v", got, err)
+	}
+	if _, err := SortedJobs(r, nil, key); err == nil || err.Error() != "read trace: no jobs" {
+		t.Errorf("no jobs: %v", err)
+	}
+}

@@ -1,11 +1,14 @@
 package csvhead
 
 import (
+	"cmp"
 	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
 	"iter"
+	"slices"
+	"strings"
 )
 
 // Reader reads a CSV whose first row is a header, one record at a time;
@@ -78,6 +81,21 @@ func (r *Reader) Unique(c, value string, line int) error {
 	}
 	r.seen[k] = line
 	return nil
+}
+
+// SortedJobs ends the read of a trace: Done's error ("read trace: no
+// jobs" when jobs is empty), else jobs sorted stably by submission time,
+// then ID, which key reads from a job.
+func SortedJobs[J any](r *Reader, jobs []J, key func(J) (submit float64, id string)) ([]J, error) {
+	if err := r.Done(len(jobs), "jobs"); err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(jobs, func(a, b J) int {
+		sa, ia := key(a)
+		sb, ib := key(b)
+		return cmp.Or(cmp.Compare(sa, sb), strings.Compare(ia, ib))
+	})
+	return jobs, nil
 }
 
 // Done is how the read ended once Rows has: Err's error, else, when the

@@ -1,7 +1,6 @@
 package dlsim
 
 import (
-	"cmp"
 	"encoding/csv"
 	"fmt"
 	"hash/fnv"
@@ -170,13 +169,7 @@ func ReadElasticFlow(r io.Reader, t Tables) ([]Job, error) {
 		}
 		out = append(out, j)
 	}
-	if err := cr.Done(len(out), "jobs"); err != nil {
-		return nil, err
-	}
-	slices.SortStableFunc(out, func(a, b Job) int {
-		return cmp.Or(cmp.Compare(a.Submit, b.Submit), strings.Compare(a.ID, b.ID))
-	})
-	return out, nil
+	return csvhead.SortedJobs(cr, out, func(j Job) (float64, string) { return j.Submit, j.ID })
 }
 
 // DeadlineDraw is how deadlines are drawn for a trace that has none, as

@@ -1,11 +1,9 @@
 package sim
 
 import (
-	"cmp"
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -75,11 +73,5 @@ func ReadTrace(r io.Reader) ([]TraceJob, error) {
 		}
 		out = append(out, j)
 	}
-	if err := cr.Done(len(out), "jobs"); err != nil {
-		return nil, err
-	}
-	slices.SortStableFunc(out, func(a, b TraceJob) int {
-		return cmp.Or(cmp.Compare(a.Submit, b.Submit), strings.Compare(a.ID, b.ID))
-	})
-	return out, nil
+	return csvhead.SortedJobs(cr, out, func(j TraceJob) (float64, string) { return j.Submit, j.ID })
 }
