@@ -158,28 +158,31 @@ func validateWorkers(v *ValidationError, w WorkerRange) {
 func validateTrainer(v *ValidationError, t Trainer) {
 	switch t.Kind {
 	case TrainerBuiltin:
-		if t.Exec != nil {
-			v.add("trainer.exec", "must be absent when kind is %q", TrainerBuiltin)
+		if trainerSection(v, TrainerBuiltin, TrainerExec, t.Builtin != nil, t.Exec != nil) {
+			validateBuiltin(v, *t.Builtin)
 		}
-		if t.Builtin == nil {
-			v.add("trainer.builtin", "required when kind is %q", TrainerBuiltin)
-			return
-		}
-		validateBuiltin(v, *t.Builtin)
 	case TrainerExec:
-		if t.Builtin != nil {
-			v.add("trainer.builtin", "must be absent when kind is %q", TrainerExec)
+		if trainerSection(v, TrainerExec, TrainerBuiltin, t.Exec != nil, t.Builtin != nil) {
+			validateExec(v, *t.Exec)
 		}
-		if t.Exec == nil {
-			v.add("trainer.exec", "required when kind is %q", TrainerExec)
-			return
-		}
-		validateExec(v, *t.Exec)
 	case "":
 		v.add("trainer.kind", "required: %q or %q", TrainerBuiltin, TrainerExec)
 	default:
 		v.add("trainer.kind", "must be %q or %q", TrainerBuiltin, TrainerExec)
 	}
+}
+
+// trainerSection checks that a trainer of that kind has its own section
+// ("trainer.<kind>", has) and not the other kind's (hasOther), and reports
+// whether its own is there to be validated.
+func trainerSection(v *ValidationError, kind, other TrainerKind, has, hasOther bool) bool {
+	if hasOther {
+		v.add("trainer."+string(other), "must be absent when kind is %q", kind)
+	}
+	if !has {
+		v.add("trainer."+string(kind), "required when kind is %q", kind)
+	}
+	return has
 }
 
 func validateBuiltin(v *ValidationError, b BuiltinTrainer) {

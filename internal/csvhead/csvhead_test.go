@@ -83,3 +83,53 @@ func TestColumnsRefusesANameTwice(t *testing.T) {
 		t.Errorf("unnamed columns: %v", err)
 	}
 }
+
+func TestReaderUniqueAndDone(t *testing.T) {
+	r, err := NewReader(strings.NewReader("id,v\na,1\nb,2\na,3\n"), "trace", "id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errs []string
+	for line, rec := range r.Rows() {
+		if err := r.Unique("id", rec[r.Col["id"]], line); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if want := `[read trace line 4: id "a" already on line 2]`; fmt.Sprint(errs) != want {
+		t.Errorf("Unique: %v, want %s", errs, want)
+	}
+	if err := r.Done(3, "jobs"); err != nil {
+		t.Errorf("Done with records kept: %v", err)
+	}
+	if err := r.Done(0, "jobs"); err == nil || err.Error() != "read trace: no jobs" {
+		t.Errorf("Done with none kept: %v", err)
+	}
+	bad, err := NewReader(strings.NewReader("id\n\"a\n"), "trace", "id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range bad.Rows() {
+	}
+	if err := bad.Done(0, "jobs"); err == nil || err != bad.Err() {
+		t.Errorf("Done after a bad record = %v, want Err's %v", err, bad.Err())
+	}
+}
+
+func TestSortedJobs(t *testing.T) {
+	type job struct {
+		submit float64
+		id     string
+	}
+	r, err := NewReader(strings.NewReader("id\n"), "trace", "id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(j job) (float64, string) { return j.submit, j.id }
+	got, err := SortedJobs(r, []job{{2, "a"}, {1, "c"}, {1, "b"}, {0, "z"}}, key)
+	if err != nil || fmt.Sprint(got) != "[{0 z} {1 b} {1 c} {2 a}]" {
+		t.Errorf("SortedJobs = %v, %v", got, err)
+	}
+	if _, err := SortedJobs(r, nil, key); err == nil || err.Error() != "read trace: no jobs" {
+		t.Errorf("no jobs: %v", err)
+	}
+}

@@ -1,11 +1,14 @@
 package csvhead
 
 import (
+	"cmp"
 	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
 	"iter"
+	"slices"
+	"strings"
 )
 
 // Reader reads a CSV whose first row is a header, one record at a time;
@@ -17,6 +20,7 @@ type Reader struct {
 	cr    *csv.Reader
 	what  string
 	err   error
+	seen  map[[2]string]int // Unique's column and value: its line
 }
 
 // NewReader reads the header row of r, which must name every column of
@@ -63,6 +67,48 @@ func (r *Reader) Rows() iter.Seq2[int, []string] {
 
 // Err is the error that ended Rows, nil at the end of the file.
 func (r *Reader) Err() error { return r.err }
+
+// Unique returns an error when value, column c of the record on line,
+// stood in that column of an earlier record Unique was given (a duplicate
+// key): "read <what> line N: c "value" already on line M".
+func (r *Reader) Unique(c, value string, line int) error {
+	k := [2]string{c, value}
+	if first, dup := r.seen[k]; dup {
+		return fmt.Errorf("read %s line %d: %s %q already on line %d", r.what, line, c, value, first)
+	}
+	if r.seen == nil {
+		r.seen = map[[2]string]int{}
+	}
+	r.seen[k] = line
+	return nil
+}
+
+// SortedJobs ends the read of a trace: Done's error ("read trace: no
+// jobs" when jobs is empty), else jobs sorted stably by submission time,
+// then ID, which key reads from a job.
+func SortedJobs[J any](r *Reader, jobs []J, key func(J) (submit float64, id string)) ([]J, error) {
+	if err := r.Done(len(jobs), "jobs"); err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(jobs, func(a, b J) int {
+		sa, ia := key(a)
+		sb, ib := key(b)
+		return cmp.Or(cmp.Compare(sa, sb), strings.Compare(ia, ib))
+	})
+	return jobs, nil
+}
+
+// Done is how the read ended once Rows has: Err's error, else, when the
+// caller kept none of the records (kept is 0), "read <what>: no <rows>".
+func (r *Reader) Done(kept int, rows string) error {
+	if r.err != nil {
+		return r.err
+	}
+	if kept == 0 {
+		return fmt.Errorf("read %s: no %s", r.what, rows)
+	}
+	return nil
+}
 
 // lineError names the line a csv.Reader's error is on (its ParseError's
 // line, not a count of records) and, for a row of the wrong width, how

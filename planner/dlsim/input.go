@@ -2,7 +2,6 @@ package dlsim
 
 import (
 	"encoding/csv"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -139,13 +138,11 @@ func ReadElasticFlow(r io.Reader, t Tables) ([]Job, error) {
 		return v, nil
 	}
 	var out []Job
-	seen := map[string]int{}
 	for line, rec := range cr.Rows() {
 		j := Job{ID: rec[col["job_id"]]}
-		if first, dup := seen[j.ID]; dup {
-			return nil, fmt.Errorf("read trace line %d: job_id %q already on line %d", line, j.ID, first)
+		if err := cr.Unique("job_id", j.ID, line); err != nil {
+			return nil, err
 		}
-		seen[j.ID] = line
 		var bs, gpus float64
 		for _, f := range []struct {
 			c string
@@ -172,22 +169,7 @@ func ReadElasticFlow(r io.Reader, t Tables) ([]Job, error) {
 		}
 		out = append(out, j)
 	}
-	if err := cr.Err(); err != nil {
-		return nil, err
-	}
-	if len(out) == 0 {
-		return nil, errors.New("read trace: no jobs")
-	}
-	slices.SortStableFunc(out, func(a, b Job) int {
-		if a.Submit != b.Submit {
-			if a.Submit < b.Submit {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
-	return out, nil
+	return csvhead.SortedJobs(cr, out, func(j Job) (float64, string) { return j.Submit, j.ID })
 }
 
 // DeadlineDraw is how deadlines are drawn for a trace that has none, as

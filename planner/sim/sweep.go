@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -65,11 +64,8 @@ func ReadSweepManifest(r io.Reader) ([]SweepCase, error) {
 		}
 		out = append(out, c)
 	}
-	if err := cr.Err(); err != nil {
+	if err := cr.Done(len(out), "workloads"); err != nil {
 		return nil, err
-	}
-	if len(out) == 0 {
-		return nil, errors.New("read sweep manifest: no workloads")
 	}
 	return out, nil
 }

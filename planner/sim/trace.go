@@ -1,11 +1,9 @@
 package sim
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"math"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -43,17 +41,15 @@ func ReadTrace(r io.Reader) ([]TraceJob, error) {
 		vc, hasVC = col["tenant"]
 	}
 	prio, hasPrio := col["priority"]
-	seen := map[string]int{}
 	var out []TraceJob
 	for line, rec := range cr.Rows() {
 		j := TraceJob{ID: rec[col["job_id"]], Tenant: "default", Priority: jobs.Guaranteed}
 		if j.ID == "" {
 			return nil, fmt.Errorf("read trace line %d: empty job_id", line)
 		}
-		if first, dup := seen[j.ID]; dup {
-			return nil, fmt.Errorf("read trace line %d: job_id %q already on line %d", line, j.ID, first)
+		if err := cr.Unique("job_id", j.ID, line); err != nil {
+			return nil, err
 		}
-		seen[j.ID] = line
 		if hasVC && rec[vc] != "" {
 			j.Tenant = rec[vc]
 		}
@@ -77,17 +73,5 @@ func ReadTrace(r io.Reader) ([]TraceJob, error) {
 		}
 		out = append(out, j)
 	}
-	if err := cr.Err(); err != nil {
-		return nil, err
-	}
-	if len(out) == 0 {
-		return nil, errors.New("read trace: no jobs")
-	}
-	sort.SliceStable(out, func(a, b int) bool {
-		if out[a].Submit != out[b].Submit {
-			return out[a].Submit < out[b].Submit
-		}
-		return out[a].ID < out[b].ID
-	})
-	return out, nil
+	return csvhead.SortedJobs(cr, out, func(j TraceJob) (float64, string) { return j.Submit, j.ID })
 }
