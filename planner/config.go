@@ -123,7 +123,7 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate reports the first field that is out of range.
+// Validate reports every field that is out of range, one error each, joined.
 func (c Config) Validate() error {
 	var errs []error
 	if c.Cooldown < 0 {
