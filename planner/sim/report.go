@@ -22,12 +22,14 @@ type Result struct {
 	// maximum size from its submission (no queueing, no resize costs): a
 	// lower bound for the policy's bounds (for static policies, the
 	// trace's average duration).
-	IdealAvgJCT   float64 `json:"ideal_avg_jct_s"`
-	P50JCT        float64 `json:"p50_jct_s"`
-	P95JCT        float64 `json:"p95_jct_s"`
-	P99JCT        float64 `json:"p99_jct_s"`
-	Makespan      float64 `json:"makespan_s"`
-	AvgQueue      float64 `json:"avg_queue_s"`
+	IdealAvgJCT float64 `json:"ideal_avg_jct_s"`
+	P50JCT      float64 `json:"p50_jct_s"`
+	P95JCT      float64 `json:"p95_jct_s"`
+	P99JCT      float64 `json:"p99_jct_s"`
+	Makespan    float64 `json:"makespan_s"`
+	AvgQueue    float64 `json:"avg_queue_s"`
+	// GPUUtil is the GPU time held over the cluster's GPU time from the
+	// first arrival to the last end, the sweeps' trials' included.
 	GPUUtil       float64 `json:"gpu_util"`
 	Resizes       int     `json:"resizes"`
 	ResizesPerJob float64 `json:"resizes_per_job"`
@@ -91,10 +93,26 @@ func (e *engine) result() Result {
 	slices.Sort(r.JCTs)
 	r.P50JCT, r.P95JCT, r.P99JCT = percentile(r.JCTs, 50), percentile(r.JCTs, 95), percentile(r.JCTs, 99)
 	r.Makespan = last - first
-	if r.Makespan > 0 {
-		r.GPUUtil = e.busy / (float64(e.o.GPUs) * r.Makespan)
+	if span := e.busySpan(first, last); span > 0 {
+		r.GPUUtil = e.busy / (float64(e.o.GPUs) * span)
 	}
 	return r
+}
+
+// busySpan is the time the GPU seconds in e.busy were held in: from the
+// first arrival to the last end, the sweeps' trials' included (the trace
+// jobs alone span first..last).
+func (e *engine) busySpan(first, last float64) float64 {
+	for _, s := range e.sweeps {
+		if !s.started {
+			continue
+		}
+		first, last = min(first, s.a.Submit), max(last, s.ended)
+		for _, j := range s.trials {
+			last = max(last, j.finish)
+		}
+	}
+	return last - first
 }
 
 // percentile is the nearest-rank percentile of sorted values.

@@ -131,3 +131,24 @@ func TestSweepOutlastingTheTraceEndsTheRun(t *testing.T) {
 		t.Errorf("jobs %d, sweeps %+v", r.Jobs, r.Sweeps)
 	}
 }
+
+// GPU utilisation counts the GPU time the trials held, so it must span
+// their time too: one short trace job beside a sweep that runs far longer
+// once reported the trials' GPU seconds over the trace job's minute alone
+// (gpu_util 8.2 on 8 GPUs).
+func TestGPUUtilSpansTheSweepsToo(t *testing.T) {
+	o := DefaultOptions(Elastic)
+	o.GPUs, o.GPUsPerNode = 8, 8
+	o.Sweeps = []SweepArrival{{ID: "sweep0", Tenant: "search", Spec: exampleSweep(t), StepS: 10, Curves: sweepsim.NewSeeded(1)}}
+	tr := []TraceJob{{ID: "short", Tenant: "t", Submit: 0, GPUs: 1, Duration: 100, Priority: jobs.Guaranteed}}
+	r, err := Run(context.Background(), tr, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(r.GPUUtil > 0 && r.GPUUtil <= 1) {
+		t.Errorf("gpu_util %g (trace makespan %.0f s, sweep makespan %.0f s): want in (0, 1]", r.GPUUtil, r.Makespan, r.Sweeps[0].MakespanS)
+	}
+	if !(r.Makespan < 200) {
+		t.Errorf("makespan %.0f s: want the trace job's alone", r.Makespan)
+	}
+}
