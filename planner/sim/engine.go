@@ -217,7 +217,7 @@ type engine struct {
 const eps = 1e-6
 
 func (e *engine) run(ctx context.Context) error {
-	limit := e.lastSubmit() + maxSimAfterLast
+	limit := e.runBound()
 	for e.next < len(e.all) || len(e.active) > 0 || e.sweepsLeft() {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("simulate: stopped at %.0f s: %w", e.now, err)
@@ -231,8 +231,12 @@ func (e *engine) run(ctx context.Context) error {
 		}
 		e.decide()
 		t := e.nextEvent()
-		if math.IsInf(t, 1) || t > limit {
+		if math.IsInf(t, 1) {
 			return fmt.Errorf("simulate: stuck %.0f s after the first arrival with %d jobs waiting and none running", e.now, len(e.active))
+		}
+		if t > limit {
+			return fmt.Errorf("simulate: gave up %.0f s after the first arrival with %d jobs unfinished (%d running): the next event, at %.0f s, is past the run's bound of %.0f s (the last arrival, plus every job's GPU seconds one after another, plus ten years)",
+				e.now, len(e.active), e.running(), t, limit)
 		}
 		e.advance(t)
 	}
@@ -287,8 +291,37 @@ func inSpan(id string, submit, duration, load float64) error {
 }
 
 // maxSimAfterLast bounds a run: ten years after the last submission
-// (a sweep whose trials can never be placed would run its rounds forever).
+// and the trace's jobs run one after another (a sweep whose trials can
+// never be placed would run its rounds forever).
 const maxSimAfterLast = 10 * 365 * 24 * 3600.0
+
+// maxClock is the latest time a run may reach: 285 years, inside
+// time.Duration's 292.
+const maxClock = 9e9
+
+// runBound is the time past which a run is given up: the last arrival,
+// plus the trace's jobs run one after another on one GPU each (a job
+// runs no slower at any size than its request's GPU seconds take on one),
+// plus maxSimAfterLast (for what a policy adds: restarts, failures, the
+// sweeps' trials), at most maxClock.
+func (e *engine) runBound() float64 {
+	serial := 0.0
+	for _, j := range e.all {
+		serial += j.t.Duration * float64(j.t.GPUs)
+	}
+	return min(e.lastSubmit()+serial+maxSimAfterLast, maxClock)
+}
+
+// running counts the active jobs that hold workers.
+func (e *engine) running() int {
+	n := 0
+	for _, j := range e.active {
+		if j.workers > 0 {
+			n++
+		}
+	}
+	return n
+}
 
 func (e *engine) lastSubmit() float64 {
 	last := 0.0

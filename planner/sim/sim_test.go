@@ -276,3 +276,35 @@ func TestNoJobFinishesBeforeItsSubmission(t *testing.T) {
 		}
 	}
 }
+
+// A trace the simulator takes in (every job arrives and runs within its
+// 31-year clock) runs to its end: a job of 10^9 s, and two of 4x10^8 s
+// one after the other, once failed as "stuck ... with 1 jobs waiting and
+// none running" while the job ran, because the run stopped ten years
+// after the last arrival.
+func TestRunLongJobsWithinTheClock(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		tr   []TraceJob
+		want float64 // makespan under fifo
+	}{
+		{"one job of 1e9 s", []TraceJob{{ID: "a", GPUs: 8, Duration: 1e9}}, 1e9},
+		{"two of 4e8 s in a row", []TraceJob{{ID: "a", GPUs: 8, Duration: 4e8}, {ID: "b", GPUs: 8, Duration: 4e8}}, 8e8},
+	} {
+		for _, p := range []Policy{FIFO, Elastic} {
+			o := DefaultOptions(p)
+			o.GPUs = 8
+			r, err := Run(context.Background(), c.tr, o)
+			if err != nil {
+				t.Errorf("%s, %s: %v", c.name, p, err)
+				continue
+			}
+			if p == FIFO && math.Abs(r.Makespan-c.want) > 1 {
+				t.Errorf("%s, %s: makespan %g, want %g", c.name, p, r.Makespan, c.want)
+			}
+			if !(r.GPUUtil > 0 && r.GPUUtil <= 1+1e-9) {
+				t.Errorf("%s, %s: gpu_util %g", c.name, p, r.GPUUtil)
+			}
+		}
+	}
+}
