@@ -48,6 +48,7 @@ func (j Job) Clone() Job {
 	c.LastCheckpoint = clonePtr(j.LastCheckpoint)
 	c.Planner = j.Planner.Clone()
 	c.Deadline, c.ExpectedFinish = clonePtr(j.Deadline), clonePtr(j.ExpectedFinish)
+	c.DeadlineResult = clonePtr(j.DeadlineResult)
 	return c
 }
 

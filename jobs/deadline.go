@@ -14,6 +14,18 @@ const (
 	DeadlineBestEffort DeadlinePolicy = "best_effort"
 )
 
+// DeadlineResult is how a deadline job ended: what its deadline_met or
+// deadline_missed event says.
+type DeadlineResult struct {
+	// Met: it succeeded by its deadline.
+	Met bool `json:"met"`
+	// Finished is when it ended: its record's last write before the
+	// planner tore it down (the workers' final state).
+	Finished time.Time `json:"finished"`
+	// Failed: it failed (a miss, whenever it ended).
+	Failed bool `json:"failed,omitempty"`
+}
+
 // MaxWithin bounds within (a year).
 const MaxWithin = 366 * 24 * time.Hour
 

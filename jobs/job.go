@@ -20,9 +20,13 @@ type Job struct {
 	ExpectedFinish *time.Time `json:"expected_finish,omitempty"`
 	// AtRisk: the plan does not finish the live deadline job by its
 	// deadline.
-	AtRisk    bool      `json:"at_risk,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	AtRisk bool `json:"at_risk,omitempty"`
+	// DeadlineResult is how a deadline job ended, set with its
+	// deadline_met or deadline_missed event (absent before, and for a
+	// cancelled job).
+	DeadlineResult *DeadlineResult `json:"deadline_result,omitempty"`
+	CreatedAt      time.Time       `json:"created_at"`
+	UpdatedAt      time.Time       `json:"updated_at"`
 	// Version increases with every write; the store uses it for optimistic
 	// concurrency.
 	Version int64 `json:"version"`

@@ -23,13 +23,20 @@ func deadlineRows(t *table, j jobs.Job, now time.Time) {
 		policy = jobs.DeadlineStrict
 	}
 	t.row("Deadline:", fmt.Sprintf("%s (%s)", due.UTC().Format(time.RFC3339), policy))
-	switch {
+	switch r := j.DeadlineResult; {
+	case j.State == jobs.Failed:
+		t.row("Result:", "missed: the job failed")
 	case j.State == jobs.Succeeded:
-		fin := j.UpdatedAt
-		if fin.After(due) {
-			t.row("Result:", fmt.Sprintf("missed by %s", fin.Sub(due).Round(time.Second)))
+		// The planner's record of the end (what its deadline event
+		// says); before its teardown, the record's last write.
+		fin, met := j.UpdatedAt, !j.UpdatedAt.After(due)
+		if r != nil {
+			fin, met = r.Finished, r.Met
+		}
+		if met {
+			t.row("Result:", fmt.Sprintf("met, %s early", max(due.Sub(fin).Round(time.Second), 0)))
 		} else {
-			t.row("Result:", fmt.Sprintf("met, %s early", due.Sub(fin).Round(time.Second)))
+			t.row("Result:", fmt.Sprintf("missed by %s", fin.Sub(due).Round(time.Second)))
 		}
 	case j.State.Terminal():
 	case j.ExpectedFinish != nil:

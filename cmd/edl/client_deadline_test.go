@@ -28,6 +28,21 @@ func TestDeadlineRows(t *testing.T) {
 			j.ExpectedFinish, j.AtRisk = &f, true
 		}, []string{"Expected finish:", "2026-12-02T01:10:00Z (at risk)"}},
 		{"no plan finishes it", func(j *jobs.Job) { j.AtRisk = true }, []string{"none planned (at risk)"}},
+		// The record's result, as the deadline_met event says, not its
+		// last write (the teardown's, after the end).
+		{"met by the recorded end", func(j *jobs.Job) {
+			j.State, j.UpdatedAt = jobs.Succeeded, t0.Add(61*time.Minute)
+			j.DeadlineResult = &jobs.DeadlineResult{Met: true, Finished: t0.Add(59 * time.Minute)}
+		}, []string{"met, 1m0s early"}},
+		{"missed by the recorded end", func(j *jobs.Job) {
+			j.State, j.UpdatedAt = jobs.Succeeded, t0.Add(80*time.Minute)
+			j.DeadlineResult = &jobs.DeadlineResult{Finished: t0.Add(64 * time.Minute)}
+		}, []string{"missed by 4m0s"}},
+		{"failed", func(j *jobs.Job) {
+			j.State, j.UpdatedAt = jobs.Failed, t0.Add(10*time.Minute)
+			j.DeadlineResult = &jobs.DeadlineResult{Failed: true, Finished: t0.Add(10 * time.Minute)}
+		}, []string{"missed: the job failed"}},
+		{"failed, no result recorded yet", func(j *jobs.Job) { j.State = jobs.Failed }, []string{"missed: the job failed"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -122,6 +122,12 @@ func deadlineEnd(cur *jobs.Job, end, now time.Time) []jobs.Event {
 	cur.AtRisk, cur.ExpectedFinish = false, nil
 	by := end.Sub(due).Round(time.Second)
 	data := map[string]any{"deadline": due.UTC().Format(time.RFC3339), "finished": end.UTC().Format(time.RFC3339)}
+	if cur.State == jobs.Succeeded || cur.State == jobs.Failed {
+		// The record says what the event says, edl get and the
+		// dashboard read it: the end time, not the teardown's write.
+		cur.DeadlineResult = &jobs.DeadlineResult{Met: cur.State == jobs.Succeeded && by <= 0,
+			Finished: end.UTC(), Failed: cur.State == jobs.Failed}
+	}
 	switch {
 	case cur.State == jobs.Succeeded && by <= 0:
 		data["early_s"] = -by.Seconds()

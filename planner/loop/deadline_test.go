@@ -40,6 +40,12 @@ func TestDeadlineEnd(t *testing.T) {
 		if j.AtRisk || j.ExpectedFinish != nil {
 			t.Errorf("%s: the estimate stays on the ended job", tc.state)
 		}
+		// The record says what the event says (edl get and the dashboard
+		// read it), with the same end time.
+		r := j.DeadlineResult
+		if r == nil || r.Met != (tc.typ == jobs.EventDeadlineMet) || !r.Finished.Equal(tc.end) || r.Failed != (tc.state == jobs.Failed) {
+			t.Errorf("%s at %s: deadline_result %+v, want met %v, finished %s", tc.state, tc.end.Sub(due), r, tc.typ == jobs.EventDeadlineMet, tc.end)
+		}
 	}
 	if evs := deadlineEnd(&jobs.Job{State: jobs.Succeeded}, at0, at0); evs != nil {
 		t.Errorf("a job without a deadline: %+v", evs)
@@ -218,6 +224,13 @@ func TestRoundKeepsTheDeadlineEstimate(t *testing.T) {
 	}
 	if got.AtRisk || got.ExpectedFinish != nil || got.Deadline == nil {
 		t.Errorf("ended job: at risk %v, expected %v, deadline %v", got.AtRisk, got.ExpectedFinish, got.Deadline)
+	}
+	if got, err = store.Get(ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, e := countEvents(t, store, j.ID, jobs.EventDeadlineMet)
+	if r := got.DeadlineResult; r == nil || !r.Met || r.Finished.UTC().Format(time.RFC3339) != e.Data["finished"] {
+		t.Errorf("the record's deadline_result %+v, the event's finished %v: want met at the same time", r, e.Data["finished"])
 	}
 }
 

@@ -85,7 +85,9 @@
     const due = Date.parse(j.deadline), t = (ms) => new Date(ms).toLocaleString();
     const badge = (cls, text) => h("span", { class: "badge " + cls }, text);
     if (j.state === "succeeded") {
-      const late = Date.parse(j.updated_at) > due;
+      // The planner's record of the end (what its deadline event says);
+      // before its teardown, the record's last write.
+      const r = j.deadline_result, late = r ? !r.met : Date.parse(j.updated_at) > due;
       return { due: t(due), result: badge(late ? "missed" : "met", late ? "missed" : "met") };
     }
     if (j.state === "failed") return { due: t(due), result: badge("missed", "missed") };
