@@ -88,6 +88,7 @@ func PlanDeadlines(s Snapshot, now time.Time) DeadlinePlan {
 			continue
 		}
 		d := newDLJob(j, cfg, now)
+		d.known, d.capacity = len(d.curve.sizes) > 0, capacity[d.res]
 		d.curve = d.curve.upTo(capacity[d.res] / d.units)
 		ds = append(ds, d)
 	}
@@ -247,17 +248,21 @@ func jobIndex(js []JobState, id string) int {
 
 // dlJob is one deadline job while PlanDeadlines runs.
 type dlJob struct {
-	j      *JobState
-	curve  speedCurve
-	res    int
-	units  int
-	due    float64 // seconds from now to the deadline
-	since  float64 // seconds since its last resize (+Inf: never)
-	share  int     // planned size (0: none)
-	now    int     // size at t = 0
-	finish float64 // seconds from now (+Inf: never)
-	ok     bool
-	reason string
+	j     *JobState
+	curve speedCurve
+	res   int
+	units int
+	due   float64 // seconds from now to the deadline
+	since float64 // seconds since its last resize (+Inf: never)
+	share int     // planned size (0: none)
+	// known: a speed is known for some size (before the cluster's
+	// capacity, which it needs capacity/units of for one worker, caps it).
+	known    bool
+	capacity int
+	now      int     // size at t = 0
+	finish   float64 // seconds from now (+Inf: never)
+	ok       bool
+	reason   string
 }
 
 func newDLJob(j *JobState, cfg Config, now time.Time) *dlJob {
@@ -277,8 +282,14 @@ func (d *dlJob) plan(prof *profile, cost, lat float64) {
 	c := d.curve
 	work := d.j.Deadline.Remaining
 	switch {
+	case len(c.sizes) == 0 && d.known:
+		d.reason = "no worker of it fits: the cluster has " + d.resourceText(d.capacity)
+		if d.res == resGPU {
+			d.reason += fmt.Sprintf(", a worker needs %d", d.units)
+		}
+		return
 	case len(c.sizes) == 0:
-		d.reason = "its speed is unknown: no throughput measured and no prior"
+		d.reason = "its speed is unknown: no throughput measured and no per_worker_speed"
 		return
 	case work <= 0:
 		// Its workers are ending it: they keep their places meanwhile
@@ -331,10 +342,25 @@ func (d *dlJob) plan(prof *profile, cost, lat float64) {
 	case d.ok:
 		d.reason = fmt.Sprintf("planned at %d workers, done %.0f s before its deadline", d.share, d.due-f)
 	case math.IsInf(f, 1):
-		d.reason = "no GPUs are left for it"
+		d.reason = "no " + d.resourceText(-1) + " are left for it"
+	case d.due < 0:
+		d.reason = fmt.Sprintf("its deadline passed %.0f s ago (at %d workers it would finish in %.0f s)", math.Ceil(-d.due), d.share, f)
 	default:
 		d.reason = fmt.Sprintf("even at %d workers it would finish %.0f s after its deadline", d.share, f-d.due)
 	}
+}
+
+// resourceText names n of the resource the job's workers hold ("4 GPUs",
+// "1 CPU slots"; the name alone for n < 0).
+func (d *dlJob) resourceText(n int) string {
+	name := "GPUs"
+	if d.res == resCPU {
+		name = "CPU slots"
+	}
+	if n < 0 {
+		return name
+	}
+	return fmt.Sprintf("%d %s", n, name)
 }
 
 func (d *dlJob) target(now time.Time) DeadlineTarget {

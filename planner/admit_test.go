@@ -39,6 +39,7 @@ func TestAdmit(t *testing.T) {
 		atRisk   bool
 		workers  int
 		why      string // part of the reason when refused or at risk
+		never    bool   // refused whatever the deadline (no earliest feasible)
 	}{
 		{name: "least share that meets the deadline", gpus: 8,
 			cand: job("a", 0, 8, dl(30*time.Second, 1000, 10)), want: true, workers: 4},
@@ -49,7 +50,15 @@ func TestAdmit(t *testing.T) {
 		{name: "capped by workers.max", gpus: 8,
 			cand: job("a", 0, 2, dl(30*time.Second, 1000, 10)), want: false, why: "even at 2 workers"},
 		{name: "unknown speed", gpus: 8,
-			cand: job("a", 0, 8, dl(30*time.Second, 1000, 0)), want: false, why: "speed is unknown"},
+			cand: job("a", 0, 8, dl(30*time.Second, 1000, 0)), want: false, why: "speed is unknown: no throughput measured and no per_worker_speed", never: true},
+		// A job no worker of which fits is told so, not that its speed
+		// (which it gave) is unknown.
+		{name: "a GPU job on a cluster without GPUs", gpus: 0,
+			cand: job("a", 0, 8, dl(30*time.Second, 1000, 10)), want: false, why: "no worker of it fits: the cluster has 0 GPUs, a worker needs 1", never: true},
+		{name: "a worker wider than the cluster", gpus: 2,
+			cand: job("a", 0, 8, dl(30*time.Second, 1000, 10), gpw(4)), want: false, why: "the cluster has 2 GPUs, a worker needs 4", never: true},
+		{name: "a deadline already past", gpus: 8,
+			cand: job("a", 0, 8, dl(-time.Minute, 1000, 10)), want: false, why: "its deadline passed 60 s ago"},
 		{name: "fits beside an admitted job", gpus: 8,
 			admitted: []JobState{job("a", 0, 8, dl(30*time.Second, 1000, 10))},
 			cand:     job("b", 0, 8, dl(30*time.Second, 1000, 10)), want: true, workers: 4},
@@ -78,7 +87,10 @@ func TestAdmit(t *testing.T) {
 			if tt.want && !tt.atRisk && (a.ExpectedFinish.IsZero() || a.ExpectedFinish.After(tt.cand.Deadline.At)) {
 				t.Errorf("expected finish %v, deadline %v", a.ExpectedFinish, tt.cand.Deadline.At)
 			}
-			if !tt.want && tt.why != "speed is unknown" {
+			if tt.never && !a.EarliestFeasible.IsZero() {
+				t.Errorf("earliest feasible %v for a job no deadline admits", a.EarliestFeasible)
+			}
+			if !tt.want && !tt.never {
 				ef := a.EarliestFeasible
 				if ef.IsZero() || !ef.After(tt.cand.Deadline.At) {
 					t.Fatalf("earliest feasible %v, want after %v", ef, tt.cand.Deadline.At)
