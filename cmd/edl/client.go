@@ -47,8 +47,11 @@ type apiError struct {
 	Title  string           `json:"title"`
 	Detail string           `json:"detail,omitempty"`
 	Errors []apiFieldReason `json:"errors,omitempty"`
-	method string
-	path   string
+	// EarliestFeasible is, for a refused deadline job, the earliest
+	// deadline that would be admitted now.
+	EarliestFeasible string `json:"earliest_feasible,omitempty"`
+	method           string
+	path             string
 }
 
 type apiFieldReason struct {
@@ -63,7 +66,12 @@ func (e *apiError) Error() string {
 		b.WriteString(": " + e.Detail)
 	}
 	for _, f := range e.Errors {
-		fmt.Fprintf(&b, "\n  %s: %s", f.Field, f.Reason)
+		if f.Reason != e.Detail { // a refused deadline's field repeats the detail
+			fmt.Fprintf(&b, "\n  %s: %s", f.Field, f.Reason)
+		}
+	}
+	if e.EarliestFeasible != "" {
+		fmt.Fprintf(&b, "\n  earliest feasible deadline now: %s (\"deadline\" in the spec)", e.EarliestFeasible)
 	}
 	return b.String()
 }
