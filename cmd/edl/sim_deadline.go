@@ -56,9 +56,12 @@ func runSimDeadline(ctx context.Context, args []string, stdout, stderr io.Writer
 		if err != nil {
 			return usageErrorf("sim: --throughputs: %v", err)
 		}
+		if _, err := os.ReadDir(dir); err != nil { // named, not "." inside it
+			return usageErrorf("sim: --throughputs: %v", err)
+		}
 		t, err := dlsim.ReadTables(os.DirFS(dir), ".")
 		if err != nil {
-			return usageErrorf("sim: --throughputs: %v", err)
+			return usageErrorf("sim: --throughputs %s: %v", *tput, err)
 		}
 		if js, err = dlsim.ReadElasticFlow(f, t); err != nil {
 			return fmt.Errorf("sim: %w", err)

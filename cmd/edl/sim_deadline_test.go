@@ -56,3 +56,17 @@ func TestSimDeadlineFlagErrors(t *testing.T) {
 		t.Error("hasFlag format")
 	}
 }
+
+// A --throughputs folder that is missing, or holds no tables, is named in
+// the error (it said "open .: no such file or directory").
+func TestSimThroughputsErrorNamesTheFolder(t *testing.T) {
+	empty := t.TempDir()
+	for _, dir := range []string{"/nonexistent-edl-tables", empty} {
+		var out, errb bytes.Buffer
+		args := []string{"--format", "elasticflow", "--trace", "../../testdata/elasticflow/100jobs_1500lam.csv", "--throughputs", dir}
+		err := runSim(context.Background(), args, &out, &errb)
+		if err == nil || !strings.Contains(err.Error(), dir) || strings.Contains(err.Error(), " . ") || strings.Contains(err.Error(), "open .") {
+			t.Errorf("--throughputs %s: %v, want an error naming the folder", dir, err)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package dlsim
 
 import (
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -115,6 +116,9 @@ func ReadTables(fsys fs.FS, dir string) (Tables, error) {
 		t[strings.TrimSuffix(e.Name(), ".csv")] = m
 	}
 	if len(t) == 0 {
+		if dir == "." {
+			return nil, errors.New("read throughputs: no *.csv in the folder")
+		}
 		return nil, fmt.Errorf("read throughputs: no *.csv in %s", dir)
 	}
 	return t, nil
