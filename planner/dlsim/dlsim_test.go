@@ -314,3 +314,21 @@ func TestSlotsFallOnTheTracesClock(t *testing.T) {
 		t.Errorf("met %d, refused %d, late %d; want 2 (b, c), 1 (a), 0", r.Met, r.Refused, r.Late)
 	}
 }
+
+// A row that cannot run says which of its fields is at fault: it said
+// "1 GPUs (not a size of its table), 0 iterations" for 0 iterations at a
+// size the table has.
+func TestReadElasticFlowSaysWhyARowCannotRun(t *testing.T) {
+	tb := Tables{"m": {64: {1: 2, 2: 3}}}
+	good := "job_id,submit_time,iteration,model_name,ddl,batch_size,num_gpu,duration\n"
+	for body, want := range map[string]string{
+		good + "a,0,0,m,60,64,1,50\n":   "job a: iteration 0: want a positive number of iterations",
+		good + "a,0,100,m,60,64,4,50\n": "job a: num_gpu 4: not a size of its throughput table (1, 2)",
+		good + "a,0,100,m,60,64,0,50\n": "job a: num_gpu 0: not a size of its throughput table (1, 2)",
+	} {
+		_, err := ReadElasticFlow(strings.NewReader(body), tb)
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "GPUs (not") {
+			t.Errorf("%q: %v, want %q", body[len(good):], err, want)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"io"
 	"io/fs"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"path"
@@ -168,8 +169,15 @@ func ReadElasticFlow(r io.Reader, t Tables) ([]Job, error) {
 		if len(j.Speed) == 0 {
 			return nil, fmt.Errorf("read trace line %d: no throughputs for model %s, batch size %d", line, model, int(bs))
 		}
-		if j.GPUs < 1 || j.Work <= 0 || j.Speed[j.GPUs] <= 0 {
-			return nil, fmt.Errorf("read trace line %d: job %s: %d GPUs (not a size of its table), %g iterations: cannot run", line, j.ID, j.GPUs, j.Work)
+		if j.Work <= 0 {
+			return nil, fmt.Errorf("read trace line %d: job %s: iteration %g: want a positive number of iterations", line, j.ID, j.Work)
+		}
+		if j.GPUs < 1 || j.Speed[j.GPUs] <= 0 {
+			var sizes []string
+			for _, n := range slices.Sorted(maps.Keys(j.Speed)) {
+				sizes = append(sizes, strconv.Itoa(n))
+			}
+			return nil, fmt.Errorf("read trace line %d: job %s: num_gpu %d: not a size of its throughput table (%s)", line, j.ID, j.GPUs, strings.Join(sizes, ", "))
 		}
 		out = append(out, j)
 	}
