@@ -374,7 +374,7 @@ func (s *Server) patchJob(c echo.Context) error {
 // scaleJob godoc
 //
 //	@Summary		Pin a job's size
-//	@Description	Asks for a fixed number of workers within [min, max]; the planner applies it when it can. 0 unpins.
+//	@Description	Asks for a fixed number of workers within [min, max]; the planner applies it when it can. 0 unpins. A deadline job cannot be pinned (422): the planner picks its workers.
 //	@Tags			jobs
 //	@Security		BearerAuth
 //	@Accept			json

@@ -212,8 +212,14 @@ func renameFields(err error, rename func(field string) string) error {
 }
 
 // Pin sets the size a tenant asked for with POST .../scale: n within the
-// spec's [min, max], or 0 to hand the choice back to the planner.
+// spec's [min, max], or 0 to hand the choice back to the planner. A
+// deadline job is not pinned (its size is the planner's).
 func (j *Job) Pin(n int) error {
+	if n != 0 && j.Spec.HasDeadline() {
+		// The planner sizes it (the least share that meets its deadline,
+		// admitted beside the other deadline jobs) and would ignore a pin.
+		return Invalid("workers", "a deadline job cannot be pinned: the planner picks the workers that meet its deadline (workers.max caps them); 0 unpins")
+	}
 	if n != 0 && (n < j.Spec.Workers.Min || n > j.Spec.Workers.Max) {
 		return Invalid("workers", fmt.Sprintf("must be between workers.min (%d) and workers.max (%d), or 0 to unpin",
 			j.Spec.Workers.Min, j.Spec.Workers.Max))

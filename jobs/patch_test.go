@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -52,5 +53,22 @@ func TestPin(t *testing.T) {
 		if err := j.Pin(n); (err == nil) != ok {
 			t.Errorf("Pin(%d) = %v", n, err)
 		}
+	}
+}
+
+// A deadline job's size is the planner's (the least share that meets its
+// deadline, admitted against the other deadline jobs): a pin was accepted
+// ("pinned to 1 workers") and then ignored while the job ran at 3.
+func TestPinRefusesADeadlineJob(t *testing.T) {
+	s := validSpec()
+	s.Within = "1h"
+	j := Job{Spec: s}
+	err := j.Pin(2)
+	var ve *ValidationError
+	if !errors.As(err, &ve) || !strings.Contains(err.Error(), "deadline") || j.Workers.Pinned != 0 {
+		t.Errorf("Pin(2) of a deadline job: %v, pinned %d; want a validation error naming the deadline", err, j.Workers.Pinned)
+	}
+	if err := j.Pin(0); err != nil {
+		t.Errorf("unpinning a deadline job: %v", err)
 	}
 }
