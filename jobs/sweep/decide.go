@@ -12,6 +12,8 @@ import (
 type Observation struct {
 	// JobState is its job's state ("" when the job is not found).
 	JobState jobs.State
+	// JobReason is its job's reason (why it failed, for a failed one).
+	JobReason string
 	// Current is how many workers the job holds; Min and Max are its
 	// spec's bounds.
 	Current, Min, Max int
@@ -184,7 +186,13 @@ func Decide(sw Sweep, obs map[int]Observation, now time.Time) Plan {
 				t.State = TrialCancelled
 			}
 			t.EndedAt = now
-			ev(EventEnded, t.Index, fmt.Sprintf("trial %d %s: its job is %s", t.Index, t.State, stateOr(o.JobState)), map[string]any{"job": t.JobID, "job_state": string(o.JobState)})
+			msg := fmt.Sprintf("trial %d %s: its job is %s", t.Index, t.State, stateOr(o.JobState))
+			data := map[string]any{"job": t.JobID, "job_state": string(o.JobState)}
+			if o.JobState == jobs.Failed && o.JobReason != "" {
+				msg += ": " + o.JobReason
+				data["job_reason"] = o.JobReason
+			}
+			ev(EventEnded, t.Index, msg, data)
 		}
 		if live(o.JobState) && o.JobState != jobs.Cancelling && (t.State.Ended() || s.State == Cancelling) {
 			p.Cancel[t.JobID] = cancelReason(s, *t)

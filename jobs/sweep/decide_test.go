@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -228,6 +229,25 @@ func TestDecideFailedJob(t *testing.T) {
 	if p.Sweep.Trials[0].State != TrialFailed || len(p.Start) != 1 || p.Start[0] != 2 {
 		t.Fatalf("trial 0 %s, start %v", p.Sweep.Trials[0].State, p.Start)
 	}
+}
+
+// A failed trial's event says why its job failed (it said only "its job
+// is failed", and the user had to look the job up).
+func TestDecideFailedJobSaysWhy(t *testing.T) {
+	now := time.Unix(1000, 0)
+	sw := Decide(smallSweep(), nil, now).Sweep
+	sw.Trials[0].JobID, sw.Trials[1].JobID = "j-0", "j-1"
+	why := "program failed 1 time (max_restarts 0); last: worker w0 (rank 0): exit code 3"
+	p := Decide(sw, map[int]Observation{0: {JobState: jobs.Failed, JobReason: why}, 1: run(2)}, now)
+	for _, e := range p.Events {
+		if e.Type == EventEnded && e.Trial != nil && *e.Trial == 0 {
+			if !strings.Contains(e.Message, "its job is failed: "+why) || e.Data["job_reason"] != why {
+				t.Errorf("event %q %v does not say why the job failed", e.Message, e.Data)
+			}
+			return
+		}
+	}
+	t.Fatalf("no trial_ended event for trial 0: %+v", p.Events)
 }
 
 func hasEvent(p Plan, typ EventType) bool {

@@ -135,7 +135,7 @@ func (c *Controller) observe(ctx context.Context, sw sweep.Sweep) (map[int]sweep
 		if err != nil {
 			return nil, err
 		}
-		o := sweep.Observation{JobState: j.State, Current: j.Workers.Current, Min: j.Spec.Workers.Min, Max: j.Spec.Workers.Max}
+		o := sweep.Observation{JobState: j.State, JobReason: j.Reason, Current: j.Workers.Current, Min: j.Spec.Workers.Min, Max: j.Spec.Workers.Max}
 		if j.State.Terminal() {
 			o.EndedAt = j.UpdatedAt
 		}
