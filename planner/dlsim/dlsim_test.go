@@ -2,6 +2,7 @@ package dlsim
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"strings"
@@ -329,6 +330,28 @@ func TestReadElasticFlowSaysWhyARowCannotRun(t *testing.T) {
 		_, err := ReadElasticFlow(strings.NewReader(body), tb)
 		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "GPUs (not") {
 			t.Errorf("%q: %v, want %q", body[len(good):], err, want)
+		}
+	}
+}
+
+// Utilisation is a share of the cluster: 200 jobs all at t = 0 on 8 GPUs
+// kept the cluster full, and the elastic run printed gpu_utilisation
+// 1.000000000000003 (the GPU seconds summed step by step round up).
+func TestUtilisationNeverAboveOne(t *testing.T) {
+	var rows []EDLRow
+	for i := range 200 {
+		rows = append(rows, EDLRow{ID: fmt.Sprint(i), GPUs: 1 + i%4, Duration: float64(100 + i*37%900), BestEffort: i%5 == 0})
+	}
+	js := FromEDLTrace(rows, DeadlineDraw{Min: 0.5, Max: 1.5, Seed: 1}, 2)
+	for _, p := range []Policy{Deadline, EDF, Tiresias, Elastic} {
+		o := DefaultOptions(p)
+		o.GPUs, o.GPUsPerNode = 8, 8
+		r, err := Run(context.Background(), js, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !(r.Utilisation > 0 && r.Utilisation <= 1) || r.MakespanS <= 0 {
+			t.Errorf("%s: utilisation %v, makespan %g", p, r.Utilisation, r.MakespanS)
 		}
 	}
 }

@@ -248,6 +248,8 @@ func (e *engine) result() {
 		e.res.DeadlineMetRatio = float64(e.res.Met) / float64(len(e.all))
 	}
 	if last > 0 {
-		e.res.Utilisation = e.busy / (last * float64(e.o.GPUs))
+		// The GPU seconds summed step by step may pass the cluster's by
+		// rounding (1.000000000000003 on a cluster kept full): a share.
+		e.res.Utilisation = min(e.busy/(last*float64(e.o.GPUs)), 1)
 	}
 }
