@@ -202,3 +202,22 @@ func TestValueItsTypeRefusesNamesTheField(t *testing.T) {
 		t.Errorf("truncated body: %T %v, want a *DecodeError", err, err)
 	}
 }
+
+// Label values, gpu.model and exec.workdir are "printable characters", but
+// only C0 and DEL were refused: a C1 control (U+0085 NEL, U+009B, CSI to
+// some terminals) was accepted. C1 is refused too now.
+func TestC1ControlsAreNotPrintable(t *testing.T) {
+	for _, c := range []string{"\u0085", "\u009b", "\u0080", "\u009f", "\x1b", "\x7f"} {
+		s := validSpec()
+		s.Labels = map[string]string{"k": "a" + c + "b"}
+		wantField(t, s.Validate(), "labels.k", "printable")
+		s = validSpec()
+		s.GPU = &GPUConstraint{Model: "A100" + c}
+		wantField(t, s.Validate(), "gpu.model", "printable")
+	}
+	s := validSpec()
+	s.Labels = map[string]string{"k": "café 🚀 ü"}
+	if err := s.Validate(); err != nil {
+		t.Errorf("printable non-ASCII label value refused: %v", err)
+	}
+}
