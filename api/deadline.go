@@ -35,8 +35,10 @@ type DryRun struct {
 // job, and admitting it again beside itself could refuse it.
 func (s *Server) deadlineGate(c echo.Context, spec jobs.Spec, key string) (done bool, err error) {
 	dry := false
-	if q := c.QueryParam("dry_run"); q != "" {
-		if dry, err = strconv.ParseBool(q); err != nil {
+	// Given bare (?dry_run) or empty it is refused, not read as absent:
+	// that created the job a client asked only to try.
+	if c.QueryParams().Has("dry_run") {
+		if dry, err = strconv.ParseBool(c.QueryParam("dry_run")); err != nil {
 			return true, badQuery("dry_run", "must be true or false")
 		}
 	}

@@ -132,3 +132,25 @@ func TestDeadlineConcurrentSubmissions(t *testing.T) {
 		t.Errorf("%d of %d admitted, room for 1", created, n)
 	}
 }
+
+// A bare ?dry_run (or dry_run=) read as absent: the client that asked for
+// a dry run got a real job created (201). It is a 400 naming dry_run now,
+// and creates nothing, for a job with a deadline or without.
+func TestBareDryRunIsRefused(t *testing.T) {
+	e := newEnv(t)
+	at := fmt.Sprintf(`"deadline":%q`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
+	for _, body := range []string{deadlineSpec(at), exampleJob(t)} {
+		for _, q := range []string{"?dry_run", "?dry_run=", "?dry_run&x=1"} {
+			r := e.do(req{method: http.MethodPost, path: "/v1/jobs" + q, token: tokA, ctype: "application/json", body: body})
+			p := r.problem(t, http.StatusBadRequest, api.ProblemValidation)
+			if len(p.Errors) != 1 || p.Errors[0].Field != "dry_run" {
+				t.Errorf("%s: errors %+v, want dry_run named", q, p.Errors)
+			}
+		}
+	}
+	var jl api.JobList
+	e.do(req{method: http.MethodGet, path: "/v1/jobs", token: tokA}).json(t, &jl)
+	if len(jl.Jobs) != 0 {
+		t.Fatalf("a bare dry_run created %d jobs", len(jl.Jobs))
+	}
+}

@@ -311,3 +311,29 @@ func checkIdleStreams(t *testing.T, e *env, rdb *redis.Client, what, path string
 		t.Errorf("/readyz with %s: %d", what, g.code)
 	}
 }
+
+// A submit answered 503 because the store did not answer in time was
+// created all the same once Redis caught up (seen on edl dev with Redis
+// SIGSTOPped for 6 s), and the 503's Retry-After invites a retry: a second
+// job. A 503 to a request that changes something says so, and how to
+// retry safely; a read's does not.
+func TestUnavailableWriteSaysItMayHaveTakenEffect(t *testing.T) {
+	r := testenv.NewRedisServer(t)
+	e := newEnvWith(t, r, api.Config{StoreTimeout: 3 * time.Second})
+	j := e.submit(tokA, exampleJob(t)).job(t)
+	r.Server.Kill()
+	for _, rq := range []req{
+		{method: http.MethodPost, path: "/v1/jobs", token: tokA, ctype: "application/json", body: exampleJob(t)},
+		{method: http.MethodDelete, path: "/v1/jobs/" + j.ID, token: tokA},
+		{method: http.MethodPost, path: "/v1/jobs/" + j.ID + "/scale", token: tokA, ctype: "application/json", body: `{"workers":1}`},
+	} {
+		p := e.do(rq).problem(t, http.StatusServiceUnavailable, api.ProblemUnavailable)
+		if !strings.Contains(p.Detail, "may still take effect") || !strings.Contains(p.Detail, "Idempotency-Key") {
+			t.Errorf("%s %s: 503 detail %q, want it to say the request may still take effect and to retry with an Idempotency-Key", rq.method, rq.path, p.Detail)
+		}
+	}
+	p := e.get("/v1/jobs/"+j.ID, tokA).problem(t, http.StatusServiceUnavailable, api.ProblemUnavailable)
+	if strings.Contains(p.Detail, "may still take effect") {
+		t.Errorf("GET: 503 detail %q speaks of an effect", p.Detail)
+	}
+}

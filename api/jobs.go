@@ -332,9 +332,11 @@ func jobFinished(st jobs.State) error {
 //	@Param			id		path		string		true	"job ID"
 //	@Param			patch	body		JobPatch	true	"merge patch"
 //	@Success		200		{object}	jobs.Job
-//	@Failure		400		{object}	Problem
+//	@Failure		400		{object}	Problem	"malformed JSON"
 //	@Failure		404		{object}	Problem
+//	@Failure		408		{object}	Problem	"the body was not sent within the server's body read timeout"
 //	@Failure		409		{object}	Problem	"the job is finished or being cancelled"
+//	@Failure		413		{object}	Problem
 //	@Failure		415		{object}	Problem
 //	@Failure		422		{object}	Problem
 //	@Router			/v1/jobs/{id} [patch]
@@ -382,8 +384,11 @@ func (s *Server) patchJob(c echo.Context) error {
 //	@Param			id		path		string			true	"job ID"
 //	@Param			request	body		ScaleRequest	true	"the size"
 //	@Success		202		{object}	jobs.Job
+//	@Failure		400		{object}	Problem	"malformed JSON"
 //	@Failure		404		{object}	Problem
+//	@Failure		408		{object}	Problem	"the body was not sent within the server's body read timeout"
 //	@Failure		409		{object}	Problem
+//	@Failure		413		{object}	Problem
 //	@Failure		415		{object}	Problem
 //	@Failure		422		{object}	Problem
 //	@Router			/v1/jobs/{id}/scale [post]

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edl-nomad/edl/jobs"
 	"github.com/labstack/echo/v4"
 )
 
@@ -121,6 +122,10 @@ func (s *Server) jobLogs(c echo.Context) error {
 			return err
 		}
 		w, ok := defaultWorker(list)
+		if !ok && (j.State == jobs.Pending || j.State == jobs.Starting) {
+			return newProblem(http.StatusNotFound, ProblemNotFound, "the job has not started a worker yet",
+				fmt.Sprintf("it is %s: a worker's log exists once the planner starts one (its events say when)", j.State))
+		}
 		if !ok {
 			return newProblem(http.StatusNotFound, ProblemNotFound, "the job has no workers now", "name one with ?worker= (its ID is in the job's events)")
 		}

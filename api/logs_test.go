@@ -381,3 +381,24 @@ func TestLogSSEClientLeaves(t *testing.T) {
 		t.Errorf("log after the clients left: %d %s", g.code, g.body)
 	}
 }
+
+// The logs of a job that has not started a worker were 404 "the job has
+// no workers now", telling the client to name one with ?worker= "(its ID
+// is in the job's events)": a pending job's events name none. It says the
+// job has not started a worker yet now.
+func TestLogsOfAJobNotStarted(t *testing.T) {
+	cl, err := local.New(local.Config{Command: []string{"/bin/true"}, WorkerArgs: func(jobs.Job, int, string) []string { return nil },
+		LogDir: t.TempDir(), Slots: 1, Grace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.Close(context.Background()) })
+	e := newEnvWith(t, testenv.NewRedis(t), api.Config{Workers: cl, Logs: cl})
+	j := e.submit(tokA, exampleJob(t)).job(t)
+	for _, q := range []string{"", "?follow=true"} {
+		p := e.get("/v1/jobs/"+j.ID+"/logs"+q, tokA).problem(t, http.StatusNotFound, api.ProblemNotFound)
+		if !strings.Contains(p.Title, "not started") || strings.Contains(p.Detail, "?worker=") {
+			t.Errorf("logs%s of a pending job: %q / %q, want it to say the job has not started a worker, not to name one", q, p.Title, p.Detail)
+		}
+	}
+}

@@ -233,6 +233,9 @@ func (s *Server) readBody(c echo.Context, want ...string) ([]byte, error) {
 	if !ok {
 		return nil, unsupportedMedia(ct, want...)
 	}
+	if err := identityEncoding(c); err != nil {
+		return nil, err
+	}
 	buf, err := io.ReadAll(c.Request().Body)
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -248,6 +251,27 @@ func (s *Server) readBody(c echo.Context, want ...string) ([]byte, error) {
 	}
 	liftBodyDeadline(c)
 	return buf, nil
+}
+
+// identityEncoding refuses a body sent with a Content-Encoding other than
+// identity (415, RFC 9110 15.5.16, with Accept-Encoding: identity): the API
+// decodes none, and reading a gzip body as JSON, or a plain one labelled
+// gzip, would misread what the client sent.
+func identityEncoding(c echo.Context) error {
+	var codings []string
+	for _, v := range c.Request().Header.Values("Content-Encoding") {
+		for _, cod := range strings.Split(v, ",") {
+			if cod = strings.TrimSpace(cod); cod != "" && !strings.EqualFold(cod, "identity") {
+				codings = append(codings, cod)
+			}
+		}
+	}
+	if len(codings) == 0 {
+		return nil
+	}
+	c.Response().Header().Set("Accept-Encoding", "identity")
+	return newProblem(http.StatusUnsupportedMediaType, ProblemUnsupportedMedia, "unsupported content encoding",
+		fmt.Sprintf("got Content-Encoding %q; send the body unencoded (identity)", strings.Join(c.Request().Header.Values("Content-Encoding"), ", ")))
 }
 
 type ctxKey string

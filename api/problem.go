@@ -154,6 +154,11 @@ func (s *Server) handleError(err error, c echo.Context) {
 		if c.Response().Header().Get("Retry-After") == "" {
 			c.Response().Header().Set("Retry-After", strconv.Itoa(RetryAfterUnavailable))
 		}
+		if m := c.Request().Method; p.Detail == "" && m != http.MethodGet && m != http.MethodHead && m != http.MethodOptions {
+			// The store may have taken the write before the answer was
+			// given up on: a blind retry of a submit makes a second job.
+			p.Detail = unavailableWrite
+		}
 		s.log.Warn("request failed: unavailable", "method", c.Request().Method, "path", p.Instance, "err", err)
 	case internal:
 		s.log.Error("request failed", "method", c.Request().Method, "path", p.Instance, "err", err)
@@ -162,6 +167,10 @@ func (s *Server) handleError(err error, c echo.Context) {
 		s.log.Debug("write problem", "err", err)
 	}
 }
+
+// unavailableWrite is the detail of a 503 to a request that changes
+// something: its outcome is unknown.
+const unavailableWrite = "the request may still take effect: retry a submit with the same Idempotency-Key, and read the job or sweep before retrying another change"
 
 func writeProblem(c echo.Context, p Problem) error {
 	if c.Request().Method == http.MethodHead {

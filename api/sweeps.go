@@ -54,6 +54,7 @@ func noSweep(id string) error {
 //	@Success		200				{object}	sweep.Sweep	"an earlier submit with the same Idempotency-Key"
 //	@Failure		400				{object}	Problem		"malformed JSON"
 //	@Failure		401				{object}	Problem
+//	@Failure		408				{object}	Problem	"the body was not sent within the server's body read timeout"
 //	@Failure		413				{object}	Problem
 //	@Failure		415				{object}	Problem
 //	@Failure		422				{object}	Problem	"invalid fields, a trial the tenant may not run, or Idempotency-Key reused with another body"

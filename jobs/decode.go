@@ -46,6 +46,14 @@ func DecodeStrict(data []byte, v any) error {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		err = decodeErr(err, dec.InputOffset())
+		var de *DecodeError
+		if errors.As(err, &de) && json.Valid(data) {
+			// Well-formed: a value its type's own decoder refused (a
+			// deadline that is not a time). Name it as a field at fault.
+			if path, reason := refusedValue(data, reflect.TypeOf(v), ""); path != "" {
+				return Invalid(path, reason)
+			}
+		}
 		var ve *ValidationError
 		if errors.As(err, &ve) && len(ve.Fields) == 1 && ve.Fields[0].Reason == reasonUnknownField {
 			// encoding/json names the key alone: find its path.

@@ -2,12 +2,15 @@ package jobs
 
 import (
 	"bytes"
+	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"strings"
+	"time"
 )
 
 // checkKeys walks a JSON value that has already decoded cleanly into a
@@ -197,7 +200,10 @@ func container(t reflect.Type) reflect.Type {
 	return nil
 }
 
-var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+var (
+	unmarshalerType     = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
 
 // memberType is the type of member key of an object of type t.
 func memberType(t reflect.Type, key string) reflect.Type {
@@ -250,4 +256,61 @@ func jsonField(t reflect.Type, key string) (f reflect.StructField, name string, 
 		return *fold, foldName, true
 	}
 	return reflect.StructField{}, "", false
+}
+
+var timeType = reflect.TypeFor[time.Time]()
+
+// refusedValue finds the first value of well-formed data (decoded beside
+// the Go type t, path naming data) that its type's own decoder refuses (a
+// json.Unmarshaler or encoding.TextUnmarshaler: time.Time), and why; ""
+// when none does. encoding/json reports such an error without the field it
+// was decoding.
+func refusedValue(data []byte, t reflect.Type, path string) (string, string) {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
+		return "", ""
+	}
+	pt := reflect.PointerTo(t)
+	if pt.Implements(unmarshalerType) || pt.Implements(textUnmarshalerType) {
+		if err := json.Unmarshal(data, reflect.New(t).Interface()); err != nil {
+			if path == "" {
+				path = "(body)"
+			}
+			if t == timeType {
+				return path, "must be an RFC 3339 time such as 2026-12-02T06:00:00Z"
+			}
+			return path, err.Error()
+		}
+		return "", ""
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		var members map[string]json.RawMessage
+		if json.Unmarshal(data, &members) != nil {
+			return "", ""
+		}
+		keys := make([]string, 0, len(members))
+		for k := range members {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			if p, why := refusedValue(members[k], memberType(t, k), joinPath(path, k)); p != "" {
+				return p, why
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		var elems []json.RawMessage
+		if json.Unmarshal(data, &elems) != nil {
+			return "", ""
+		}
+		for i, e := range elems {
+			if p, why := refusedValue(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); p != "" {
+				return p, why
+			}
+		}
+	}
+	return "", ""
 }

@@ -178,3 +178,46 @@ func TestFieldNamesAreCaseSensitive(t *testing.T) {
 	}
 	wantField(t, DecodeStrict([]byte(`{"count":1}`), &v), "count", `"Count"`)
 }
+
+// A well-formed body whose value a field's own decoder refuses (a deadline
+// that is not an RFC 3339 time) was a 400 "malformed JSON at byte N:
+// parsing time ..." that named no field: it is a *ValidationError on the
+// field's path now, as a value of the wrong type is.
+func TestValueItsTypeRefusesNamesTheField(t *testing.T) {
+	trainer := `"trainer":{"kind":"builtin","builtin":{"model":{"hidden":[16]},"dataset":{"seed":1,"samples":1000,"features":8,"classes":3,"partitions":8},"epochs":2,"batch_size":32,"learning_rate":0.1}}`
+	for _, deadline := range []string{`"not a time"`, `"2026-12-02"`, `"2026-13-02T06:00:00Z"`, `"1764655200"`} {
+		_, err := DecodeSpec([]byte(`{"name":"d",` + trainer + `,"deadline":` + deadline + `}`))
+		wantField(t, err, "deadline", "RFC 3339")
+	}
+	// Nested and in a sweep-like wrapper: the path is the value's.
+	var v struct {
+		Template Spec   `json:"template"`
+		Jobs     []Spec `json:"jobs"`
+	}
+	err := DecodeStrict([]byte(`{"template":{"name":"d"},"jobs":[{"name":"a"},{"name":"b","deadline":"tomorrow"}]}`), &v)
+	wantField(t, err, "jobs[1].deadline", "RFC 3339")
+	// Malformed JSON stays a *DecodeError.
+	var de *DecodeError
+	if _, err := DecodeSpec([]byte(`{"name":"d","deadline":"2026-12-02T06:00:00Z"`)); !errors.As(err, &de) {
+		t.Errorf("truncated body: %T %v, want a *DecodeError", err, err)
+	}
+}
+
+// Label values, gpu.model and exec.workdir are "printable characters", but
+// only C0 and DEL were refused: a C1 control (U+0085 NEL, U+009B, CSI to
+// some terminals) was accepted. C1 is refused too now.
+func TestC1ControlsAreNotPrintable(t *testing.T) {
+	for _, c := range []string{"\u0085", "\u009b", "\u0080", "\u009f", "\x1b", "\x7f"} {
+		s := validSpec()
+		s.Labels = map[string]string{"k": "a" + c + "b"}
+		wantField(t, s.Validate(), "labels.k", "printable")
+		s = validSpec()
+		s.GPU = &GPUConstraint{Model: "A100" + c}
+		wantField(t, s.Validate(), "gpu.model", "printable")
+	}
+	s := validSpec()
+	s.Labels = map[string]string{"k": "café 🚀 ü"}
+	if err := s.Validate(); err != nil {
+		t.Errorf("printable non-ASCII label value refused: %v", err)
+	}
+}

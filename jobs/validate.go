@@ -441,4 +441,6 @@ func checkCallback(raw string) string {
 	return ""
 }
 
-func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+// isControl reports C0, DEL and C1 (U+0080-U+009F: 0x9b is CSI to some
+// terminals), none of them printable.
+func isControl(r rune) bool { return r < 0x20 || (r >= 0x7f && r <= 0x9f) }

@@ -202,10 +202,14 @@ func earliestFeasible(now, refused time.Time, ok func(time.Time) bool) time.Time
 	span := max(time.Second, lo.Sub(now))
 	hi := lo.Add(span)
 	for !ok(hi) {
-		span *= 2
-		if span > 366*24*time.Hour {
+		// Doubled past a year: none. Checked before doubling, which
+		// overflows time.Duration when refused is centuries away (lo.Sub
+		// saturates at its maximum), and a negative or zero span never
+		// grew past the year: the search looped for ever.
+		if span > 183*24*time.Hour {
 			return time.Time{}
 		}
+		span *= 2
 		hi = lo.Add(span)
 	}
 	for hi.Sub(lo) > time.Second {

@@ -346,3 +346,37 @@ func TestRefusalIsMonotone(t *testing.T) {
 		}
 	}
 }
+
+// A refused deadline centuries away (a deadline in the year 9999 of a job
+// whose speed is unknown) ends the search for an earliest feasible one:
+// its span once overflowed time.Duration when doubled, and the bisection
+// looped for ever, a request's goroutine burning a core.
+func TestEarliestFeasibleOfAFarDeadlineEnds(t *testing.T) {
+	never := func(time.Time) bool { return false }
+	for _, far := range []time.Duration{200 * 365 * 24 * time.Hour, time.Duration(math.MaxInt64)} {
+		done := make(chan time.Time, 1)
+		go func() { done <- earliestFeasible(t0, t0.Add(far), never) }()
+		select {
+		case got := <-done:
+			if !got.IsZero() {
+				t.Errorf("refused %s away: earliest feasible %v, want none (zero)", far, got)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("refused %s away: earliestFeasible did not return in 5 s", far)
+		}
+	}
+	// Through Admit, as POST /v1/jobs asks: a deadline in the year 9999.
+	s := deadlineSnap(4)
+	cand := job("a", 0, 4, dl(0, 1000, 0))
+	cand.Deadline.At = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+	done := make(chan Admission, 1)
+	go func() { done <- Admit(s, cand, t0) }()
+	select {
+	case a := <-done:
+		if a.Admitted || !a.EarliestFeasible.IsZero() {
+			t.Errorf("admission %+v, want refused (unknown speed) with no earliest feasible", a)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Admit of a deadline in the year 9999 did not return in 5 s")
+	}
+}

@@ -232,6 +232,8 @@ func TestClientExitCodes(t *testing.T) {
 		{"bad --label", cliTokA, []string{"ls", "--label", "x"}, 2, []string{"key=value"}},
 		{"missing file", cliTokA, []string{"submit", "/nonexistent.json"}, 2, []string{"nonexistent"}},
 		{"model without -o", cliTokA, []string{"model", a.ID}, 2, []string{"-o FILE"}},
+		// a negative --step was read as "the newest" and downloaded it
+		{"model negative --step", cliTokA, []string{"model", a.ID, "--step", "-5", "-o", os.DevNull}, 2, []string{"--step -5", "0 or more"}},
 		{"bad job ID", cliTokA, []string{"get", "../cluster"}, 2, []string{"not a job ID"}},
 	}
 	for _, tc := range tests {

@@ -369,6 +369,9 @@ func runModel(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *file == "" {
 		return usageErrorf("model: -o FILE is required (usage: %s)", usage)
 	}
+	if *step < -1 { // -1, the default, is the newest; -5 was read as that too
+		return usageErrorf("model: --step %d: must be a checkpoint's step, 0 or more (leave it out for the newest)", *step)
+	}
 	c, err := fs.client()
 	if err != nil {
 		return err

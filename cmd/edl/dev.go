@@ -114,6 +114,7 @@ type devEnv struct {
 	planner  plannerRun // the loop's goroutine, restartable (dev_planner.go)
 	apiURL   string
 	tokens   jobs.DevTokens
+	tenants  string // --tenants: the tenants file, whose tokens the banner cannot show
 	dataDir  string
 	grace    time.Duration
 	errc     chan error
@@ -166,6 +167,7 @@ func startDev(parent context.Context, c devConfig, log *slog.Logger) (_ *devEnv,
 	if err != nil {
 		return d, fmt.Errorf("dev: %w", err)
 	}
+	d.tenants = c.tenants
 	tenants, err := devTenants(c.tenants, dataDir, &d.tokens)
 	if err != nil {
 		return d, err
@@ -323,6 +325,22 @@ func devTenants(path, dataDir string, tok *jobs.DevTokens) (*jobs.Tenants, error
 }
 
 func printDevBanner(w io.Writer, d *devEnv) {
+	if d.tokens.Default == "" {
+		// --tenants: the file keeps only the tokens' hashes, and there is
+		// no 'default' tenant, admin or tokens.json to point at.
+		fmt.Fprintf(w, `edl dev is up.
+  API:      %[1]s   (spec: %[1]s/openapi.json, docs: %[1]s/docs/)
+  tenants:  %[2]s   (a token of one of its tenants: the file keeps only their SHA-256)
+  Redis:    %[3]s   data: %[4]s
+
+Submit the example job:
+  curl -s -X POST %[1]s/v1/jobs -H "Authorization: Bearer $TOKEN" \
+       -H 'Content-Type: application/json' --data @examples/job.json
+
+Ctrl-C stops everything.
+`, d.apiURL, d.tenants, d.redisURL, d.dataDir)
+		return
+	}
 	fmt.Fprintf(w, `edl dev is up.
   API:      %[1]s   (spec: %[1]s/openapi.json, docs: %[1]s/docs/)
   tenant:   default   token: %[2]s
@@ -335,14 +353,7 @@ Submit the example job:
        -H 'Content-Type: application/json' --data @examples/job.json
 
 Ctrl-C stops everything.
-`, d.apiURL, orDash(d.tokens.Default), orDash(d.tokens.Admin), filepath.Join(d.dataDir, "tokens.json"), d.redisURL, d.dataDir)
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "(from --tenants)"
-	}
-	return s
+`, d.apiURL, d.tokens.Default, d.tokens.Admin, filepath.Join(d.dataDir, "tokens.json"), d.redisURL, d.dataDir)
 }
 
 func randomHex(n int) (string, error) {
