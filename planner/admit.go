@@ -292,6 +292,9 @@ func (d *dlJob) plan(prof *profile, cost, lat float64) {
 			d.reason += fmt.Sprintf(", a worker needs %d", d.units)
 		}
 		return
+	case len(c.sizes) == 0 && d.j.Deadline.BestEffort:
+		d.probe(prof)
+		return
 	case len(c.sizes) == 0:
 		d.reason = "its speed is unknown: no throughput measured and no per_worker_speed"
 		return
@@ -352,6 +355,25 @@ func (d *dlJob) plan(prof *profile, cost, lat float64) {
 	default:
 		d.reason = fmt.Sprintf("even at %d workers it would finish %.0f s after its deadline", d.share, f-d.due)
 	}
+}
+
+// probe plans a best-effort job whose speed is unknown (no per_worker_speed,
+// nothing measured yet) at workers.min, as far as the jobs before it leave
+// room, for as long as it runs: admitted without a speed, it would else
+// never run, and so never be measured. Its finish is unknown (not
+// feasible, at risk); once its throughput is measured it is planned as
+// the others are.
+func (d *dlJob) probe(prof *profile) {
+	want := max(min(d.j.Min, d.j.Max), 1)
+	n := min(want, (*prof)[0].free/d.units)
+	d.reason = "its speed is unknown: no throughput measured and no per_worker_speed"
+	if n <= 0 {
+		d.reason += "; no " + d.resourceText(-1) + " are left for it to run and be measured"
+		return
+	}
+	d.share, d.now = n, n
+	prof.take(0, math.Inf(1), n*d.units)
+	d.reason += fmt.Sprintf("; it runs at %d workers until its throughput is measured", n)
 }
 
 // resourceText names n of the resource the job's workers hold ("4 GPUs",

@@ -380,3 +380,34 @@ func TestEarliestFeasibleOfAFarDeadlineEnds(t *testing.T) {
 		t.Fatal("Admit of a deadline in the year 9999 did not return in 5 s")
 	}
 }
+
+// A best-effort deadline job whose speed is unknown (no per_worker_speed,
+// nothing measured) runs at workers.min in what the other deadline jobs
+// leave, so that its throughput is measured: it was admitted and then
+// never placed, pending for ever on an idle cluster.
+func TestBestEffortJobOfUnknownSpeedRunsToBeMeasured(t *testing.T) {
+	unknown := job("u", 2, 8, dl(time.Hour, 1000, 0), bestEffort())
+	p := Decide(deadlineSnap(4, unknown), t0)
+	if got := p.Targets[0].Workers; got != 2 {
+		t.Fatalf("idle cluster: %d workers (%s), want 2 (workers.min)", got, p.Targets[0].Reason)
+	}
+	if tg := p.Targets[0].Deadline; tg == nil || tg.Feasible || !strings.Contains(tg.Reason, "until its throughput is measured") {
+		t.Errorf("target %+v: want not feasible, saying it runs until measured", tg)
+	}
+	// A strict job that needs the whole cluster comes first: nothing is
+	// left, and the reason says so.
+	strict := job("s", 4, 4, dl(30*time.Second, 1200, 10))
+	p = Decide(deadlineSnap(4, strict, unknown), t0)
+	if p.Targets[0].Workers != 4 || p.Targets[1].Workers != 0 {
+		t.Fatalf("workers %d and %d, want 4 for the strict job and 0 for the unknown one", p.Targets[0].Workers, p.Targets[1].Workers)
+	}
+	if r := p.Targets[1].Reason; !strings.Contains(r, "no GPUs are left for it to run and be measured") {
+		t.Errorf("reason %q: want it to say no GPUs are left", r)
+	}
+	// A strict job of unknown speed is still planned at nothing (Admit
+	// refuses it; one in the snapshot is not guessed at).
+	p = Decide(deadlineSnap(4, job("x", 2, 8, dl(time.Hour, 1000, 0))), t0)
+	if p.Targets[0].Workers != 0 {
+		t.Errorf("strict job of unknown speed: %d workers, want 0", p.Targets[0].Workers)
+	}
+}
