@@ -38,7 +38,7 @@ func runSimSweepFile(ctx context.Context, args []string, stdout, stderr io.Write
 	fs := newFlagSet("sim", summary, stderr)
 	file := fs.String("sweep-file", "", "the sweep spec (JSON, e.g. examples/sweep.json)")
 	var c sweepsim.Config
-	fs.IntVar(&c.GPUs, "gpus", 0, "slots in the simulated cluster (0: the sweep's budget, max_concurrent x workers.min)")
+	fs.IntVar(&c.GPUs, "gpus", 0, "slots in the simulated cluster (0: the sweep's budget, min(max_concurrent, num_trials) x workers.min)")
 	fs.Float64Var(&c.StepS, "step-s", 0.1, "seconds per step at one worker")
 	fs.Float64Var(&c.Overhead, "overhead", 0.1, "parallel cost per added worker: n workers run n/(1+overhead*(n-1)) times faster")
 	fs.Float64Var(&c.StartS, "start-cost-s", 2, "seconds from a trial's submission to its first step")

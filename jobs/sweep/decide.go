@@ -293,7 +293,7 @@ func Decide(sw Sweep, obs map[int]Observation, now time.Time) Plan {
 // with the reason for each that shrinks.
 func sizes(s Sweep, obs map[int]Observation, started []int) (pins map[int]int, why map[int]string, caps map[int]int) {
 	tmin := max(s.Spec.Template.Workers.Min, 1)
-	budget := s.Spec.MaxConcurrent * tmin
+	budget := s.Spec.Budget()
 	held := 0
 	var slots []Slot
 	why, caps = map[int]string{}, map[int]int{}

@@ -378,3 +378,40 @@ func TestDecideDoesNotRegrowATrialThatDidNotPay(t *testing.T) {
 		t.Fatalf("regrown: %v", again.Pin)
 	}
 }
+
+// A sweep of fewer trials than max_concurrent owns what its trials need
+// statically (num_trials x workers.min), not max_concurrent's footprint:
+// with 2 trials and max_concurrent 10 at workers 2..8, the survivor grows
+// to 4 and no further, even where 8 would pay (it grew into workers no
+// static run of the sweep would use).
+func TestBudgetOfFewerTrialsThanMaxConcurrent(t *testing.T) {
+	now := time.Unix(1000, 0)
+	sw := smallSweep()
+	sw.Spec.NumTrials, sw.Spec.MaxConcurrent = 2, 10
+	sw.Trials = NewTrials(sw.Spec)
+	if got := sw.Spec.Budget(); got != 4 {
+		t.Fatalf("Budget() = %d, want 4 (2 trials x 2)", got)
+	}
+	most := 0
+	decide := func(obs map[int]Observation) Plan {
+		p := Decide(sw, obs, now)
+		for _, n := range p.Pin {
+			most = max(most, n)
+		}
+		sw = p.Sweep
+		return p
+	}
+	decide(nil)
+	sw.Trials[0].JobID, sw.Trials[1].JobID = "j-0", "j-1"
+	obs := map[int]Observation{0: run(2, 1, 1), 1: run(2, 3, 3)} // trial 1 cut at rung 0
+	decide(obs)
+	obs[1] = Observation{JobState: jobs.Cancelled, Min: 2, Max: 8}
+	decide(obs)
+	// Measured at 4 and faster there than at 2: growing would pay.
+	obs[0] = run(4, 1, 1, 1)
+	obs[0].Throughput[2] = 200
+	decide(obs)
+	if most != 4 || sw.Trials[0].Workers != 4 {
+		t.Fatalf("survivor: largest pin %d, size %d; want 4 (the budget of 2 trials x 2)", most, sw.Trials[0].Workers)
+	}
+}

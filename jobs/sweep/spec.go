@@ -41,6 +41,14 @@ type Spec struct {
 	Scheduler     Scheduler            `json:"scheduler"`
 }
 
+// Budget is the workers the sweep may hold at once: its static footprint,
+// the trials that run together (max_concurrent, or num_trials when fewer)
+// at template.workers.min (at least 1) each. Elastic trials share it; a
+// sweep never holds more.
+func (s Spec) Budget() int {
+	return min(s.MaxConcurrent, s.NumTrials) * max(s.Template.Workers.Min, 1)
+}
+
 // ParamType is a parameter's distribution.
 type ParamType string
 

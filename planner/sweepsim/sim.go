@@ -13,8 +13,8 @@ import (
 // Config is one simulated sweep and its cluster.
 type Config struct {
 	Spec sweep.Spec // the sweep as submitted (after WithDefaults, valid)
-	// GPUs is the cluster's slots (0: the sweep's budget, max_concurrent x
-	// workers.min, the cluster a static sweep needs).
+	// GPUs is the cluster's slots (0: the sweep's budget, Spec.Budget: the
+	// cluster a static sweep needs).
 	GPUs int
 	// StepS is a step's time at one worker; Overhead the parallel cost per
 	// added worker: a trial at n workers runs n / (1 + Overhead x (n-1))
@@ -63,7 +63,7 @@ func (c Config) Defaults() Config {
 	def(&c.RoundS, 0.25)
 	def(&c.MaxSimS, 30*24*3600)
 	if c.GPUs == 0 {
-		c.GPUs = c.Spec.MaxConcurrent * max(c.Spec.Template.Workers.Min, 1)
+		c.GPUs = c.Spec.Budget()
 	}
 	return c
 }
