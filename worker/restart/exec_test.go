@@ -63,15 +63,16 @@ func newExecRunOf(t *testing.T, min, max, restarts int, set func(*jobs.ExecTrain
 		store: store, errs: make(chan error, 16)}
 }
 
-// add starts worker id; cancelling the returned function is its SIGTERM.
-func (run *execRun) add(id string) context.CancelFunc {
+// add starts worker id, env added to its own environment; cancelling the
+// returned function is its SIGTERM.
+func (run *execRun) add(id string, env ...string) context.CancelFunc {
 	t := run.t
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	cfg := core.DefaultConfig("j1", id)
 	cfg.Prefix = run.r.Prefix
-	pw, err := core.NewProgramWorker(cfg, core.ExecConfig{Dir: filepath.Join(t.TempDir(), "w"), Env: []string{"PATH=" + os.Getenv("PATH")},
+	pw, err := core.NewProgramWorker(cfg, core.ExecConfig{Dir: filepath.Join(t.TempDir(), "w"), Env: append([]string{"PATH=" + os.Getenv("PATH")}, env...),
 		Poll: 50 * time.Millisecond, SyncEvery: 100 * time.Millisecond, WarmTimeout: run.warmTimeout},
 		core.Deps{Redis: run.r.Client, Jobs: run.jobs, Store: run.store})
 	if err != nil {
@@ -213,6 +214,49 @@ while :; do sleep 0.05; done`
 	}
 	if n := len(r.lines("world.*")); n != 4 {
 		t.Errorf("%d program runs, want 4 (2 before the leave, 2 after the replacement)", n)
+	}
+}
+
+// TestExecWorkersStartedTogetherStartTogether: two workers started
+// together, one of which prepares longer than the heartbeat lease (its
+// warm interpreter's preload takes 4 s, as `import torch` can on a loaded
+// machine), start the program once, at world 2: the ready one waits out
+// the last call for the one still preparing. Before, a preparing worker
+// renewed no heartbeat until it was ready, so after the 2-s lease the
+// leader took it for dead, started the program at world 1 and restarted
+// it at world 2 when the other came.
+func TestExecWorkersStartedTogetherStartTogether(t *testing.T) {
+	needTorch(t)
+	dir := t.TempDir()
+	mod := "import os, time\ntime.sleep(float(os.environ.get('EDL_TEST_SLOW', '0')))\n"
+	if err := os.WriteFile(filepath.Join(dir, "edl_test_slow.py"), []byte(mod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prog := `import os, sys, time
+out, world = os.environ["OUT"], os.environ["WORLD_SIZE"]
+with open(os.path.join(out, "world.%s.%d" % (os.environ["RANK"], os.getpid())), "w") as f:
+    f.write(world)
+if world == "2":
+    sys.exit(0)
+time.sleep(3600)
+`
+	if err := os.WriteFile(filepath.Join(dir, "prog.py"), []byte(prog), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := newExecRunOf(t, 1, 2, 3, func(e *jobs.ExecTrainer) {
+		e.Command = []string{python, "prog.py"}
+		e.Workdir = dir
+		e.Preload = []string{"edl_test_slow"}
+		e.Env["PYTHONPATH"] = dir
+	})
+	r.add("w0")
+	r.add("w1", "EDL_TEST_SLOW=4")
+	st, reason := r.wait(60 * time.Second)
+	if st != jobs.Succeeded {
+		t.Fatalf("job %s (%s), want succeeded", st, reason)
+	}
+	if got := r.lines("world.*"); len(got) != 2 || got[0] != "2" || got[1] != "2" {
+		t.Errorf("program runs saw WORLD_SIZE %v, want one run per worker at world 2", got)
 	}
 }
 

@@ -43,7 +43,18 @@ func (w *Worker) Run(ctx context.Context) error {
 	bg, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	defer func() { w.warm.discard() }()
+	// The heartbeat runs from the start: a worker still preparing (its
+	// interpreter importing torch, a restore) is alive for the leader's
+	// last call however long that takes. Before, it was renewed only
+	// once the worker was ready, so one preparing longer than the lease
+	// (2 s) was taken for dead and its peers started without it.
+	hb, stopHB := context.WithCancel(bg)
+	defer stopHB()
+	hbDone := make(chan struct{})
+	go func() { defer close(hbDone); _ = w.Co.RunHeartbeat(hb) }()
 	if err := w.prepare(ctx); err != nil {
+		stopHB()
+		<-hbDone // no renewal after the leave below
 		lctx, lcancel := context.WithTimeout(bg, 5*time.Second)
 		defer lcancel()
 		_ = w.Co.Leave(lctx)
@@ -57,7 +68,6 @@ func (w *Worker) Run(ctx context.Context) error {
 		<-ctx.Done()
 		w.RequestLeave()
 	}()
-	go func() { _ = w.Co.RunHeartbeat(bg) }()
 	go w.Rep.Run(bg)
 	met := core.NewMetricSink(w.Deps.Redis, w.Cfg.Prefix, w.Cfg.Job) // metricpoints.go
 	stopMet := met.Start(func(err error) { w.Log.Warn("metrics", "err", err) })
