@@ -271,3 +271,28 @@ func waitFiles(t *testing.T, dir, glob string, n int) {
 	}
 	t.Fatalf("no %d files %s in %s", n, glob, dir)
 }
+
+// TestExecLostWorkerIsNamed: a member that dies without leaving (its
+// worker SIGKILLed, its node gone: here a member whose heartbeat stops)
+// is named in a job event when the generation without it forms, as the
+// built-in trainer names it. Before, restart mode's leader had no such
+// hook: the job's events showed only the survivors' programs failing
+// ("Connection reset by peer"), not which worker was gone or why.
+func TestExecLostWorkerIsNamed(t *testing.T) {
+	r := newExecRun(t, 1, 2, `echo "$WORLD_SIZE" >> "$OUT/world"; [ "$WORLD_SIZE" = 1 ] && exit 0; sleep 3600`, 3)
+	workertest.Ghost(t, r.r, "j1", "ghost")
+	r.add("w0")
+	st, reason := r.wait(60 * time.Second)
+	if st != jobs.Succeeded {
+		t.Fatalf("job %s (%s), want succeeded", st, reason)
+	}
+	var lost []string
+	for _, e := range r.jobs.Events {
+		if strings.Contains(e.Message, "ghost") && e.Type == jobs.EventWorker {
+			lost = append(lost, e.Message)
+		}
+	}
+	if len(lost) != 1 || !strings.Contains(lost[0], "worker ghost lost: its heartbeat lease lapsed") {
+		t.Errorf("events about the dead member: %q, want one saying it was lost and why", lost)
+	}
+}

@@ -122,7 +122,7 @@ func (w *Worker) prepare(ctx context.Context) error {
 	if lc.LastCall == 0 {
 		lc.LastCall = DefaultLastCall
 	}
-	w.Leader = core.NewLeader(lc, *spec, w.Co, w.Deps.Now, nil)
+	w.Leader = core.NewLeader(lc, *spec, w.Co, w.Deps.Now, w.Rep.Lost) // names the dead members
 	w.Watch = w.Co.Watch(context.WithoutCancel(ctx), 100*time.Millisecond)
 	// A newcomer's interpreter is warm before the leader may admit it: a
 	// join does not wait for Python's start and its imports.
