@@ -13,6 +13,7 @@ import (
 	"github.com/edl-nomad/edl/checkpoint"
 	"github.com/edl-nomad/edl/internal/testenv"
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/worker/coord"
 	"github.com/edl-nomad/edl/worker/core"
 	"github.com/edl-nomad/edl/worker/internal/workertest"
 )
@@ -294,5 +295,48 @@ func TestExecLostWorkerIsNamed(t *testing.T) {
 	}
 	if len(lost) != 1 || !strings.Contains(lost[0], "worker ghost lost: its heartbeat lease lapsed") {
 		t.Errorf("events about the dead member: %q, want one saying it was lost and why", lost)
+	}
+}
+
+// TestExecSpentRestartsFailTheJobFromAnyRank: the restart budget is found
+// spent at a generation's start barrier by a member that is not rank 0.
+// It fails the job itself. Before, only rank 0 marked the job failed;
+// rank 1 exited, and a rank 0 that had not yet read the barrier saw a
+// member leave instead, waited below workers.min for one to come, and
+// the job stayed running for ever (1 run in 25 of
+// TestExecRankZeroFailingAtStartIsOneRestart under load). Here rank 0
+// is a member that writes its barrier entry and never reads the barrier.
+func TestExecSpentRestartsFailTheJobFromAnyRank(t *testing.T) {
+	r := newExecRun(t, 2, 2, `echo ran > "$OUT/ran.$$"`, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	co, err := coord.New(r.r.Client, coord.Config{Prefix: r.r.Prefix, Job: "j1", Worker: "a-rank0", Lease: 2 * time.Second, Heartbeat: 200 * time.Millisecond}, workertest.TestLog(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := co.SetMember(ctx, coord.Member{Addr: "127.0.0.1:1", State: coord.Ready, Since: time.Now().Add(-time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = co.RunHeartbeat(ctx) }()
+	keys := newExecKeys(co.Keys())
+	if err := r.r.Client.Set(ctx, keys.Restarts(), 2, 0).Err(); err != nil { // past max_restarts 1
+		t.Fatal(err)
+	}
+	go func() { // rank 0's barrier entry, once generation 1 names it
+		for ctx.Err() == nil {
+			if g, err := co.ReadGen(ctx); err == nil && g != nil && g.Rank("a-rank0") == 0 {
+				r.r.Client.HSet(ctx, keys.Gen(g.Number), "a-rank0", `{"port":1,"seq":-1}`)
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	r.add("w1")
+	st, reason := r.wait(30 * time.Second)
+	if st != jobs.Failed || !strings.Contains(reason, "max_restarts 1") {
+		t.Fatalf("job %s (%q), want failed: restart budget spent", st, reason)
+	}
+	if len(r.lines("ran.*")) != 0 {
+		t.Error("the program ran with the restart budget spent")
 	}
 }

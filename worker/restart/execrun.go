@@ -206,7 +206,12 @@ func (w *Worker) loop(ctx context.Context) error {
 		case outcomeSucceeded:
 			return w.Finish(ctx, g, jobs.Succeeded, out.reason)
 		case outcomeFailed:
-			return w.Finish(ctx, g, jobs.Failed, out.reason)
+			// The restart budget is spent (a count every member reads
+			// alike): whichever member finds it fails the job, not only
+			// rank 0. Before, a rank 1 that found it first exited, and a
+			// rank 0 that then saw a member leave instead waited below
+			// workers.min: the job stayed running for ever.
+			return w.Finish(ctx, nil, jobs.Failed, out.reason)
 		case outcomeDone:
 			return w.Exit(ctx, "the job is done")
 		case outcomeLeave:
