@@ -3,6 +3,7 @@ package restart
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -75,7 +76,7 @@ func (run *execRun) add(id string, env ...string) context.CancelFunc {
 	cfg.Prefix = run.r.Prefix
 	pw, err := core.NewProgramWorker(cfg, core.ExecConfig{Dir: filepath.Join(t.TempDir(), "w"), Env: append([]string{"PATH=" + os.Getenv("PATH")}, env...),
 		Poll: 50 * time.Millisecond, SyncEvery: 100 * time.Millisecond, WarmTimeout: run.warmTimeout},
-		core.Deps{Redis: run.r.Client, Jobs: run.jobs, Store: run.store})
+		core.Deps{Redis: run.r.Client, Jobs: run.jobs, Store: run.store, Log: slog.New(slog.NewTextHandler(workertest.TestWriter(t), &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,6 +238,8 @@ func TestExecWorkersStartedTogetherStartTogether(t *testing.T) {
 out, world = os.environ["OUT"], os.environ["WORLD_SIZE"]
 with open(os.path.join(out, "world.%s.%d" % (os.environ["RANK"], os.getpid())), "w") as f:
     f.write(world)
+while world == "2" and os.environ["RANK"] == "0" and len([f for f in os.listdir(out) if f.startswith("world.")]) < 2:
+    time.sleep(0.05) # rank 0's exit 0 ends the job: after rank 1's run is on record
 if world == "2":
     sys.exit(0)
 time.sleep(3600)
@@ -295,6 +298,50 @@ func TestExecLostWorkerIsNamed(t *testing.T) {
 	}
 	if len(lost) != 1 || !strings.Contains(lost[0], "worker ghost lost: its heartbeat lease lapsed") {
 		t.Errorf("events about the dead member: %q, want one saying it was lost and why", lost)
+	}
+}
+
+// TestExecRankZeroFailingAtStartIsOneRestart: rank 0's program fails at
+// once (a bad argument: argparse's exit 2) while rank 1's warm run waits
+// for rank 0's rendezvous store. Every failure is one restart, the
+// members stay members, and no worker is named lost. Before, rank 1
+// waited out the 3-s rendezvous wait blind to the failure, sent no
+// report in the leader's window and was dropped as lost
+// (ring_broken_no_report); the failure then did not count (a member was
+// lost), so the program ran once more than max_restarts allows, and the
+// worker turned its rendezvous wait off for the rest of the job.
+func TestExecRankZeroFailingAtStartIsOneRestart(t *testing.T) {
+	needTorch(t)
+	dir := t.TempDir()
+	prog := `import os, sys, time
+rank = os.environ["RANK"]
+open(os.path.join(os.environ["OUT"], "run.%s.%d" % (rank, os.getpid())), "w").close()
+if rank == "0":
+    sys.stderr.write("usage: prog.py [-h]\nprog.py: error: argument --rounds: invalid int value: 'x'\n")
+    sys.exit(2)
+time.sleep(3600)
+`
+	if err := os.WriteFile(filepath.Join(dir, "prog.py"), []byte(prog), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := newExecRunOf(t, 2, 2, 1, func(e *jobs.ExecTrainer) {
+		e.Command = []string{python, "prog.py"}
+		e.Workdir = dir
+		e.Preload = []string{"json"}
+	})
+	r.add("w0")
+	r.add("w1")
+	st, reason := r.wait(90 * time.Second)
+	if st != jobs.Failed || !strings.Contains(reason, "invalid int value") {
+		t.Fatalf("job %s (%q), want failed naming the program's error", st, reason)
+	}
+	if m, _ := filepath.Glob(filepath.Join(r.out, "run.0.*")); len(m) != 2 {
+		t.Errorf("rank 0's program ran %d times, want 2 (max_restarts 1)", len(m))
+	}
+	for _, e := range r.jobs.Events {
+		if strings.Contains(e.Message, " lost: ") {
+			t.Errorf("event %q: no worker was lost", e.Message)
+		}
 	}
 }
 
