@@ -3,11 +3,13 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/edl-nomad/edl/jobs"
+	"github.com/edl-nomad/edl/worker/coord"
 )
 
 // Reporter writes progress and events to the job store off the step loop:
@@ -180,5 +182,19 @@ func (r *Reporter) Transition(ctx context.Context, to jobs.State, reason string)
 	})
 	if err != nil {
 		r.log.Warn("job state change failed", "to", to, "err", err)
+	}
+}
+
+// Lost records, as job events, the members that generation g dropped
+// without a graceful leave: a worker's death is otherwise visible only as
+// a smaller world (and, in exec mode, as its peers' programs failing
+// with "Connection reset by peer"). A graceful leave has its own event,
+// written by the leaver. It is the leader's OnFormed hook (NewLeader) in
+// every mode: the events are queued and sent off the leader's loop.
+func (r *Reporter) Lost(g *coord.Generation, lost []coord.Loss) {
+	for _, l := range lost {
+		r.Event(jobs.EventWorker,
+			fmt.Sprintf("worker %s lost: %s; generation %d formed without it", l.Worker, l.Cause.Describe(), g.Number),
+			map[string]any{"worker": l.Worker, "cause": string(l.Cause), "generation": g.Number, "lost": true})
 	}
 }

@@ -251,7 +251,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		return w.failStart(bg, err)
 	}
-	w.Leader = core.NewLeader(w.Cfg, w.Spec, w.Co, w.Deps.Now, nil)
+	w.Leader = core.NewLeader(w.Cfg, w.Spec, w.Co, w.Deps.Now, w.Rep.Lost) // names the dead members
 	w.Watch = w.Co.Watch(context.WithoutCancel(ctx), 100*time.Millisecond)
 	if err := w.Register(ctx, coord.Ready); err != nil {
 		return err

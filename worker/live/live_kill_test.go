@@ -392,3 +392,27 @@ func slowFile(t *testing.T) string {
 	}
 	return slow
 }
+
+// A member that dies once admitted (its worker SIGKILLed, its node gone:
+// here one whose heartbeat stops) is named in a job event when the
+// generation without it forms, as the built-in trainer names it. Before,
+// live mode's leader had no such hook: the world shrank without a word
+// about which worker was gone or why.
+func TestLiveLostWorkerIsNamed(t *testing.T) {
+	t.Parallel()
+	l := startLive(t, 1, 2, 960, 8, "--batch", "24", "--hidden", "32")
+	workertest.Ghost(t, l.r, "j1", "ghost")
+	l.add("w0")
+	l.wait(3*time.Minute, 1)
+	l.jobs.Mu.Lock()
+	defer l.jobs.Mu.Unlock()
+	var lost []string
+	for _, e := range l.jobs.Events {
+		if strings.Contains(e.Message, "ghost") && e.Type == jobs.EventWorker {
+			lost = append(lost, e.Message)
+		}
+	}
+	if len(lost) != 1 || !strings.Contains(lost[0], "worker ghost lost: its heartbeat lease lapsed") {
+		t.Errorf("events about the dead member: %q, want one saying it was lost and why", lost)
+	}
+}

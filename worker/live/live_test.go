@@ -359,6 +359,45 @@ func TestLiveProgramFailingBeforeHelloFailsTheJob(t *testing.T) {
 	}
 }
 
+// A program that fails after et.init() connected but before its hello
+// (the code between init() and steps(): a DDP wrapper without a process
+// group, a bad path) is named by its own exit, not as "killed by
+// SIGTERM": the worker waits for the ending program, whose closed
+// connection it sees while Python still tears down torch, before it
+// stops it. Before, it sent SIGTERM at once, and every event and the
+// job's reason said the program had been killed.
+func TestLiveProgramFailingAfterInitIsNamedByItsExit(t *testing.T) {
+	t.Parallel()
+	l := startLive(t, 1, 1, 1000, 4)
+	root, _ := testenv.RepoRoot()
+	script := filepath.Join(t.TempDir(), "after_init.py")
+	prog := "import edl.torch as et, torch\nctx = et.init()\nraise RuntimeError('Default process group has not been initialized')\n"
+	if err := os.WriteFile(script, []byte(prog), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l.spec.Trainer.Exec.Command = []string{livePython, script}
+	l.spec.Trainer.Exec.Env["PYTHONPATH"] = filepath.Join(root, "python")
+	l.setMaxRestarts(1)
+	l.jobs.Job.State = jobs.Starting
+	l.add("w0")
+	select {
+	case <-l.errs:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("worker still running")
+	}
+	st, reason := l.jobs.State()
+	if st != jobs.Failed || !strings.Contains(reason, "last: exit code 1;") || !strings.Contains(reason, "RuntimeError: Default process group") {
+		t.Errorf("job %s (%q), want failed with the program's exit code 1 and its error in the reason", st, reason)
+	}
+	l.jobs.Mu.Lock()
+	defer l.jobs.Mu.Unlock()
+	for _, e := range l.jobs.Events {
+		if strings.Contains(e.Message, "SIGTERM") {
+			t.Errorf("event %q: nothing killed the program", e.Message)
+		}
+	}
+}
+
 // programPid is the pid of worker id's program (its environment names the
 // worker's socket).
 // setMaxRestarts sets the job's trainer.exec.max_restarts.

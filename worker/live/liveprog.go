@@ -35,6 +35,10 @@ func (w *Worker) programExited() bool {
 // worker's socket.
 var errExitedBeforeHello = errors.New("program exited before its hello")
 
+// endingExitWait is how long a program whose connection ended before its
+// hello has to exit on its own before it is stopped.
+const endingExitWait = 10 * time.Second
+
 // startProgram starts the program and waits for its hello.
 func (w *Worker) startProgram(ctx context.Context) (*liveConn, error) {
 	env := core.ProgramEnv{Base: w.Ecfg.Env, Spec: w.Ex.Env}.Environ()
@@ -78,6 +82,16 @@ func (w *Worker) startProgram(ctx context.Context) (*liveConn, error) {
 	req, err := lc.read()
 	if err != nil && !errors.Is(err, errBadRequest) {
 		lc.close()
+		// The connection ends as the program exits (an exception between
+		// init() and steps()); Python closes it before it has torn torch
+		// down. Its own exit names the failure: stop it only if it does
+		// not come. Before, the SIGTERM came first and every event and
+		// the job's reason said "killed by SIGTERM".
+		select {
+		case <-w.prog.Done:
+		case <-time.After(min(w.Grace(), endingExitWait)):
+		case <-ctx.Done():
+		}
 		res := w.prog.Stop(w.Grace())
 		return nil, fmt.Errorf("worker: live mode: the program's connection ended before its hello (%v; program %s): %w", err, res.Describe(), errExitedBeforeHello)
 	}

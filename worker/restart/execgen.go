@@ -110,11 +110,31 @@ func (w *Worker) runGen(ctx context.Context, g *coord.Generation) genOutcome {
 	_ = os.Remove(env.ErrorFile)
 	env.Generation, env.Rank, env.World, env.RestartCount = g.Number, rank, len(g.Members), restarts
 	env.MasterAddr, env.MasterPort = master, entries[g.Members[0]].Port
-	var gate func()
+	var gate func() bool
+	sig, who := sigNone, ""
 	if rank > 0 {
-		gate = func() { w.warm.awaitRendezvous(ctx, net.JoinHostPort(env.MasterAddr, strconv.Itoa(env.MasterPort))) }
+		over := func() bool {
+			if v, err := readPeers(ctx, rdb, w.Co.Keys(), g); err == nil {
+				sig, who = judgePeers(g, w.Cfg.Worker, v)
+			}
+			return sig != sigNone
+		}
+		gate = func() bool {
+			return w.warm.awaitRendezvous(ctx, net.JoinHostPort(env.MasterAddr, strconv.Itoa(env.MasterPort)), over)
+		}
 	}
-	prog := w.warm.start(ctx, env.Environ(), gate)
+	prog, abandoned := w.warm.start(ctx, env.Environ(), gate)
+	if abandoned {
+		// The generation ended before this rank's run started.
+		w.Log.Info("generation ended before the program started", "gen", g.Number, "signal", sig, "member", who)
+		switch sig {
+		case sigDone:
+			return genOutcome{kind: outcomeDone}
+		case sigPeerFailed:
+			w.report(ctx, g)
+		}
+		return genOutcome{kind: outcomeNext}
+	}
 	warmRun := prog != nil
 	if !warmRun {
 		prog = core.StartProgram(w.Ex.Command, w.Ex.Workdir, env.Environ(), w.Ecfg.Stdout, w.Ecfg.Stderr, w.Ecfg.TailLines)

@@ -43,7 +43,18 @@ func (w *Worker) Run(ctx context.Context) error {
 	bg, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	defer func() { w.warm.discard() }()
+	// The heartbeat runs from the start: a worker still preparing (its
+	// interpreter importing torch, a restore) is alive for the leader's
+	// last call however long that takes. Before, it was renewed only
+	// once the worker was ready, so one preparing longer than the lease
+	// (2 s) was taken for dead and its peers started without it.
+	hb, stopHB := context.WithCancel(bg)
+	defer stopHB()
+	hbDone := make(chan struct{})
+	go func() { defer close(hbDone); _ = w.Co.RunHeartbeat(hb) }()
 	if err := w.prepare(ctx); err != nil {
+		stopHB()
+		<-hbDone // no renewal after the leave below
 		lctx, lcancel := context.WithTimeout(bg, 5*time.Second)
 		defer lcancel()
 		_ = w.Co.Leave(lctx)
@@ -57,7 +68,6 @@ func (w *Worker) Run(ctx context.Context) error {
 		<-ctx.Done()
 		w.RequestLeave()
 	}()
-	go func() { _ = w.Co.RunHeartbeat(bg) }()
 	go w.Rep.Run(bg)
 	met := core.NewMetricSink(w.Deps.Redis, w.Cfg.Prefix, w.Cfg.Job) // metricpoints.go
 	stopMet := met.Start(func(err error) { w.Log.Warn("metrics", "err", err) })
@@ -112,7 +122,7 @@ func (w *Worker) prepare(ctx context.Context) error {
 	if lc.LastCall == 0 {
 		lc.LastCall = DefaultLastCall
 	}
-	w.Leader = core.NewLeader(lc, *spec, w.Co, w.Deps.Now, nil)
+	w.Leader = core.NewLeader(lc, *spec, w.Co, w.Deps.Now, w.Rep.Lost) // names the dead members
 	w.Watch = w.Co.Watch(context.WithoutCancel(ctx), 100*time.Millisecond)
 	// A newcomer's interpreter is warm before the leader may admit it: a
 	// join does not wait for Python's start and its imports.
@@ -196,7 +206,12 @@ func (w *Worker) loop(ctx context.Context) error {
 		case outcomeSucceeded:
 			return w.Finish(ctx, g, jobs.Succeeded, out.reason)
 		case outcomeFailed:
-			return w.Finish(ctx, g, jobs.Failed, out.reason)
+			// The restart budget is spent (a count every member reads
+			// alike): whichever member finds it fails the job, not only
+			// rank 0. Before, a rank 1 that found it first exited, and a
+			// rank 0 that then saw a member leave instead waited below
+			// workers.min: the job stayed running for ever.
+			return w.Finish(ctx, nil, jobs.Failed, out.reason)
 		case outcomeDone:
 			return w.Exit(ctx, "the job is done")
 		case outcomeLeave:

@@ -164,38 +164,42 @@ func notReady(err error, res core.ProgramResult) string {
 // environment; nil when the run must start cold (the reason is logged,
 // and told in a job event once). gate, if not nil, is called once the
 // interpreter is ready, before it gets the environment.
-func (wm *warmer) start(ctx context.Context, env []string, gate func()) *core.Program {
+func (wm *warmer) start(ctx context.Context, env []string, gate func() bool) (prog *core.Program, abandoned bool) {
 	if wm.off != "" {
 		if wm.warned != wm.off {
 			wm.warned = wm.off
 			wm.w.Log.Info("the program starts cold", "why", wm.off)
 		}
-		return nil
+		return nil, false
 	}
 	if wm.next == nil {
-		return nil // a prestart failed: failed() told why
+		return nil, false // a prestart failed: failed() told why
 	}
 	wm.waitReady(ctx)
 	p := wm.next
 	if p == nil {
-		return nil
+		return nil, false
+	}
+	if gate != nil && !gate() {
+		return nil, true // the interpreter stays for the next run
 	}
 	wm.next = nil
-	if gate != nil {
-		gate()
-	}
 	if err := p.boot.Go(env, ""); err != nil {
 		p.prog.Stop(0)
 		wm.failed(err.Error())
-		return nil
+		return nil, false
 	}
 	wm.fails = 0
-	return p.prog
+	return p.prog, false
 }
 
 // rendezvousWait bounds how long a warm run of rank > 0 waits for rank
 // 0's rendezvous store before it starts anyway.
 const rendezvousWait = 3 * time.Second
+
+// rendezvousCheck is how often that wait reads the generation's members
+// in Redis.
+const rendezvousCheck = 50 * time.Millisecond
 
 // awaitRendezvous waits until addr (rank 0's MASTER_ADDR:MASTER_PORT)
 // accepts a connection, within rendezvousWait. A warm run starts in
@@ -204,17 +208,30 @@ const rendezvousWait = 3 * time.Second
 // pause (about half a second to a second, torch 1.13's socket retry):
 // that pause was most of a warm restart. A program whose rank 0 never
 // listens there (no env:// rendezvous) turns the wait off for this
-// worker after the first timeout.
-func (wm *warmer) awaitRendezvous(ctx context.Context, addr string) {
+// worker after the first timeout. over is asked every rendezvousCheck
+// whether the generation ended meanwhile (rank 0's program failed at
+// once: a bad argument); then it returns false at once. Before, the
+// wait went on blind for 3 s, the worker sent the leader no report in
+// its window and was dropped from the next generation as lost (and the
+// failure, a member lost, did not count as a restart), and the wait was
+// turned off for the rest of the job.
+func (wm *warmer) awaitRendezvous(ctx context.Context, addr string, over func() bool) bool {
 	if wm.noRendezvous {
-		return
+		return true
 	}
 	deadline := time.Now().Add(rendezvousWait)
 	d := net.Dialer{Timeout: 100 * time.Millisecond}
+	next := time.Now()
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		if c, err := d.DialContext(ctx, "tcp", addr); err == nil {
 			c.Close()
-			return
+			return true
+		}
+		if time.Now().After(next) {
+			if over() {
+				return false
+			}
+			next = time.Now().Add(rendezvousCheck)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -222,6 +239,7 @@ func (wm *warmer) awaitRendezvous(ctx context.Context, addr string) {
 		wm.noRendezvous = true
 		wm.w.Log.Info("rank 0's rendezvous store did not listen; warm runs no longer wait for it", "addr", addr, "waited", rendezvousWait)
 	}
+	return true
 }
 
 // failed counts a warm start that failed; warmGiveUp in a row turn warm

@@ -7,6 +7,8 @@ import (
 
 type testWriter struct{ t testing.TB }
 
+func TestWriter(t testing.TB) testWriter { return testWriter{t} }
+
 func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
 
 func TestLog(t testing.TB) *slog.Logger {
