@@ -192,12 +192,21 @@ func si(v float64) string {
 	return fmt.Sprintf("%.0f", v)
 }
 
+// rateUnit is what Progress.SamplesPerS counts: samples/s, or steps/s
+// for a program that reports steps and no samples (docs/exec.md).
+func rateUnit(j jobs.Job) string {
+	if j.Progress.Samples == 0 && j.Progress.Step > 0 {
+		return "steps/s"
+	}
+	return "samples/s"
+}
+
 // statusLine is one job's progress in words, without the bar.
 func statusLine(j jobs.Job) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s  %s step %d", j.State, epochOf(j), j.Progress.Step)
 	if j.Progress.Step > 0 {
-		fmt.Fprintf(&b, "  loss %.4f  %s samples/s", j.Progress.Loss, si(j.Progress.SamplesPerS))
+		fmt.Fprintf(&b, "  loss %.4f  %s %s", j.Progress.Loss, si(j.Progress.SamplesPerS), rateUnit(j))
 	}
 	fmt.Fprintf(&b, "  workers %d/%d", j.Workers.Current, j.Workers.Target)
 	if j.Workers.Pinned > 0 {

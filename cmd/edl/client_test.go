@@ -533,3 +533,29 @@ func TestGetShowsUnreportedProgress(t *testing.T) {
 		t.Errorf("built-in job:\n%s", b.String())
 	}
 }
+
+// A program that writes only steps to $EDL_METRICS_FILE has its speed in
+// steps/s (docs/exec.md); get and watch called it samples/s.
+func TestRateUnitOfAStepsOnlyProgram(t *testing.T) {
+	now := time.Now()
+	spec := jobs.Spec{Trainer: jobs.Trainer{Kind: jobs.TrainerExec, Exec: &jobs.ExecTrainer{Command: []string{"python", "train.py"}}}}
+	steps := jobs.Job{ID: "j-1", State: jobs.Running, CreatedAt: now, UpdatedAt: now, Spec: spec, Progress: jobs.Progress{Step: 120, SamplesPerS: 12}}
+	samples := steps
+	samples.Progress = jobs.Progress{Step: 130, Samples: 4160, SamplesPerS: 400}
+	for _, c := range []struct {
+		j          jobs.Job
+		row, watch string
+	}{
+		{steps, "Steps/s:", "12 steps/s"},
+		{samples, "Samples/s:", "400 samples/s"},
+	} {
+		var b bytes.Buffer
+		printJob(&b, terminal{}, c.j, now)
+		if !strings.Contains(b.String(), c.row) {
+			t.Errorf("get of %+v: no %q row:\n%s", c.j.Progress, c.row, b.String())
+		}
+		if got := statusLine(c.j); !strings.Contains(got, c.watch) {
+			t.Errorf("watch line of %+v: %q, want %q in it", c.j.Progress, got, c.watch)
+		}
+	}
+}

@@ -266,7 +266,8 @@ func printJob(w io.Writer, term terminal, j jobs.Job, now time.Time) {
 	}
 	if j.Progress.Step > 0 {
 		t.row("Loss:", fmt.Sprintf("%.4f", j.Progress.Loss))
-		t.row("Samples/s:", si(j.Progress.SamplesPerS))
+		unit := rateUnit(j)
+		t.row(strings.ToUpper(unit[:1])+unit[1:]+":", si(j.Progress.SamplesPerS))
 	}
 	if d := eta(j); d > 0 {
 		t.row("ETA:", d.String())

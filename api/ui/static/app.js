@@ -189,7 +189,9 @@
       const unreported = j.spec.trainer.kind === "exec" && !j.progress.step && !j.progress.samples && !j.progress.epoch;
       row("Progress", unreported ? "none reported by the program (steps it writes to $EDL_METRICS_FILE show here)"
         : h("span", {}, progressCell(j), ` epoch ${j.progress.epoch + 1}, step ${j.progress.step}`));
-      if (j.progress.step > 0) row("Loss / samples/s", `${fmtLoss(j.progress)} / ${edlChart.fmtNum(j.progress.samples_per_s)}`);
+      // A program that reports steps and no samples has its speed in steps/s.
+      const rateUnit = !j.progress.samples && j.progress.step > 0 ? "steps/s" : "samples/s";
+      if (j.progress.step > 0) row(`Loss / ${rateUnit}`, `${fmtLoss(j.progress)} / ${edlChart.fmtNum(j.progress.samples_per_s)}`);
       const dl = deadlineInfo(j);
       if (dl) {
         row("Deadline", h("span", { id: "deadline" }, dl.due + " (" + (j.spec.deadline_policy || "strict") + ")"));
@@ -210,7 +212,7 @@
       const resizeOnly = markers.filter((m) => m.cls === "marker-resize");
       const trained = pts.filter((p) => p.step > 0);
       edlChart.line($("#chart-loss"), { series: [{ name: "loss", dots: true, points: trained.filter((p) => p.loss !== null).map((p) => [t(p), p.loss]) }], markers: resizeOnly, empty: "no steps yet" });
-      edlChart.line($("#chart-rate"), { series: [{ name: "samples/s", dots: false, points: trained.map((p) => [t(p), p.samples_per_s]) }], markers: resizeOnly, empty: "no steps yet" });
+      edlChart.line($("#chart-rate"), { series: [{ name: trained.length && !trained[trained.length - 1].samples ? "steps/s" : "samples/s", dots: false, points: trained.map((p) => [t(p), p.samples_per_s]) }], markers: resizeOnly, empty: "no steps yet" });
       const target = pts.map((p) => [t(p), p.workers_target]);
       for (const ev of st.events) if (ev.type === "scale" && ev.data && typeof ev.data.to === "number") target.push([Date.parse(ev.time), ev.data.to]);
       target.sort((a, b) => a[0] - b[0]);
