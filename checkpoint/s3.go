@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -14,6 +17,8 @@ import (
 const (
 	defaultPartSize    = 16 << 20
 	defaultPartThreads = 4
+	// defaultStallTimeout is minio-go's wait for response headers.
+	defaultStallTimeout = time.Minute
 )
 
 // s3Store keeps objects under prefix in one bucket of an S3-compatible
@@ -82,10 +87,15 @@ func openS3(ctx context.Context, u *url.URL, opts Options) (Store, error) {
 	if region == "" {
 		region = "us-east-1"
 	}
+	tr, err := stallTransport(secure, opts.StallTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", name, err)
+	}
 	client, err := minio.New(host, &minio.Options{
-		Creds:  credentials.NewStaticV4(opts.AccessKey, opts.SecretKey, opts.SessionToken),
-		Secure: secure,
-		Region: region,
+		Creds:     credentials.NewStaticV4(opts.AccessKey, opts.SecretKey, opts.SessionToken),
+		Secure:    secure,
+		Region:    region,
+		Transport: tr,
 		// A few quick retries; the Uploader retries with its own backoff
 		// when the store stays down.
 		MaxRetries: 3,
@@ -118,6 +128,51 @@ func openS3(ctx context.Context, u *url.URL, opts Options) (Store, error) {
 		return nil, fmt.Errorf("open store %s (endpoint %s): bucket %q does not exist", name, host, bucket)
 	}
 	return s, nil
+}
+
+// stallTransport is minio-go's default transport whose connections fail
+// a read or write that moves nothing for timeout (default 1 min). The
+// transport alone bounds only the wait for a response's headers: a body
+// going to, or coming from, a server that stopped answering blocked for
+// ever, and with it the job's uploader or restore.
+func stallTransport(secure bool, timeout time.Duration) (*http.Transport, error) {
+	if timeout <= 0 {
+		timeout = defaultStallTimeout
+	}
+	tr, err := minio.DefaultTransport(secure)
+	if err != nil {
+		return nil, err
+	}
+	dial := tr.DialContext
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &stallConn{Conn: c, timeout: timeout}, nil
+	}
+	return tr, nil
+}
+
+// stallConn pushes its deadlines forward at every read and write, so only
+// a connection that stalls for timeout fails. A write moves the read
+// deadline too: the transport's reader waits on an idle connection from
+// before the request was sent.
+type stallConn struct {
+	net.Conn
+	timeout time.Duration
+}
+
+func (c *stallConn) Read(p []byte) (int, error) {
+	_ = c.Conn.SetReadDeadline(time.Now().Add(c.timeout))
+	return c.Conn.Read(p)
+}
+
+func (c *stallConn) Write(p []byte) (int, error) {
+	d := time.Now().Add(c.timeout)
+	_ = c.Conn.SetWriteDeadline(d)
+	_ = c.Conn.SetReadDeadline(d)
+	return c.Conn.Write(p)
 }
 
 // describeS3Error keeps the server's code and message; minio-go's errors

@@ -57,6 +57,12 @@ type Options struct {
 	PartSize uint64
 	// PartThreads is how many parts upload in parallel; default 4.
 	PartThreads uint
+	// StallTimeout fails a request to an S3 store whose connection moves
+	// no byte for this long (a hung server, a black-holed network); the
+	// request is then retried like any other failure. Without it a stalled
+	// upload or restore waited for ever. Default 1 min, as long as the
+	// wait for a response's headers.
+	StallTimeout time.Duration
 }
 
 // OptionsFromEnv fills Options from the usual AWS variables:

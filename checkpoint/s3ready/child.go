@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/edl-nomad/edl/internal/childproc"
@@ -135,6 +136,23 @@ func (c *Child) Kill() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.killLocked()
+}
+
+// Pause stops the server with SIGSTOP, as a hung host or a black-holed
+// network would look: its kernel still accepts connections and buffers
+// bytes, but nothing answers. Resume undoes it; Stop and Kill work on a
+// paused server.
+func (c *Child) Pause() { c.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (c *Child) Resume() { c.signal(syscall.SIGCONT) }
+
+func (c *Child) signal(sig syscall.Signal) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.proc != nil {
+		_ = syscall.Kill(c.proc.Pid(), sig)
+	}
 }
 
 // Restart starts a stopped or killed server again on the same port and
