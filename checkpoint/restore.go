@@ -41,10 +41,10 @@ type Checkpoint struct {
 	verified map[string]bool
 }
 
-// Open streams the named shard. Its final Read (the one returning io.EOF
-// otherwise) fails with an error wrapping ErrCorrupt if the bytes differ
-// from the manifest, so a loader must not trust what it read before it saw
-// io.EOF.
+// Open streams the named shard. The Read that would complete it (or
+// return io.EOF) fails instead, returning no bytes, with an error wrapping
+// ErrCorrupt if the bytes differ from the manifest, so a loader must not
+// trust what it read before it saw io.EOF.
 func (c *Checkpoint) Open(ctx context.Context, name string) (io.ReadCloser, error) {
 	info, ok := c.Manifest.Shard(name)
 	if !ok {
@@ -167,15 +167,19 @@ func (c *Catalog) openVerified(ctx context.Context, s ShardInfo) (io.ReadCloser,
 	return &verifyingReader{rc: rc, info: s, h: newPipeHasher()}, nil
 }
 
-// verifyingReader hashes what passes through and turns the end of the
-// stream into an error if size or SHA-256 differ from the manifest.
+// verifyingReader hashes what passes through and fails the read that
+// would complete the shard if size or SHA-256 differ from the manifest.
+// That read returns no bytes: a caller that copies the stream on (the
+// API's model download) ends it short instead of handing out every byte
+// of a shard that does not verify.
 type verifyingReader struct {
-	rc   io.ReadCloser
-	info ShardInfo
-	h    *pipeHasher
-	n    int64
-	err  error
-	onOK func()
+	rc     io.ReadCloser
+	info   ShardInfo
+	h      *pipeHasher
+	n      int64
+	summed bool // the hash of info.Size bytes matched
+	err    error
+	onOK   func()
 }
 
 func (v *verifyingReader) Read(p []byte) (int, error) {
@@ -183,22 +187,27 @@ func (v *verifyingReader) Read(p []byte) (int, error) {
 		return 0, v.err
 	}
 	n, err := v.rc.Read(p)
+	if v.n+int64(n) > v.info.Size {
+		v.err = &CorruptError{Key: v.info.Key, Reason: fmt.Sprintf("shard longer than the %d bytes the manifest says", v.info.Size)}
+		return 0, v.err
+	}
 	v.h.Write(p[:n])
 	v.n += int64(n)
-	if v.n > v.info.Size {
-		v.err = &CorruptError{Key: v.info.Key, Reason: fmt.Sprintf("shard longer than the %d bytes the manifest says", v.info.Size)}
-		return n, v.err
+	if v.n == v.info.Size && !v.summed {
+		if got := v.h.sum(); got != v.info.SHA256 {
+			v.err = &CorruptError{Key: v.info.Key, Reason: fmt.Sprintf("shard sha256 %s, manifest says %s", got, v.info.SHA256)}
+			return 0, v.err
+		}
+		v.summed = true
 	}
 	if err == io.EOF {
 		if v.n != v.info.Size {
 			v.err = &CorruptError{Key: v.info.Key, Reason: fmt.Sprintf("shard truncated: %d of %d bytes", v.n, v.info.Size)}
-		} else if got := v.h.sum(); got != v.info.SHA256 {
-			v.err = &CorruptError{Key: v.info.Key, Reason: fmt.Sprintf("shard sha256 %s, manifest says %s", got, v.info.SHA256)}
-		} else {
-			v.err = io.EOF
-			if v.onOK != nil {
-				v.onOK()
-			}
+			return 0, v.err
+		}
+		v.err = io.EOF
+		if v.onOK != nil {
+			v.onOK()
 		}
 		return n, v.err
 	}
