@@ -75,28 +75,52 @@ type LoadFunc func(ctx context.Context, cp *Checkpoint) error
 // nil. A shard the load function did not read to the end is verified
 // after it returns. Errors of the store itself (not corruption) stop the
 // search and are returned, so a flaky store never silently rolls a job
-// back; ErrNoCheckpoint means there was nothing usable.
+// back; ErrNoCheckpoint means there was nothing usable. A candidate that
+// retention deleted while it was read (a newer one was committed
+// meanwhile) makes Restore list the checkpoints again and try the new ones.
 func (c *Catalog) Restore(ctx context.Context, load LoadFunc, onSkip func(Skip)) (*Manifest, error) {
-	steps, err := c.steps(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("restore %s: %w", c.cfg.Job, err)
+	tried := map[int64]bool{}
+	// A candidate deleted by retention while we read it means a newer
+	// checkpoint was committed meanwhile (Prune runs after a commit): list
+	// again rather than answer ErrNoCheckpoint, which starts the job over.
+	for round := 0; ; round++ {
+		steps, err := c.steps(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("restore %s: %w", c.cfg.Job, err)
+		}
+		pruned := false
+		for _, step := range steps {
+			if tried[step] {
+				continue
+			}
+			tried[step] = true
+			m, err := c.try(ctx, step, load)
+			if err == nil {
+				c.log.Info("checkpoint restored", "step", m.Step, "epoch", m.Epoch, "bytes", m.Size())
+				return m, nil
+			}
+			if !errors.Is(err, ErrCorrupt) {
+				return nil, fmt.Errorf("restore %s step %d: %w", c.cfg.Job, step, err)
+			}
+			if _, serr := c.store.Stat(ctx, manifestKey(c.cfg.Job, step)); errors.Is(serr, ErrNotFound) {
+				pruned = true
+				err = fmt.Errorf("deleted by retention meanwhile: %w", err)
+			}
+			c.log.Warn("checkpoint skipped", "step", step, "reason", err.Error())
+			if onSkip != nil {
+				onSkip(Skip{Step: step, Reason: err})
+			}
+		}
+		if !pruned || round == maxRestoreRounds-1 {
+			break
+		}
 	}
-	for _, step := range steps {
-		m, err := c.try(ctx, step, load)
-		if err == nil {
-			c.log.Info("checkpoint restored", "step", m.Step, "epoch", m.Epoch, "bytes", m.Size())
-			return m, nil
-		}
-		if !errors.Is(err, ErrCorrupt) {
-			return nil, fmt.Errorf("restore %s step %d: %w", c.cfg.Job, step, err)
-		}
-		c.log.Warn("checkpoint skipped", "step", step, "reason", err.Error())
-		if onSkip != nil {
-			onSkip(Skip{Step: step, Reason: err})
-		}
-	}
-	return nil, fmt.Errorf("restore %s: %w (%d checkpoints looked at)", c.cfg.Job, ErrNoCheckpoint, len(steps))
+	return nil, fmt.Errorf("restore %s: %w (%d checkpoints looked at)", c.cfg.Job, ErrNoCheckpoint, len(tried))
 }
+
+// maxRestoreRounds bounds Restore's listings when retention keeps deleting
+// what it reads.
+const maxRestoreRounds = 5
 
 // try loads one candidate; an ErrCorrupt error means skip it.
 func (c *Catalog) try(ctx context.Context, step int64, load LoadFunc) (*Manifest, error) {
