@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 )
 
 // tempPrefix marks a file Put has not yet renamed into place; List skips
@@ -210,13 +211,63 @@ func (s *fileStore) Delete(ctx context.Context, key string) error {
 	if err := os.Remove(s.path(key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("delete %s: %w", key, err)
 	}
-	// Drop directories left empty, up to the root, so listings stay short.
-	for dir := filepath.Dir(s.path(key)); dir != s.root && strings.HasPrefix(dir, s.root); dir = filepath.Dir(dir) {
+	s.dropEmptyDirs(filepath.Dir(s.path(key)))
+	return nil
+}
+
+// dropEmptyDirs removes dir and its parents while they are empty, up to
+// the root, so listings stay short.
+func (s *fileStore) dropEmptyDirs(dir string) {
+	for ; dir != s.root && strings.HasPrefix(dir, s.root); dir = filepath.Dir(dir) {
 		if os.Remove(dir) != nil {
 			break
 		}
 	}
-	return nil
+}
+
+// sweepTemps deletes the temporary files under prefix last modified
+// before cutoff: what a Put leaves when its process dies before the
+// rename. List hides them, so nothing else ever would.
+func (s *fileStore) sweepTemps(ctx context.Context, prefix string, cutoff time.Time) (int, error) {
+	start := s.root
+	if i := strings.LastIndex(prefix, "/"); i >= 0 {
+		start = s.path(prefix[:i])
+	}
+	var stale []string
+	err := filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
+		if d.IsDir() || !strings.HasPrefix(d.Name(), tempPrefix) {
+			return nil
+		}
+		rel, err := filepath.Rel(s.root, p)
+		if err != nil || !strings.HasPrefix(filepath.ToSlash(rel), prefix) {
+			return err
+		}
+		if fi, err := d.Info(); err == nil && fi.ModTime().Before(cutoff) {
+			stale = append(stale, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sweep %q: %w", prefix, err)
+	}
+	n := 0
+	for _, p := range stale {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return n, fmt.Errorf("sweep %q: %w", prefix, err)
+		}
+		n++
+		s.dropEmptyDirs(filepath.Dir(p))
+	}
+	return n, nil
 }
 
 func syncDir(dir string) error {

@@ -12,7 +12,7 @@ import (
 // PruneResult says what Prune removed.
 type PruneResult struct {
 	Deleted       []int64 // steps whose checkpoints were removed
-	OrphanObjects int     // shard objects removed that no manifest named
+	OrphanObjects int     // shard objects removed that no manifest named, and temporary files of killed writes
 }
 
 // Prune applies retention: it keeps the newest Keep checkpoints and, with
@@ -24,7 +24,8 @@ type PruneResult struct {
 // or unreadable newest checkpoint (a manifest of a newer format, a shard
 // lost) never pushes out the last one a restore can use. It then deletes
 // shard objects that no remaining manifest names and that are older than
-// OrphanGrace (the leftovers of writes that died before their manifest);
+// OrphanGrace (the leftovers of writes that died before their manifest),
+// and the file store's temporary files as old (of a Put killed midway);
 // the shards of a kept manifest that does not parse are left alone.
 func (c *Catalog) Prune(ctx context.Context) (PruneResult, error) {
 	var res PruneResult
@@ -190,7 +191,21 @@ func (c *Catalog) collectOrphans(ctx context.Context, referenced map[string]bool
 			n++
 		}
 	}
+	if sw, ok := c.store.(tempSweeper); ok {
+		k, err := sw.sweepTemps(ctx, c.cfg.Job+"/", cutoff)
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
 	return n, nil
+}
+
+// tempSweeper is a Store whose unfinished writes List does not show (the
+// file store's temporary files); Prune has it delete those older than the
+// orphan grace period, the leftovers of a process killed mid-Put.
+type tempSweeper interface {
+	sweepTemps(ctx context.Context, prefix string, cutoff time.Time) (int, error)
 }
 
 func dirOf(key string) string {
