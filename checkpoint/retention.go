@@ -12,7 +12,7 @@ import (
 // PruneResult says what Prune removed.
 type PruneResult struct {
 	Deleted       []int64 // steps whose checkpoints were removed
-	OrphanObjects int     // shard objects removed that no manifest named, and temporary files of killed writes
+	OrphanObjects int     // shard objects removed that no manifest named, and unfinished writes of killed Puts
 }
 
 // Prune applies retention: it keeps the newest Keep checkpoints and, with
@@ -25,7 +25,8 @@ type PruneResult struct {
 // lost) never pushes out the last one a restore can use. It then deletes
 // shard objects that no remaining manifest names and that are older than
 // OrphanGrace (the leftovers of writes that died before their manifest),
-// and the file store's temporary files as old (of a Put killed midway);
+// and the unfinished writes as old of a Put killed midway (the file
+// store's temporary files, an S3 store's incomplete multipart uploads);
 // the shards of a kept manifest that does not parse are left alone.
 func (c *Catalog) Prune(ctx context.Context) (PruneResult, error) {
 	var res PruneResult
@@ -202,8 +203,9 @@ func (c *Catalog) collectOrphans(ctx context.Context, referenced map[string]bool
 }
 
 // tempSweeper is a Store whose unfinished writes List does not show (the
-// file store's temporary files); Prune has it delete those older than the
-// orphan grace period, the leftovers of a process killed mid-Put.
+// file store's temporary files, an S3 store's incomplete multipart
+// uploads); Prune has it delete those older than the orphan grace period,
+// the leftovers of a process killed mid-Put.
 type tempSweeper interface {
 	sweepTemps(ctx context.Context, prefix string, cutoff time.Time) (int, error)
 }

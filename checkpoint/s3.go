@@ -285,3 +285,31 @@ func (s *s3Store) Delete(ctx context.Context, key string) error {
 	}
 	return nil
 }
+
+// sweepTemps aborts the multipart uploads under prefix begun before
+// cutoff: what a Put leaves when its process dies midway. Their parts hold
+// storage (billed, on a cloud store) and List does not show them, so
+// without this only a bucket lifecycle rule would ever free them.
+func (s *s3Store) sweepTemps(ctx context.Context, prefix string, cutoff time.Time) (int, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // stops the listing goroutine if we return early
+	var stale []minio.ObjectMultipartInfo
+	for u := range s.client.ListIncompleteUploads(ctx, s.bucket, s.prefix+prefix, true) {
+		if u.Err != nil {
+			return 0, fmt.Errorf("sweep %q: %w", prefix, describeS3Error(u.Err))
+		}
+		if u.Initiated.Before(cutoff) {
+			stale = append(stale, u)
+		}
+	}
+	core := minio.Core{Client: s.client}
+	n := 0
+	for _, u := range stale {
+		err := core.AbortMultipartUpload(ctx, s.bucket, u.Key, u.UploadID)
+		if err != nil && !isNotFound(err) && minio.ToErrorResponse(err).Code != "NoSuchUpload" {
+			return n, fmt.Errorf("sweep %q: abort the upload of %s: %w", prefix, strings.TrimPrefix(u.Key, s.prefix), describeS3Error(err))
+		}
+		n++
+	}
+	return n, nil
+}
