@@ -128,6 +128,10 @@ type proc struct {
 	// interrupted: Close stopped it, not its job (edl dev stopped); its
 	// exit record says so, and it is no worker of the job after a restart.
 	interrupted bool
+	// left: it went while its job went on (drained by a scale-down,
+	// replaced, or failed and restarted); its exit record says so, and it
+	// is no worker of the job after a restart either.
+	left bool
 }
 
 // New returns a cluster with no workers.
@@ -249,7 +253,7 @@ func (c *Cluster) StopWorker(ctx context.Context, jobID, workerID, reason string
 		return nil
 	}
 	c.log.Info("stop worker", "job", jobID, "worker", workerID, "reason", reason)
-	p.replace = true
+	p.replace, p.left = true, true
 	c.stopLocked(p)
 	return nil
 }
@@ -346,6 +350,7 @@ func (c *Cluster) reconcileLocked(jr *jobRun) {
 	sort.Slice(live, func(i, j int) bool { return live[i].index > live[j].index })
 	for i := 0; i < len(live)-jr.desired; i++ {
 		live[i].replace = false
+		live[i].left = true
 		c.stopLocked(live[i])
 	}
 	for n := len(live) + completed; n < jr.desired; n++ {
@@ -476,8 +481,11 @@ func (c *Cluster) wait(jobID string, p *proc, logs io.Closer) {
 	}
 	c.mu.Lock()
 	interrupted := p.interrupted
+	// A failed worker its cluster restarts (wait's restart below) left a
+	// job that goes on.
+	left := p.left || p.replace || (code != 0 && !p.stopping && !c.closed && c.jobs[jobID] != nil)
 	c.mu.Unlock()
-	c.recordExit(jobID, p, code, interrupted)
+	c.recordExit(jobID, p, code, interrupted, left)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p.exitCode = code

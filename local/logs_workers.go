@@ -26,6 +26,9 @@ type exitRecord struct {
 	// Interrupted: the cluster stopped it because it was itself closing
 	// (edl dev stopped), not because its job ended or shrank.
 	Interrupted bool `json:"interrupted,omitempty"`
+	// Left: it went while its job went on (drained by a scale-down,
+	// replaced, or failed and restarted by the cluster).
+	Left bool `json:"left,omitempty"`
 }
 
 const exitSuffix = ".exit.json"
@@ -36,8 +39,8 @@ func exitPath(logDir, jobID, workerID string) string {
 
 // recordExit writes a worker's exit record; a failure is logged (the
 // worker is then listed as failed with no exit code once its job is gone).
-func (c *Cluster) recordExit(jobID string, p *proc, code int, interrupted bool) {
-	b, _ := json.Marshal(exitRecord{ID: p.id, Index: p.index, Started: p.started, ExitCode: code, Interrupted: interrupted})
+func (c *Cluster) recordExit(jobID string, p *proc, code int, interrupted, left bool) {
+	b, _ := json.Marshal(exitRecord{ID: p.id, Index: p.index, Started: p.started, ExitCode: code, Interrupted: interrupted, Left: left})
 	path := exitPath(c.cfg.LogDir, jobID, p.id)
 	tmp := path + ".tmp"
 	err := os.WriteFile(tmp, b, 0o644)
@@ -52,8 +55,9 @@ func (c *Cluster) recordExit(jobID string, p *proc, code int, interrupted bool) 
 // finishedWorkers lists the workers of a job the cluster no longer runs,
 // from what LogDir keeps: each worker with a log and an exit record,
 // complete or failed by its exit code. A worker whose edl dev stopped
-// under it (an interrupted record), or was killed (no record), did not
-// end with its job: it is left out, so that a job still running when edl
+// under it (an interrupted record), or was killed (no record), or that
+// left while its job went on (drained, replaced, failed and restarted: a
+// left record), did not end with its job: it is left out, so that a job still running when edl
 // dev stopped has no workers here, and the planner places it again (it
 // resumes from its checkpoint) instead of settling it as failed. Its logs
 // stay readable. A job with no logs has no workers.
@@ -65,7 +69,7 @@ func (c *Cluster) finishedWorkers(jobID string) ([]jobs.Worker, error) {
 			return
 		}
 		var r exitRecord
-		if json.Unmarshal(b, &r) != nil || r.ID != id || r.Interrupted {
+		if json.Unmarshal(b, &r) != nil || r.ID != id || r.Interrupted || r.Left {
 			return
 		}
 		code := r.ExitCode

@@ -94,3 +94,51 @@ func TestWorkersStoppedByCloseAreNotTheJobsAfterARestart(t *testing.T) {
 		}
 	}
 }
+
+// A running job that had shrunk (its drained worker exited 0), lost a
+// worker to a crash (restarted) and had one replaced was settled as failed
+// after edl dev was killed and started again ("all 1 workers exited before
+// the job finished (exit codes 0)"): the new cluster listed the exit
+// records of those workers, which left while the job went on, as the
+// job's workers (its live ones, killed with edl dev, have no record), so
+// the planner saw every worker exited and never placed the job again.
+// Such workers are not the job's after a restart.
+func TestWorkersThatLeftARunningJobAreNotItsAfterAKill(t *testing.T) {
+	c, ctl := newTestCluster(t, 8)
+	ctx := context.Background()
+	if err := c.Scale(ctx, job("k"), 3, "test"); err != nil {
+		t.Fatal(err)
+	}
+	ws := waitWorkers(t, c, "k", func(ws []jobs.Worker) bool { return liveIndexes(ws) == "0,1,2" })
+	waitTrapped(t, ctl, 0, 1, 2)
+	gone := func(n int) func([]jobs.Worker) bool {
+		return func(ws []jobs.Worker) bool {
+			g := 0
+			for _, w := range ws {
+				if !w.State.Live() {
+					g++
+				}
+			}
+			return g == n && liveIndexes(ws) == "0,1"
+		}
+	}
+	if err := c.Scale(ctx, job("k"), 2, "shrink"); err != nil { // index 2 drained: exits 0
+		t.Fatal(err)
+	}
+	waitWorkers(t, c, "k", gone(1))
+	if err := c.StopWorker(ctx, "k", ws[0].ID, "straggler"); err != nil { // replaced
+		t.Fatal(err)
+	}
+	waitWorkers(t, c, "k", gone(2))
+	exitWith(t, ctl, 1, 3) // index 1 crashes and is restarted
+	waitWorkers(t, c, "k", gone(3))
+	// edl dev SIGKILLed: the live workers leave no exit record; a new
+	// cluster reads the same logs.
+	again, err := New(c.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ws, err := again.Workers(ctx, "k"); err != nil || len(ws) != 0 {
+		t.Fatalf("after the restart the running job has workers %+v (%v), want none", ws, err)
+	}
+}
