@@ -153,38 +153,9 @@ func (s *fileStore) Stat(ctx context.Context, key string) (ObjectInfo, error) {
 }
 
 func (s *fileStore) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
-	// Walk only the directory the prefix names; the rest of the prefix
-	// filters names inside it.
-	start := s.root
-	if i := strings.LastIndex(prefix, "/"); i >= 0 {
-		start = s.path(prefix[:i])
-	}
 	var out []ObjectInfo
-	err := filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		if cerr := ctx.Err(); cerr != nil {
-			return cerr
-		}
+	err := s.walkFiles(ctx, prefix, func(_, key string, d fs.DirEntry) error {
 		if strings.HasPrefix(d.Name(), tempPrefix) {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if d.IsDir() {
-			return nil
-		}
-		rel, err := filepath.Rel(s.root, p)
-		if err != nil {
-			return err
-		}
-		key := filepath.ToSlash(rel)
-		if !strings.HasPrefix(key, prefix) {
 			return nil
 		}
 		fi, err := d.Info()
@@ -202,6 +173,42 @@ func (s *fileStore) List(ctx context.Context, prefix string) ([]ObjectInfo, erro
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out, nil
+}
+
+// walkFiles calls f with the path, key and entry of every file whose key
+// starts with prefix, temporary ones included (a temporary folder is not
+// walked). It walks only the folder the prefix names; the rest of the
+// prefix filters names inside it.
+func (s *fileStore) walkFiles(ctx context.Context, prefix string, f func(path, key string, d fs.DirEntry) error) error {
+	start := s.root
+	if i := strings.LastIndex(prefix, "/"); i >= 0 {
+		start = s.path(prefix[:i])
+	}
+	return filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
+		if d.IsDir() {
+			if strings.HasPrefix(d.Name(), tempPrefix) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		rel, err := filepath.Rel(s.root, p)
+		if err != nil {
+			return err
+		}
+		if key := filepath.ToSlash(rel); strings.HasPrefix(key, prefix) {
+			return f(p, key, d)
+		}
+		return nil
+	})
 }
 
 func (s *fileStore) Delete(ctx context.Context, key string) error {
@@ -229,27 +236,10 @@ func (s *fileStore) dropEmptyDirs(dir string) {
 // before cutoff: what a Put leaves when its process dies before the
 // rename. List hides them, so nothing else ever would.
 func (s *fileStore) sweepTemps(ctx context.Context, prefix string, cutoff time.Time) (int, error) {
-	start := s.root
-	if i := strings.LastIndex(prefix, "/"); i >= 0 {
-		start = s.path(prefix[:i])
-	}
 	var stale []string
-	err := filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		if cerr := ctx.Err(); cerr != nil {
-			return cerr
-		}
-		if d.IsDir() || !strings.HasPrefix(d.Name(), tempPrefix) {
+	err := s.walkFiles(ctx, prefix, func(p, _ string, d fs.DirEntry) error {
+		if !strings.HasPrefix(d.Name(), tempPrefix) {
 			return nil
-		}
-		rel, err := filepath.Rel(s.root, p)
-		if err != nil || !strings.HasPrefix(filepath.ToSlash(rel), prefix) {
-			return err
 		}
 		if fi, err := d.Info(); err == nil && fi.ModTime().Before(cutoff) {
 			stale = append(stale, p)
