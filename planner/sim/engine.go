@@ -216,6 +216,10 @@ type engine struct {
 
 const eps = 1e-6
 
+// decideHook, when set (by tests), sees every snapshot the engine hands
+// Decide and the plan it gets back.
+var decideHook func(planner.Snapshot, planner.Plan)
+
 func (e *engine) run(ctx context.Context) error {
 	limit := e.runBound()
 	for e.next < len(e.all) || len(e.active) > 0 || e.sweepsLeft() {
@@ -369,6 +373,9 @@ func (e *engine) decide() {
 	}
 	p := planner.Decide(s, now)
 	e.decisions++
+	if decideHook != nil {
+		decideHook(s, p)
+	}
 
 	// released is, per node, the seconds until the GPUs a shrinking or
 	// suspended job gives back there are free: a job placed on them waits.
